@@ -1,0 +1,52 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+let package = Package(
+    name: "Tutti",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "tutti", targets: ["tutti"]),
+        .executable(name: "tutti-bench", targets: ["tutti-bench"]),
+        .library(name: "TuttiCore", targets: ["TuttiCore"]),
+        .library(name: "TuttiMedia", targets: ["TuttiMedia"]),
+        .library(name: "TuttiDevices", targets: ["TuttiDevices"]),
+        .library(name: "TuttiPlayback", targets: ["TuttiPlayback"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-atomics", from: "1.3.0"),
+    ],
+    targets: [
+        // System libraries from Debian packages (see Makefile `deps`).
+        .systemLibrary(name: "CFFmpeg", pkgConfig: "libavformat",
+                       providers: [.apt(["libavformat-dev", "libavcodec-dev", "libavutil-dev", "libswresample-dev"])]),
+        .systemLibrary(name: "CSoxr", pkgConfig: "soxr", providers: [.apt(["libsoxr-dev"])]),
+        .systemLibrary(name: "CALSA", pkgConfig: "alsa", providers: [.apt(["libasound2-dev"])]),
+        // Test-only: counts heap allocations per thread to prove the render loop allocation-free.
+        .target(name: "CAllocationCounter"),
+
+        .target(name: "TuttiCore", dependencies: [.product(name: "Atomics", package: "swift-atomics")]),
+        .target(name: "TuttiMedia", dependencies: ["TuttiCore", "CFFmpeg", "CSoxr"]),
+        .target(name: "TuttiDevices", dependencies: ["TuttiCore", "CALSA",
+                                                     .product(name: "Atomics", package: "swift-atomics")]),
+        .target(name: "TuttiPlayback", dependencies: ["TuttiCore", "TuttiMedia", "TuttiDevices",
+                                                      .product(name: "Atomics", package: "swift-atomics")]),
+        .executableTarget(name: "tutti", dependencies: [
+            "TuttiCore", "TuttiMedia", "TuttiDevices", "TuttiPlayback",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ]),
+        .executableTarget(name: "tutti-bench", dependencies: [
+            "TuttiCore", "TuttiMedia",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ]),
+
+        .testTarget(name: "TuttiCoreTests", dependencies: ["TuttiCore"]),
+        .testTarget(name: "TuttiMediaTests", dependencies: ["TuttiMedia", "TuttiTestSupport"]),
+        .testTarget(name: "TuttiDevicesTests", dependencies: ["TuttiDevices", "TuttiTestSupport", "CAllocationCounter"]),
+        .testTarget(name: "TuttiPlaybackTests", dependencies: ["TuttiPlayback", "TuttiTestSupport", "CAllocationCounter"]),
+        .testTarget(name: "TuttiCLITests", dependencies: ["TuttiTestSupport"]),
+        // Shared test helpers: media generation with the ffmpeg CLI, WAV reading, signal checks.
+        .target(name: "TuttiTestSupport", dependencies: ["TuttiCore"], path: "Tests/TuttiTestSupport"),
+    ],
+    swiftLanguageModes: [.v6]
+)

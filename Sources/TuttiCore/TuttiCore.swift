@@ -1,0 +1,1 @@
+// TuttiCore: media time, clocks, formats, PCM buffers and the lock-free ring. No I/O.

@@ -1,0 +1,61 @@
+import TuttiCore
+
+/// A sink of audio that runs its own clocked thread and pulls from a `RenderSource`.
+///
+/// Lifecycle: `start(source:)` once, then either the source ends (the device plays out what it
+/// holds and finishes) or `stop()` ends it early. `waitUntilFinished()` joins the device's
+/// threads and finalizes any files; it returns the first error the device met, if any.
+/// Thread-safety: all members may be called from any thread except where noted.
+public protocol OutputDevice: AnyObject, Sendable {
+    /// The spec this device was made from, e.g. "virtual:/tmp/out.wav".
+    var name: String { get }
+    /// Rate, channels and the sample format the device emits.
+    var format: AudioFormat { get }
+    /// Frames pulled from the source per render call.
+    var periodFrames: Int { get }
+    /// Frames queued between the render call and emission (the device's output latency).
+    var bufferFrames: Int { get }
+
+    /// Called on the render thread; set before `start`.
+    var renderLoopObserver: RenderLoopObserver? { get set }
+
+    func start(source: any RenderSource) throws(DeviceError)
+    /// Ends playback at once (Ctrl-C); the device finishes after its current period.
+    func stop()
+    /// True once the render thread has ended.
+    var isFinished: Bool { get }
+    /// Joins the device's threads and closes its files. Call once, from a non-real-time thread.
+    func waitUntilFinished() throws(DeviceError)
+
+    /// Frames emitted so far and the host time at which the last of them was emitted, like
+    /// ALSA's status/htimestamp pair.
+    func position() -> DevicePosition
+    /// Periods that were not fully ready by their deadline and were completed with silence.
+    var underrunCount: Int { get }
+}
+
+/// A device's reading of its own progress.
+public struct DevicePosition: Sendable, Equatable {
+    /// Frames that have left the device (reached the DAC).
+    public var framesEmitted: Int64
+    /// The time, in the device's reporting clock, at which frame `framesEmitted` is emitted.
+    public var hostTime: Int64
+
+    public init(framesEmitted: Int64, hostTime: Int64) {
+        self.framesEmitted = framesEmitted
+        self.hostTime = hostTime
+    }
+}
+
+/// A problem with an output device, naming the device and the reason in one line.
+public struct DeviceError: Error, Sendable, CustomStringConvertible, Equatable {
+    public let device: String
+    public let reason: String
+
+    public init(device: String, reason: String) {
+        self.device = device
+        self.reason = reason
+    }
+
+    public var description: String { "\(device): \(reason)" }
+}

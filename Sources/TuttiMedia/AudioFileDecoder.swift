@@ -1,0 +1,310 @@
+import CFFmpeg
+import TuttiCore
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Demuxes and decodes one audio input with libavformat/libavcodec and delivers interleaved
+/// Float32 at the source's sample rate, converted by libswresample to `outputChannelCount`.
+///
+/// Gapless: FFmpeg trims encoder delay from LAME/Xing headers, Opus pre-skip and MP4 edit
+/// lists; this type additionally trims MP4 end padding (the edit list's duration or iTunSMPB),
+/// which FFmpeg leaves in, so a track yields exactly its original samples.
+///
+/// Not thread-safe: use from one thread at a time.
+public final class AudioFileDecoder {
+    public let info: TrackInfo
+    public let outputChannelCount: Int
+    /// Packets the decoder rejected as corrupt and skipped.
+    public private(set) var corruptPacketCount = 0
+    /// A read error other than end of file (I/O error, invalid data mid-stream), if one ended decoding early.
+    public private(set) var readError: String?
+    /// Frames delivered so far, counted from the track start (after a seek, from the seek target).
+    public private(set) var position: Int64 = 0
+
+    private var format: UnsafeMutablePointer<AVFormatContext>?
+    private var codec: UnsafeMutablePointer<AVCodecContext>?
+    private var packet: UnsafeMutablePointer<AVPacket>?
+    private var frame: UnsafeMutablePointer<AVFrame>?
+    private var converter: OpaquePointer?
+    private var converterInput: (format: Int32, channels: Int32, rate: Int32)?
+    private let streamIndex: Int32
+    private let timeBase: AVRational
+    private let startTimestamp: Int64
+    /// Frames the track really has, when the container says so exactly and FFmpeg does not trim to it.
+    private let exactFrameCount: Int64?
+    /// After a seek: drop decoded frames before this track frame.
+    private var discardBefore: Int64 = 0
+    private var needsPositionFromTimestamp = false
+    private var draining = false
+    private var finished = false
+
+    public var sampleRate: Int { info.sampleRate }
+
+    public init(path: String, outputChannelCount: Int? = nil) throws(MediaError) {
+        _ = FFmpeg.quietLogging
+        var ctx: UnsafeMutablePointer<AVFormatContext>? = nil
+        let openStatus = avformat_open_input(&ctx, path, nil, nil)
+        guard openStatus >= 0, let ctx else {
+            throw Self.openError(path: path, status: openStatus)
+        }
+        format = ctx
+        // From here on `deinit` does not run if we throw, so clean up explicitly.
+        var streamInfoStatus = avformat_find_stream_info(ctx, nil)
+        let index = av_find_best_stream(ctx, AVMEDIA_TYPE_AUDIO, -1, -1, nil, 0)
+        guard index >= 0, let stream = ctx.pointee.streams[Int(index)] else {
+            avformat_close_input(&format)
+            let name = String(cString: ctx.pointee.iformat.pointee.name)
+            throw MediaError(.notAudio, input: path, reason: streamInfoStatus < 0
+                ? "not an audio file (\(FFmpeg.message(streamInfoStatus)))"
+                : "no audio stream (container \(name))")
+        }
+        streamInfoStatus = 0
+        let parameters = stream.pointee.codecpar!
+        guard let decoder = avcodec_find_decoder(parameters.pointee.codec_id) else {
+            avformat_close_input(&format)
+            throw MediaError(.unsupported, input: path, reason: "no decoder for codec \(String(cString: avcodec_get_name(parameters.pointee.codec_id)))")
+        }
+        var codecContext = avcodec_alloc_context3(decoder)
+        avcodec_parameters_to_context(codecContext, parameters)
+        // Needed for correct trimming of priming/padding samples (skip-samples side data).
+        codecContext!.pointee.pkt_timebase = stream.pointee.time_base
+        codecContext!.pointee.thread_count = 1
+        let codecStatus = avcodec_open2(codecContext, decoder, nil)
+        guard codecStatus >= 0 else {
+            avcodec_free_context(&codecContext)
+            avformat_close_input(&format)
+            throw MediaError(.unsupported, input: path, reason: "cannot open \(String(cString: decoder.pointee.name)) decoder: \(FFmpeg.message(codecStatus))")
+        }
+        codec = codecContext
+        packet = av_packet_alloc()
+        frame = av_frame_alloc()
+        streamIndex = index
+        timeBase = stream.pointee.time_base
+        let start = stream.pointee.start_time
+        startTimestamp = start == FFmpeg.noPTS ? 0 : start
+
+        let rate = Int(codecContext!.pointee.sample_rate)
+        let channels = Int(codecContext!.pointee.ch_layout.nb_channels)
+        guard rate > 0, channels > 0 else {
+            avcodec_free_context(&codec)
+            avformat_close_input(&format)
+            throw MediaError(.corrupt, input: path, reason: "audio stream has no sample rate or channels")
+        }
+        self.outputChannelCount = outputChannelCount ?? channels
+
+        let containerName = String(cString: ctx.pointee.iformat.pointee.name)
+        let isMP4Family = containerName.hasPrefix("mov,")
+        let smpbFrames = FFmpeg.dictionaryValue(ctx.pointee.metadata, "iTunSMPB").flatMap(Self.originalLength(fromITunSMPB:))
+        var exactFrames: Int64? = nil
+        if isMP4Family {
+            if let smpbFrames {
+                exactFrames = smpbFrames
+            } else if stream.pointee.duration > 0 {
+                exactFrames = av_rescale_q(stream.pointee.duration, stream.pointee.time_base, AVRational(num: 1, den: Int32(rate)))
+            }
+        }
+        exactFrameCount = exactFrames
+
+        // Duration: exact from the stream where the container states it, else libavformat's estimate.
+        var duration: MediaTime? = nil
+        var estimated = ctx.pointee.duration_estimation_method == AVFMT_DURATION_FROM_BITRATE
+        if let exactFrames {
+            duration = MediaTime(frame: exactFrames, sampleRate: rate)
+            estimated = false
+        } else if ctx.pointee.duration > 0 {
+            duration = MediaTime(value: ctx.pointee.duration, timescale: Int32(AV_TIME_BASE))
+        } else if stream.pointee.duration > 0 {
+            let tb = stream.pointee.time_base
+            duration = MediaTime(frame: av_rescale_q(stream.pointee.duration, tb, AVRational(num: 1, den: Int32(rate))), sampleRate: rate)
+        }
+        // MP3's stream duration includes the encoder delay that the decoder trims; report the trimmed length.
+        if codecContext!.pointee.codec_id == AV_CODEC_ID_MP3, let d = duration, start > 0, start != FFmpeg.noPTS, !estimated {
+            let delay = MediaTime(value: start * Int64(timeBase.num), timescale: timeBase.den)
+            if delay < d { duration = d - delay }
+        }
+
+        // Opus pre-skip is counted in the stream duration but trimmed by the decoder.
+        let preSkip = Int64(parameters.pointee.initial_padding)
+        if !isMP4Family, preSkip > 0, let d = duration, !estimated {
+            let skip = MediaTime(frame: preSkip, sampleRate: rate)
+            if skip < d { duration = d - skip }
+        }
+
+        var hasArtwork = false
+        for i in 0..<Int(ctx.pointee.nb_streams) {
+            if let s = ctx.pointee.streams[i], s.pointee.disposition & tutti_disposition_attached_pic() != 0 { hasArtwork = true }
+        }
+        let bits = Int(parameters.pointee.bits_per_raw_sample)
+        let containerMeta = ctx.pointee.metadata
+        let streamMeta = stream.pointee.metadata
+        func tag(_ key: String) -> String? { FFmpeg.dictionaryValue(containerMeta, key) ?? FFmpeg.dictionaryValue(streamMeta, key) }
+        info = TrackInfo(
+            input: path,
+            container: containerName,
+            codec: String(cString: avcodec_get_name(parameters.pointee.codec_id)),
+            sampleRate: rate,
+            channelCount: channels,
+            bitsPerSample: bits > 0 ? bits : (parameters.pointee.bits_per_coded_sample > 0 && containerName == "wav" ? Int(parameters.pointee.bits_per_coded_sample) : nil),
+            bitRate: ctx.pointee.bit_rate > 0 ? Int(ctx.pointee.bit_rate) : nil,
+            duration: duration,
+            durationIsEstimate: estimated,
+            title: tag("title"),
+            artist: tag("artist") ?? tag("album_artist"),
+            album: tag("album"),
+            hasArtwork: hasArtwork)
+    }
+
+    deinit {
+        swr_free(&converter)
+        av_frame_free(&frame)
+        av_packet_free(&packet)
+        avcodec_free_context(&codec)
+        avformat_close_input(&format)
+    }
+
+    /// The track's length in frames at its sample rate, when known exactly or estimated.
+    public var expectedFrameCount: Int64? {
+        exactFrameCount ?? info.duration.map { $0.frame(atSampleRate: sampleRate, rounding: .toNearestOrAwayFromZero) }
+    }
+
+    /// Decodes the next block, replacing `samples` with interleaved Float32 frames
+    /// (`outputChannelCount` per frame) at `sampleRate`. Returns the frame count; 0 at the end.
+    /// Throws only when the input cannot be read at all; corrupt packets are skipped and counted.
+    public func read(into samples: inout [Float]) throws(MediaError) -> Int {
+        samples.removeAll(keepingCapacity: true)
+        while !finished {
+            let received = avcodec_receive_frame(codec, frame)
+            if received == 0 {
+                defer { av_frame_unref(frame) }
+                let count = try deliver(into: &samples)
+                if count > 0 { return count }
+                continue
+            }
+            if received == FFmpeg.eof { finished = true; break }
+            if received != FFmpeg.again {
+                corruptPacketCount += 1
+                continue
+            }
+            if draining { finished = true; break }
+            try feedPacket()
+        }
+        return 0
+    }
+
+    /// Positions decoding so that the next frame delivered is `frame` (sample-accurate for
+    /// codecs whose packets carry timestamps; others land on the nearest decodable frame).
+    public func seek(toFrame target: Int64) throws(MediaError) {
+        let targetTimestamp = startTimestamp + av_rescale_q(target, AVRational(num: 1, den: Int32(sampleRate)), timeBase)
+        let status = avformat_seek_file(format, streamIndex, Int64.min, targetTimestamp, targetTimestamp, 0)
+        guard status >= 0 else {
+            throw MediaError(.unsupported, input: info.input, reason: "cannot seek to \(MediaTime(frame: target, sampleRate: sampleRate).seconds) s: \(FFmpeg.message(status))")
+        }
+        avcodec_flush_buffers(codec)
+        draining = false
+        finished = false
+        discardBefore = target
+        needsPositionFromTimestamp = true
+        position = target
+    }
+
+    private func feedPacket() throws(MediaError) {
+        while true {
+            let status = av_read_frame(format, packet)
+            if status < 0 {
+                if status != FFmpeg.eof { readError = FFmpeg.message(status) }
+                draining = true
+                avcodec_send_packet(codec, nil)
+                return
+            }
+            defer { av_packet_unref(packet) }
+            guard packet!.pointee.stream_index == streamIndex else { continue }
+            let sent = avcodec_send_packet(codec, packet)
+            if sent < 0 && sent != FFmpeg.again {
+                corruptPacketCount += 1
+                continue
+            }
+            return
+        }
+    }
+
+    /// Converts the decoded `frame` and applies seek and end trimming. Returns frames appended.
+    private func deliver(into samples: inout [Float]) throws(MediaError) -> Int {
+        let decoded = frame!.pointee
+        var frames = Int(decoded.nb_samples)
+        if frames <= 0 { return 0 }
+        if needsPositionFromTimestamp {
+            let pts = decoded.best_effort_timestamp
+            if pts != FFmpeg.noPTS {
+                position = av_rescale_q(pts - startTimestamp, timeBase, AVRational(num: 1, den: Int32(sampleRate)))
+            }
+            needsPositionFromTimestamp = false
+        }
+        var skip = 0
+        if position < discardBefore {
+            skip = Int(min(Int64(frames), discardBefore - position))
+        }
+        if let exact = exactFrameCount, position + Int64(frames) > exact {
+            frames = Int(max(0, exact - position))
+            if frames == 0 { finished = true; return 0 }
+        }
+        try convert(frameCount: frames, into: &samples)
+        position += Int64(frames)
+        if skip > 0 {
+            samples.removeFirst(min(skip, frames) * outputChannelCount)
+        }
+        return samples.count / outputChannelCount
+    }
+
+    private func convert(frameCount: Int, into samples: inout [Float]) throws(MediaError) {
+        let f = frame!
+        let input = (f.pointee.format, f.pointee.ch_layout.nb_channels, f.pointee.sample_rate)
+        if converterInput == nil || converterInput! != input {
+            swr_free(&converter)
+            var outLayout = AVChannelLayout()
+            av_channel_layout_default(&outLayout, Int32(outputChannelCount))
+            var inLayout = f.pointee.ch_layout
+            if inLayout.order == AV_CHANNEL_ORDER_UNSPEC {
+                av_channel_layout_default(&inLayout, inLayout.nb_channels)
+            }
+            let status = swr_alloc_set_opts2(&converter, &outLayout, AV_SAMPLE_FMT_FLT, input.2,
+                                             &inLayout, AVSampleFormat(rawValue: input.0), input.2, 0, nil)
+            guard status >= 0, swr_init(converter) >= 0 else {
+                throw MediaError(.unsupported, input: info.input, reason: "cannot convert \(input.1)-channel audio to \(outputChannelCount) channels")
+            }
+            converterInput = input
+        }
+        let base = samples.count
+        samples.append(contentsOf: repeatElement(0, count: frameCount * outputChannelCount))
+        let converted = samples.withUnsafeMutableBufferPointer { buffer -> Int32 in
+            var out: UnsafeMutablePointer<UInt8>? = UnsafeMutableRawPointer(buffer.baseAddress! + base).assumingMemoryBound(to: UInt8.self)
+            return withUnsafeMutablePointer(to: &out) { outPointer in
+                f.pointee.extended_data.withMemoryRebound(to: UnsafePointer<UInt8>?.self, capacity: Int(input.1)) { inPointer in
+                    swr_convert(converter, outPointer, Int32(frameCount), inPointer, Int32(frameCount))
+                }
+            }
+        }
+        guard converted >= 0 else {
+            throw MediaError(.corrupt, input: info.input, reason: "sample conversion failed: \(FFmpeg.message(converted))")
+        }
+        if Int(converted) < frameCount {
+            samples.removeLast((frameCount - Int(converted)) * outputChannelCount)
+        }
+    }
+
+    private static func openError(path: String, status: Int32) -> MediaError {
+        if status == tutti_averror(ENOENT) { return MediaError(.notFound, input: path, reason: "no such file") }
+        if status == tutti_averror(EACCES) { return MediaError(.unreadable, input: path, reason: "permission denied") }
+        if status == tutti_averror(EISDIR) { return MediaError(.unreadable, input: path, reason: "is a directory") }
+        if status == FFmpeg.eof { return MediaError(.notAudio, input: path, reason: "empty file") }
+        return MediaError(.notAudio, input: path, reason: "not a media file FFmpeg can read (\(FFmpeg.message(status)))")
+    }
+
+    /// iTunes gapless info: " 00000000 PPPPPPPP EEEEEEEE LLLLLLLLLLLLLLLL ...", priming, padding, original length (hex).
+    static func originalLength(fromITunSMPB value: String) -> Int64? {
+        let fields = value.split(separator: " ")
+        guard fields.count >= 4, let length = Int64(fields[3], radix: 16), length > 0 else { return nil }
+        return length
+    }
+}

@@ -1,0 +1,155 @@
+import ArgumentParser
+import Foundation
+import Synchronization
+import TuttiCore
+import TuttiDevices
+import TuttiMedia
+import TuttiPlayback
+
+struct Play: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Play files as one gapless queue.",
+        discussion: """
+            Every item is decoded with FFmpeg, trimmed of encoder delay and padding, and converted to \
+            the output rate and format, so consecutive tracks of one recording play as one signal.
+            A file that cannot be played is reported on one line and skipped; the exit status is 1 \
+            if any item failed.
+
+            Outputs (--output):
+              alsa:<pcm>       ALSA playback, e.g. alsa:default or alsa:hw:0
+              wav:<path>       render to a WAV file as fast as possible
+              virtual:<path>   simulated sound card, paced in real time; writes <path> and <path>.timing.jsonl
+              null             paced like virtual, writes nothing
+            Without --output: ALSA "default" if the machine has a sound card, else virtual:tutti-virtual.wav.
+            """)
+
+    @Argument(help: "Audio files to play, in order.")
+    var files: [String]
+
+    @Option(name: .shortAndLong, help: "Where to play: alsa:<pcm>, wav:<path>, virtual:<path> or null.")
+    var output: String?
+
+    @Option(help: "Output sample rate in Hz.")
+    var rate: Int = 48000
+
+    @Option(help: "Output sample format: f32, s16 or s24.")
+    var format: SampleFormat = .float32
+
+    @Option(help: "Output channels.")
+    var channels: Int = 2
+
+    @Option(help: "Start this many seconds into the first file.")
+    var start: Double = 0
+
+    @Option(name: .customLong("device-drift-ppm"), help: "Crystal error of a virtual/null device, in ppm.")
+    var deviceDriftPPM: Double = 0
+
+    @Flag(name: .long, help: "Do not show the progress line.")
+    var quiet = false
+
+    func validate() throws {
+        guard (8000...384_000).contains(rate) else { throw ValidationError("--rate \(rate): must be between 8000 and 384000 Hz") }
+        guard (1...8).contains(channels) else { throw ValidationError("--channels \(channels): must be between 1 and 8") }
+        guard start >= 0 && start.isFinite else { throw ValidationError("--start \(start): must be a non-negative number of seconds") }
+    }
+
+    func run() throws {
+        let spec: DeviceSpec
+        if let output {
+            do { spec = try DeviceSpec(parsing: output) } catch { throw ValidationError("--output \(error)") }
+        } else {
+            let chosen = DeviceSpec.machineDefault()
+            spec = chosen.spec
+            if let notice = chosen.notice { Terminal.standardError("tutti: \(notice)\n") }
+        }
+        var options = DeviceSpec.Options()
+        options.driftPPM = deviceDriftPPM
+        let requested = AudioFormat(sampleRate: rate, channelCount: channels, sampleFormat: format)
+        let device: any OutputDevice
+        do { device = try spec.makeDevice(format: requested, options: options) } catch {
+            Terminal.standardError("tutti: \(error)\n")
+            throw ExitCode(2)
+        }
+        var configuration = QueuePlayer.Configuration()
+        configuration.startTime = MediaTime(seconds: start)
+        let player = QueuePlayer(items: files.map(PlayerItem.init(path:)),
+                                 outputFormat: .pipeline(sampleRate: device.format.sampleRate, channelCount: device.format.channelCount),
+                                 configuration: configuration)
+        let showProgress = !quiet && Terminal.stderrIsTerminal
+        let progress = ProgressLine(enabled: showProgress, sampleRate: device.format.sampleRate)
+        player.onItemEvent = { outcome in
+            if let error = outcome.error, outcome.frameCount > 0 || outcome.info == nil {
+                progress.clear()
+                Terminal.standardError("tutti: \(error)\n")
+            }
+        }
+
+        signal(SIGINT, SIG_IGN)
+        let interrupt = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
+        let interrupted = InterruptFlag()
+        interrupt.setEventHandler { interrupted.set(); player.stop() }
+        interrupt.resume()
+
+        do { try player.play(on: device) } catch {
+            Terminal.standardError("tutti: \(error)\n")
+            throw ExitCode(2)
+        }
+        while !device.isFinished {
+            progress.update(player: player)
+            Thread.sleep(forTimeInterval: 0.1)  // display refresh only
+        }
+        let outcomes: [ItemOutcome]
+        do { outcomes = try player.waitUntilFinished() } catch {
+            progress.clear()
+            Terminal.standardError("tutti: \(error)\n")
+            throw ExitCode(2)
+        }
+        progress.clear()
+        if device.underrunCount > 0 {
+            Terminal.standardError("tutti: \(device.name): \(device.underrunCount) underrun(s)\n")
+        }
+        if interrupted.isSet { throw ExitCode(130) }
+        if outcomes.contains(where: { $0.error != nil }) { throw ExitCode(1) }
+    }
+}
+
+final class InterruptFlag: Sendable {
+    private let flag = Atomic<Bool>(false)
+    func set() { flag.store(true, ordering: .releasing) }
+    var isSet: Bool { flag.load(ordering: .acquiring) }
+}
+
+extension SampleFormat: ExpressibleByArgument {}
+
+/// The one-line "position / duration  title" display on a terminal.
+final class ProgressLine: @unchecked Sendable {
+    private let enabled: Bool
+    private let sampleRate: Int
+    private let lock = NSLock()
+    private var shown = false
+
+    init(enabled: Bool, sampleRate: Int) {
+        self.enabled = enabled
+        self.sampleRate = sampleRate
+    }
+
+    func update(player: QueuePlayer) {
+        guard enabled else { return }
+        let playhead = player.playheadFrame
+        guard let current = player.startedItems.last(where: { $0.startFrame <= playhead && $0.info != nil }), let info = current.info else { return }
+        let position = Double(playhead - current.startFrame) / Double(sampleRate)
+        let duration = info.duration.map { Terminal.clock($0.seconds) } ?? "?"
+        let line = "\(Terminal.clock(position)) / \(duration)  [\(current.index + 1)/\(player.items.count)] \(info.displayTitle)"
+        lock.withLock {
+            Terminal.standardError("\r\u{1B}[K" + String(line.prefix(120)))
+            shown = true
+        }
+    }
+
+    func clear() {
+        lock.withLock {
+            if shown { Terminal.standardError("\r\u{1B}[K") }
+            shown = false
+        }
+    }
+}
