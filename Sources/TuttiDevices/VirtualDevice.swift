@@ -38,6 +38,7 @@ public final class VirtualDevice: OutputDevice, @unchecked Sendable {
     private let underruns = Atomic<Int>(0)
     private let captureStalls = Atomic<Int>(0)
     private let renderDone = Atomic<Bool>(false)
+    private let worstLateness = Atomic<Int64>(0)
 
     private let period: UnsafeMutablePointer<Float>
     private let capture: AudioRing?
@@ -85,6 +86,10 @@ public final class VirtualDevice: OutputDevice, @unchecked Sendable {
     public var isFinished: Bool { finished.load(ordering: .acquiring) }
     /// Times the render thread had to wait for the capture writer (disk slower than real time).
     public var captureStallCount: Int { captureStalls.load(ordering: .relaxed) }
+
+    /// The longest the render thread woke after a period's room time, in pacing-clock
+    /// nanoseconds: how close the simulated card came to a real xrun.
+    public var maxWakeLatenessNanoseconds: Int64 { worstLateness.load(ordering: .relaxed) }
 
     /// The emission model, once started.
     public var emissionSchedule: EmissionSchedule? {
@@ -139,7 +144,10 @@ public final class VirtualDevice: OutputDevice, @unchecked Sendable {
             let first = index * periodSize
             if index >= Int64(bufferPeriods) {
                 // Room for this period once period (index - bufferPeriods) has left the DAC.
-                clock.sleep(until: plan.time(ofFrame: first - Int64(bufferPeriods - 1) * periodSize))
+                let roomTime = plan.time(ofFrame: first - Int64(bufferPeriods - 1) * periodSize)
+                clock.sleep(until: roomTime)
+                let lateness = clock.now() - roomTime
+                if lateness > worstLateness.load(ordering: .relaxed) { worstLateness.store(lateness, ordering: .relaxed) }
             }
             let deadline = plan.time(ofFrame: first)
             var filled = 0

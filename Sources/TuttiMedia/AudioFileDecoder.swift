@@ -54,8 +54,8 @@ public final class AudioFileDecoder {
         var streamInfoStatus = avformat_find_stream_info(ctx, nil)
         let index = av_find_best_stream(ctx, AVMEDIA_TYPE_AUDIO, -1, -1, nil, 0)
         guard index >= 0, let stream = ctx.pointee.streams[Int(index)] else {
-            avformat_close_input(&format)
             let name = String(cString: ctx.pointee.iformat.pointee.name)
+            avformat_close_input(&format)
             throw MediaError(.notAudio, input: path, reason: streamInfoStatus < 0
                 ? "not an audio file (\(FFmpeg.message(streamInfoStatus)))"
                 : "no audio stream (container \(name))")
@@ -114,7 +114,12 @@ public final class AudioFileDecoder {
             duration = MediaTime(frame: exactFrames, sampleRate: rate)
             estimated = false
         } else if ctx.pointee.duration > 0 {
-            duration = MediaTime(value: ctx.pointee.duration, timescale: Int32(AV_TIME_BASE))
+            // Some demuxers (Ogg) report the end timestamp; a stream whose timestamps start late
+            // (cut from a longer one) would otherwise look longer than it is.
+            var total = ctx.pointee.duration
+            let containerStart = ctx.pointee.start_time
+            if containerStart != FFmpeg.noPTS, containerStart > Int64(AV_TIME_BASE) / 10, containerStart < total { total -= containerStart }
+            duration = MediaTime(value: total, timescale: Int32(AV_TIME_BASE))
         } else if stream.pointee.duration > 0 {
             let tb = stream.pointee.time_base
             duration = MediaTime(frame: av_rescale_q(stream.pointee.duration, tb, AVRational(num: 1, den: Int32(rate))), sampleRate: rate)

@@ -1,0 +1,19 @@
+import ArgumentParser
+
+/// `tutti-bench`: performance measurements of Tutti against fixed anchors.
+///
+/// Each measurement is a subcommand in its own file; shared helpers (processes, timing,
+/// generated media, output) live in BenchSupport.swift.
+@main
+struct Bench: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "tutti-bench",
+        abstract: "Benchmarks for Tutti.",
+        discussion: """
+            Build and run in release mode, e.g.:
+              swift run -c release tutti-bench decode
+              swift run -c release tutti-bench decode --format flac --format mp3 --json
+            Progress goes to stderr, results to stdout.
+            """,
+        subcommands: [DecodeBenchmark.self])
+}
