@@ -1,0 +1,145 @@
+import Foundation
+import Testing
+import TuttiTestSupport
+
+/// Runs the real `tutti` executable (built by `swift build`) as a child process.
+struct TuttiProcess {
+    static var executable: String {
+        if let override = ProcessInfo.processInfo.environment["TUTTI_BINARY"] { return override }
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        return root.appendingPathComponent(".build/debug/tutti").path
+    }
+
+    struct Result {
+        var status: Int32
+        var standardOutput: String
+        var standardError: String
+    }
+
+    static func run(_ arguments: [String], in directory: String? = nil) throws -> Result {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
+        let out = Pipe(), err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        let errorData = Box()
+        let reader = Thread { errorData.data = err.fileHandleForReading.readDataToEndOfFile(); errorData.done.signal() }
+        reader.start()
+        let outputData = out.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        errorData.done.wait()
+        return Result(status: process.terminationStatus, standardOutput: String(decoding: outputData, as: UTF8.self),
+                      standardError: String(decoding: errorData.data, as: UTF8.self))
+    }
+
+    final class Box: @unchecked Sendable {
+        var data = Data()
+        let done = DispatchSemaphore(value: 0)
+    }
+}
+
+@Suite struct CLITests {
+    @Test func infoPrintsJSONForScripts() throws {
+        let directory = try TemporaryDirectory("cli-info")
+        defer { directory.remove() }
+        let path = directory.file("tagged.flac")
+        try TestMedia.generateTone(path, seconds: 2.5, sampleRate: 96000, extra: ["-metadata", "title=Blue", "-metadata", "artist=Trio", "-metadata", "album=Live"])
+        let result = try TuttiProcess.run(["info", "--json", path])
+        #expect(result.status == 0, "\(result.standardError)")
+        let objects = try #require(try JSONSerialization.jsonObject(with: Data(result.standardOutput.utf8)) as? [[String: Any]])
+        let info = try #require(objects.first)
+        #expect(info["codec"] as? String == "flac")
+        #expect(info["sampleRate"] as? Int == 96000)
+        #expect(info["channels"] as? Int == 2)
+        #expect(info["title"] as? String == "Blue" && info["artist"] as? String == "Trio" && info["album"] as? String == "Live")
+        #expect(abs((info["duration"] as? Double ?? 0) - 2.5) < 1e-6)
+        #expect(info["hasArtwork"] as? Bool == false)
+    }
+
+    @Test func infoReportsBadFilesOnOneLineEach() throws {
+        let directory = try TemporaryDirectory("cli-bad")
+        defer { directory.remove() }
+        let text = directory.file("readme.txt")
+        try "hello".write(toFile: text, atomically: true, encoding: .utf8)
+        let missing = directory.file("nope.flac")
+        let result = try TuttiProcess.run(["info", missing, text])
+        #expect(result.status == 1)
+        let lines = result.standardError.split(separator: "\n")
+        #expect(lines.count == 2)
+        #expect(lines[0] == "tutti: \(missing): no such file")
+        #expect(lines[1].hasPrefix("tutti: \(text): "))
+    }
+
+    @Test func playRendersAQueueAndReportsFailuresWithoutStopping() throws {
+        let directory = try TemporaryDirectory("cli-play")
+        defer { directory.remove() }
+        let a = directory.file("a.mp3"), b = directory.file("b.wav"), missing = directory.file("gone.ogg")
+        try TestMedia.generateTone(a, seconds: 1, sampleRate: 44100, codecArguments: ["-c:a", "libmp3lame"])
+        try TestMedia.generateTone(b, seconds: 0.5, sampleRate: 48000)
+        let output = directory.file("out.wav")
+        let result = try TuttiProcess.run(["play", a, missing, b, "--output", "wav:\(output)", "--format", "s16"])
+        #expect(result.status == 1)
+        #expect(result.standardError == "tutti: \(missing): no such file\n")
+        let wav = try WAVFile(path: output)
+        #expect(wav.sampleFormat == .int16 && wav.sampleRate == 48000)
+        #expect(abs(wav.frameCount - 72000) <= 1)
+    }
+
+    @Test func defaultOutputWorksWithoutASoundCard() throws {
+        let directory = try TemporaryDirectory("cli-default")
+        defer { directory.remove() }
+        let input = directory.file("short.flac")
+        try TestMedia.generateTone(input, seconds: 0.3, sampleRate: 48000)
+        let result = try TuttiProcess.run(["play", input], in: directory.path)
+        #expect(result.status == 0, "\(result.standardError)")
+        #expect(result.standardError.contains("no sound card found; playing to virtual:tutti-virtual.wav"))
+        let wav = try WAVFile(path: directory.file("tutti-virtual.wav"))
+        #expect(wav.frameCount == 14400)
+        #expect(FileManager.default.fileExists(atPath: directory.file("tutti-virtual.wav.timing.jsonl")))
+    }
+
+    @Test func badOptionsAreExplained() throws {
+        let result = try TuttiProcess.run(["play", "x.wav", "--output", "speaker:kitchen"])
+        #expect(result.status != 0)
+        #expect(result.standardError.contains("speaker:kitchen: unknown output"))
+        let format = try TuttiProcess.run(["play", "x.wav", "--format", "u8"])
+        #expect(format.status != 0)
+        #expect(format.standardError.contains("u8"))
+    }
+
+    @Test func helpTeaches() throws {
+        let result = try TuttiProcess.run(["play", "--help"])
+        #expect(result.status == 0)
+        #expect(result.standardOutput.contains("virtual:<path>"))
+        #expect(result.standardOutput.contains("--start"))
+    }
+
+    /// Ctrl-C mid-play stops at once and leaves a valid, finalized capture.
+    @Test(.timeLimit(.minutes(1)))
+    func interruptStopsCleanly() throws {
+        let directory = try TemporaryDirectory("cli-int")
+        defer { directory.remove() }
+        let input = directory.file("long.flac")
+        try TestMedia.generateTone(input, seconds: 30, sampleRate: 48000)
+        let output = directory.file("v.wav")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: TuttiProcess.executable)
+        process.arguments = ["play", input, "--output", "virtual:\(output)"]
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        // Wait (guarded) until the device has emitted its first periods.
+        let timing = output + ".timing.jsonl"
+        let deadline = Date().addingTimeInterval(20)
+        while ((try? String(contentsOfFile: timing, encoding: .utf8))?.count ?? 0) < 200 && Date() < deadline {
+            usleep(10_000)
+        }
+        kill(process.processIdentifier, SIGINT)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 130)
+        let wav = try WAVFile(path: output)
+        #expect(wav.frameCount > 0 && wav.frameCount < 30 * 48000)
+    }
+}
