@@ -8,9 +8,10 @@ import Glibc
 /// Demuxes and decodes one audio input with libavformat/libavcodec and delivers interleaved
 /// Float32 at the source's sample rate, converted by libswresample to `outputChannelCount`.
 ///
-/// Gapless: FFmpeg trims encoder delay from LAME/Xing headers, Opus pre-skip and MP4 edit
-/// lists; this type additionally trims MP4 end padding (the edit list's duration or iTunSMPB),
-/// which FFmpeg leaves in, so a track yields exactly its original samples.
+/// Gapless: FFmpeg trims encoder delay and padding from LAME/Xing headers and Opus pre-skip.
+/// For MP4 this type applies the edit list itself, from the file's boxes (libavformat rounds it
+/// to the movie timescale), and trims the end padding to the edit or iTunSMPB length, which
+/// FFmpeg leaves in, so a track yields exactly its original samples.
 ///
 /// Not thread-safe: use from one thread at a time.
 public final class AudioFileDecoder {
@@ -34,6 +35,8 @@ public final class AudioFileDecoder {
     private let startTimestamp: Int64
     /// Frames the track really has, when the container says so exactly and FFmpeg does not trim to it.
     private let exactFrameCount: Int64?
+    /// Frames to start decoding before a seek target (see `init`).
+    private let seekPreRoll: Int64
     /// After a seek: drop decoded frames before this track frame.
     private var discardBefore: Int64 = 0
     private var needsPositionFromTimestamp = false
@@ -45,7 +48,12 @@ public final class AudioFileDecoder {
     public init(path: String, outputChannelCount: Int? = nil) throws(MediaError) {
         _ = FFmpeg.quietLogging
         var ctx: UnsafeMutablePointer<AVFormatContext>? = nil
-        let openStatus = avformat_open_input(&ctx, path, nil, nil)
+        // MP4 with a simple edit list: Tutti trims the priming and padding itself (see MP4Timing).
+        let mp4Timing = MP4Timing.soundTracks(path: path)
+        var options: OpaquePointer? = nil
+        if mp4Timing != nil { av_dict_set(&options, "ignore_editlist", "1", 0) }
+        let openStatus = avformat_open_input(&ctx, path, nil, &options)
+        av_dict_free(&options)
         guard openStatus >= 0, let ctx else {
             throw Self.openError(path: path, status: openStatus)
         }
@@ -83,7 +91,17 @@ public final class AudioFileDecoder {
         streamIndex = index
         timeBase = stream.pointee.time_base
         let start = stream.pointee.start_time
-        startTimestamp = start == FFmpeg.noPTS ? 0 : start
+        let trackTiming = mp4Timing?[stream.pointee.id]
+        let smpb = FFmpeg.dictionaryValue(ctx.pointee.metadata, "iTunSMPB")
+        if let trackTiming {
+            // Priming: the edit list's media time, or iTunSMPB's in files without an edit list.
+            let priming = trackTiming.priming ?? smpb.flatMap(Self.priming(fromITunSMPB:)) ?? 0
+            startTimestamp = av_rescale_q(priming, AVRational(num: 1, den: Int32(trackTiming.timescale)), timeBase)
+            // The first frames are priming: position them from their timestamps so they are dropped.
+            needsPositionFromTimestamp = priming > 0
+        } else {
+            startTimestamp = start == FFmpeg.noPTS ? 0 : start
+        }
 
         let rate = Int(codecContext!.pointee.sample_rate)
         let channels = Int(codecContext!.pointee.ch_layout.nb_channels)
@@ -96,16 +114,21 @@ public final class AudioFileDecoder {
 
         let containerName = String(cString: ctx.pointee.iformat.pointee.name)
         let isMP4Family = containerName.hasPrefix("mov,")
-        let smpbFrames = FFmpeg.dictionaryValue(ctx.pointee.metadata, "iTunSMPB").flatMap(Self.originalLength(fromITunSMPB:))
+        let smpbFrames = smpb.flatMap(Self.originalLength(fromITunSMPB:))
         var exactFrames: Int64? = nil
         if isMP4Family {
             if let smpbFrames {
                 exactFrames = smpbFrames
+            } else if let trackTiming {
+                exactFrames = av_rescale_q(trackTiming.frameCount, AVRational(num: 1, den: Int32(trackTiming.timescale)), AVRational(num: 1, den: Int32(rate)))
             } else if stream.pointee.duration > 0 {
                 exactFrames = av_rescale_q(stream.pointee.duration, stream.pointee.time_base, AVRational(num: 1, den: Int32(rate)))
             }
         }
         exactFrameCount = exactFrames
+        // Ogg: after a seek onto the last page, libavformat (5.1) gives that page's packets the
+        // seek target's timestamps instead of their own. Seeking a few pages early avoids it.
+        seekPreRoll = containerName == "ogg" ? Int64(2 * rate) : 0
 
         // Duration: exact from the stream where the container states it, else libavformat's estimate.
         var duration: MediaTime? = nil
@@ -124,8 +147,12 @@ public final class AudioFileDecoder {
             let tb = stream.pointee.time_base
             duration = MediaTime(frame: av_rescale_q(stream.pointee.duration, tb, AVRational(num: 1, den: Int32(rate))), sampleRate: rate)
         }
-        // MP3's stream duration includes the encoder delay that the decoder trims; report the trimmed length.
-        if codecContext!.pointee.codec_id == AV_CODEC_ID_MP3, let d = duration, start > 0, start != FFmpeg.noPTS, !estimated {
+        // MP3's stream duration includes the encoder delay and padding that the decoder trims:
+        // report the trimmed length, exactly from the LAME tag when there is one.
+        let isMP3 = codecContext!.pointee.codec_id == AV_CODEC_ID_MP3
+        if isMP3, !estimated, let frames = LAMEHeader.exactFrameCount(path: path, sampleRate: rate) {
+            duration = MediaTime(frame: frames, sampleRate: rate)
+        } else if isMP3, let d = duration, start > 0, start != FFmpeg.noPTS, !estimated {
             let delay = MediaTime(value: start * Int64(timeBase.num), timescale: timeBase.den)
             if delay < d { duration = d - delay }
         }
@@ -201,8 +228,17 @@ public final class AudioFileDecoder {
     /// Positions decoding so that the next frame delivered is `frame` (sample-accurate for
     /// codecs whose packets carry timestamps; others land on the nearest decodable frame).
     public func seek(toFrame target: Int64) throws(MediaError) {
-        let targetTimestamp = startTimestamp + av_rescale_q(target, AVRational(num: 1, den: Int32(sampleRate)), timeBase)
-        let status = avformat_seek_file(format, streamIndex, Int64.min, targetTimestamp, targetTimestamp, 0)
+        let from = max(0, target - seekPreRoll)
+        let targetTimestamp = startTimestamp + av_rescale_q(from, AVRational(num: 1, den: Int32(sampleRate)), timeBase)
+        var status = avformat_seek_file(format, streamIndex, Int64.min, targetTimestamp, targetTimestamp, 0)
+        if status < 0, let stream = format?.pointee.streams[Int(streamIndex)] {
+            // libavformat's binary search fails when the target lies between two adjacent indexed
+            // packets (FLAC after reading to the end): start at the indexed packet before the
+            // target, or the track start, instead; frames before the target are dropped below.
+            let entry = av_index_search_timestamp(stream, targetTimestamp, AVSEEK_FLAG_BACKWARD)
+            let fallback = entry >= 0 ? avformat_index_get_entry(stream, entry).map { $0.pointee.timestamp } ?? startTimestamp : startTimestamp
+            status = avformat_seek_file(format, streamIndex, Int64.min, fallback, fallback, 0)
+        }
         guard status >= 0 else {
             throw MediaError(.unsupported, input: info.input, reason: "cannot seek to \(MediaTime(frame: target, sampleRate: sampleRate).seconds) s: \(FFmpeg.message(status))")
         }
@@ -302,7 +338,9 @@ public final class AudioFileDecoder {
         if status == tutti_averror(ENOENT) { return MediaError(.notFound, input: path, reason: "no such file") }
         if status == tutti_averror(EACCES) { return MediaError(.unreadable, input: path, reason: "permission denied") }
         if status == tutti_averror(EISDIR) { return MediaError(.unreadable, input: path, reason: "is a directory") }
-        if status == FFmpeg.eof { return MediaError(.notAudio, input: path, reason: "empty file") }
+        var file = stat()
+        if stat(path, &file) == 0, file.st_size == 0 { return MediaError(.notAudio, input: path, reason: "empty file") }
+        if status == FFmpeg.eof { return MediaError(.truncated, input: path, reason: "file ends before its first audio data (truncated)") }
         return MediaError(.notAudio, input: path, reason: "not a media file FFmpeg can read (\(FFmpeg.message(status)))")
     }
 
@@ -311,5 +349,11 @@ public final class AudioFileDecoder {
         let fields = value.split(separator: " ")
         guard fields.count >= 4, let length = Int64(fields[3], radix: 16), length > 0 else { return nil }
         return length
+    }
+
+    static func priming(fromITunSMPB value: String) -> Int64? {
+        let fields = value.split(separator: " ")
+        guard fields.count >= 4, let priming = Int64(fields[1], radix: 16), priming >= 0 else { return nil }
+        return priming
     }
 }

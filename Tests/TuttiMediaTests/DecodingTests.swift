@@ -30,8 +30,9 @@ import TuttiTestSupport
         #expect(decoder.position == Int64(tutti.frameCount))
 
         if codec == .aac {
-            // The CLI keeps the AAC end padding of the last packet (it trims only whole packets
-            // past the edit list), Tutti trims to the exact length; compare the common part.
+            // The CLI follows libavformat's edit list, rounded to 1 ms in files FFmpeg writes: it
+            // keeps the padding of the last packet, or drops that packet; Tutti trims to the
+            // exact length (see MP4TimingTests). Compare the common part.
             #expect(tutti.frameCount == sourceFrames)
             #expect(reference.count / 2 >= Self.frames - 1024, "CLI decode unexpectedly short")
             let common = min(tutti.samples.count, reference.count)
@@ -94,7 +95,10 @@ import TuttiTestSupport
     func decodesRateAndLayout(_ c: Case) throws {
         let dir = try TemporaryDirectory("tutti-media")
         defer { dir.remove() }
-        let frames = c.rate / 2 + 1_001  // just over half a second
+        // Over a second: FFmpeg 5.1 cuts the end of Vorbis files shorter than one Ogg page
+        // (see GaplessTests.shortVorbisKnownIssue); not within 47 frames after a multiple of
+        // 1152, where FFmpeg's MP3 encoder writes a LAME padding too small.
+        let frames = c.rate * 5 / 4 + 1_234
         let path = try makeFile(c.codec, in: dir, frames: frames, sampleRate: c.rate, channels: c.channels)
         let (tutti, decoder) = try decodeWithTutti(path)
         let reference = try TestMedia.decodeWithFFmpeg(path)
@@ -105,8 +109,9 @@ import TuttiTestSupport
         #expect(decoder.info.channelCount == c.channels)
         #expect(decoder.outputChannelCount == c.channels)
         // Opus resamples in the encoder: the decoded length is the source length at 48 kHz.
-        let expectedFrames = Int((Double(frames) * Double(rate) / Double(c.rate)).rounded())
-        #expect(tutti.frameCount == expectedFrames)
+        // (The CLI's resampler in front of the encoder may round that up by one frame.)
+        let expectedFrames = Double(frames) * Double(rate) / Double(c.rate)
+        #expect(abs(Double(tutti.frameCount) - expectedFrames) < (rate == c.rate ? 0.5 : 1))
         if c.codec == .aac {
             let common = min(tutti.samples.count, reference.count)
             #expect(SignalCheck.maxDifference(Array(tutti.samples.prefix(common)), Array(reference.prefix(common))) <= 1e-6)
@@ -123,17 +128,17 @@ import TuttiTestSupport
         let dir = try TemporaryDirectory("tutti-media")
         defer { dir.remove() }
         let rate = codec.decodedRate(forSourceRate: 44100)
-        let path = try makeFile(codec, in: dir, frames: 30_001, sampleRate: rate, channels: sourceChannels)
+        let path = try makeFile(codec, in: dir, frames: 50_001, sampleRate: rate, channels: sourceChannels)
         let (tutti, decoder) = try decodeWithTutti(path, outputChannelCount: outputChannels)
         let reference = try TestMedia.decodeWithFFmpeg(path, channels: outputChannels)
         #expect(decoder.info.channelCount == sourceChannels)
         #expect(decoder.outputChannelCount == outputChannels)
-        #expect(tutti.frameCount == 30_001)
+        #expect(tutti.frameCount == 50_001)
         #expect(maxDifferenceSameLength(tutti.samples, reference) <= 1e-6)
         if sourceChannels == 1 {
             // Mono to stereo: both channels carry the same signal.
             let native = try decodeWithTutti(path).0
-            #expect(native.frameCount == 30_001)
+            #expect(native.frameCount == 50_001)
             var worst: Float = 0
             var ratio: Float = 0
             for i in 0..<min(native.frameCount, tutti.frameCount) {

@@ -40,6 +40,23 @@ import TuttiTestSupport
     }
 }
 
+extension GaplessTests {
+    /// FFmpeg 5.1's Ogg demuxer trims 128 frames too many from the end of a Vorbis stream whose
+    /// audio fits in one Ogg page (under about a second): the ffmpeg CLI loses them as well.
+    @Test func shortVorbisKnownIssue() throws {
+        let dir = try TemporaryDirectory("tutti-gapless")
+        defer { dir.remove() }
+        let path = try makeFile(.vorbis, in: dir, frames: 30_001)
+        let (tutti, _) = try decodeWithTutti(path)
+        let reference = try TestMedia.decodeWithFFmpeg(path)
+        #expect(tutti.frameCount == reference.count / 2)
+        #expect(maxDifferenceSameLength(tutti.samples, reference) <= 1e-6)
+        withKnownIssue("FFmpeg 5.1 ogg demuxer: end trimming of a single-page Vorbis stream") {
+            #expect(tutti.frameCount == 30_001)
+        }
+    }
+}
+
 /// Tags, artwork and duration from `TrackInfo`.
 @Suite struct TrackInfoTests {
     static let frames = GaplessTests.frames
@@ -82,7 +99,7 @@ import TuttiTestSupport
     func detectsAttachedArtwork(_ codec: Codec) throws {
         let dir = try TemporaryDirectory("tutti-info")
         defer { dir.remove() }
-        let plain = try makeFile(codec, in: dir, frames: 30_000)
+        let plain = try makeFile(codec, in: dir, frames: 30_123)
         let cover = try makeCoverPNG(in: dir)
         let withArt = dir.file("with-art.\(codec.fileExtension)")
         let pictureCodec = codec == .flac ? ["-c:v", "png"] : ["-c:v", "copy"]
@@ -94,9 +111,12 @@ import TuttiTestSupport
         #expect(plainDecoder.info.hasArtwork == false)
         #expect(artDecoder.info.hasArtwork == true)
         // The picture stream does not disturb the audio.
-        #expect(decodedArt.frameCount == 30_000)
+        #expect(decodedArt.frameCount == 30_123)
         #expect(maxDifferenceSameLength(decodedArt.samples, decodedPlain.samples) == 0)
         #expect(maxDifferenceSameLength(decodedArt.samples, try TestMedia.decodeWithFFmpeg(withArt)) <= 1e-6)
+        // For MP3 the picture is in the ID3v2 tag in front of the LAME header: still exact.
+        #expect(artDecoder.info.duration?.frame(atSampleRate: 44100, rounding: .toNearestOrAwayFromZero) == 30_123)
+        #expect(artDecoder.info.durationIsEstimate == false)
     }
 
     /// Containers that state the length give an exact duration, not an estimate.

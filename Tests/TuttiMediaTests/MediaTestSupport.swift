@@ -64,20 +64,36 @@ enum Codec: String, CaseIterable, Sendable, CustomTestStringConvertible {
     var testDescription: String { rawValue }
 }
 
-/// A test signal with no periodicity over the file (two chirps plus incommensurate sines), so
-/// that a shift, gap, repeat or channel swap of even one frame changes the samples. Full float
-/// precision, so 24-bit and float encodings really carry more than 16 bits.
-func signalExpressions(channels: Int) -> String {
-    let left = "0.35*sin(2*PI*440.7*t)+0.25*sin(2*PI*(200*t+300*t*t))"
-    let right = "0.3*sin(2*PI*659.3*t+1)+0.2*sin(2*PI*(1500*t-200*t*t))"
-    return channels == 1 ? left : "\(left)|\(right)"
+/// A test signal with no periodicity over the file (a chirp plus an incommensurate sine per
+/// channel, different per channel), so that a shift, gap, repeat or channel swap of even one
+/// frame changes the samples; full float precision, so 24-bit and float encodings carry more
+/// than 16 bits. Interleaved.
+func testSignal(frames: Int, sampleRate: Int, channels: Int) -> [Float] {
+    var samples = [Float]()
+    samples.reserveCapacity(frames * channels)
+    let rate = Double(sampleRate)
+    for i in 0..<frames {
+        let t = Double(i) / rate
+        samples.append(Float(0.35 * sin(2 * .pi * 440.7 * t) + 0.25 * sin(2 * .pi * (200 * t + 300 * t * t))))
+        if channels == 2 {
+            samples.append(Float(0.3 * sin(2 * .pi * 659.3 * t + 1) + 0.2 * sin(2 * .pi * (1500 * t - 200 * t * t))))
+        }
+    }
+    return samples
 }
 
-/// Writes exactly `frames` frames of the test signal to `path`, encoded with `codecArguments`.
+/// Writes exactly `frames` frames of the test signal to `path`, encoded by the ffmpeg CLI with
+/// `codecArguments` (`extra`: further output options such as tags).
 func makeSignal(_ path: String, frames: Int, sampleRate: Int = 44100, channels: Int = 2,
                 codecArguments: [String], extra: [String] = []) throws {
-    try TestMedia.ffmpeg(["-f", "lavfi", "-i", "aevalsrc=\(signalExpressions(channels: channels)):s=\(sampleRate)",
-                          "-af", "atrim=end_sample=\(frames)"] + extra + codecArguments + [path])
+    precondition(channels == 1 || channels == 2)
+    let raw = path + ".f32"
+    try testSignal(frames: frames, sampleRate: sampleRate, channels: channels).withUnsafeBytes {
+        try Data($0).write(to: URL(fileURLWithPath: raw))
+    }
+    defer { try? FileManager.default.removeItem(atPath: raw) }
+    try TestMedia.ffmpeg(["-f", "f32le", "-ar", "\(sampleRate)", "-ac", "\(channels)", "-i", raw]
+                         + extra + codecArguments + [path])
 }
 
 /// Writes the test signal encoded as `codec` and returns its path.

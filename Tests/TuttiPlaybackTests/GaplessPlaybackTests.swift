@@ -26,8 +26,7 @@ func renderQueue(_ paths: [String], to output: String, sampleRate: Int = 48000, 
     /// must come out as that one recording: the right length, aligned at every join, no click.
     ///
     /// The AAC tracks carry iTunes gapless info (iTunSMPB: priming, padding, original length), as
-    /// Apple's encoders write it, because FFmpeg 5.1's own AAC muxing records an edit-list
-    /// length that is off by up to ~32 samples (see `ffmpegAACEditListsAreTrusted`).
+    /// Apple's encoders write it; `ffmpegAACWithRoundedEditListsIsGapless` covers FFmpeg's own.
     @Test(arguments: [
         ("mp3", ["-c:a", "libmp3lame", "-b:a", "256k"]),
         ("m4a", ["-c:a", "aac", "-b:a", "256k", "-movflags", "use_metadata_tags"]),
@@ -37,10 +36,10 @@ func renderQueue(_ paths: [String], to output: String, sampleRate: Int = 48000, 
         try checkCutRecording(extension: format.0, codec: format.1, tolerancePerJoin: 1)
     }
 
-    /// Plain FFmpeg-made .m4a files: Tutti trusts the edit list, so each track is within the
-    /// muxer's error of its true length (and not 448+ samples of padding too long).
-    @Test func ffmpegAACEditListsAreTrusted() throws {
-        try checkCutRecording(extension: "m4a", codec: ["-c:a", "aac", "-b:a", "256k"], tolerancePerJoin: 40, iTunesGaplessInfo: false)
+    /// Plain FFmpeg-made .m4a files: their edit lists are rounded to the 1 ms movie timescale,
+    /// so Tutti reads the exact priming and length from the file's own boxes.
+    @Test func ffmpegAACWithRoundedEditListsIsGapless() throws {
+        try checkCutRecording(extension: "m4a", codec: ["-c:a", "aac", "-b:a", "256k"], tolerancePerJoin: 1, iTunesGaplessInfo: false)
     }
 
     private func checkCutRecording(extension fileExtension: String, codec: [String], tolerancePerJoin: Int, iTunesGaplessInfo: Bool = true) throws {
