@@ -11,10 +11,13 @@ let package = Package(
         .library(name: "TuttiMedia", targets: ["TuttiMedia"]),
         .library(name: "TuttiDevices", targets: ["TuttiDevices"]),
         .library(name: "TuttiPlayback", targets: ["TuttiPlayback"]),
+        .library(name: "TuttiNet", targets: ["TuttiNet"]),
+        .library(name: "TuttiServer", targets: ["TuttiServer"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-atomics", from: "1.3.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
     ],
     targets: [
         // System libraries from Debian packages (see Makefile `deps`).
@@ -31,8 +34,19 @@ let package = Package(
                                                      .product(name: "Atomics", package: "swift-atomics")]),
         .target(name: "TuttiPlayback", dependencies: ["TuttiCore", "TuttiMedia", "TuttiDevices",
                                                       .product(name: "Atomics", package: "swift-atomics")]),
+        .target(name: "TuttiNet", dependencies: [
+            "TuttiCore", "TuttiMedia", "TuttiDevices",
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "Atomics", package: "swift-atomics"),
+        ]),
+        .target(name: "TuttiServer", dependencies: [
+            "TuttiCore", "TuttiMedia", "TuttiNet",
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+        ]),
         .executableTarget(name: "tutti", dependencies: [
-            "TuttiCore", "TuttiMedia", "TuttiDevices", "TuttiPlayback",
+            "TuttiCore", "TuttiMedia", "TuttiDevices", "TuttiPlayback", "TuttiNet", "TuttiServer",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
         .executableTarget(name: "tutti-bench", dependencies: [
@@ -44,6 +58,10 @@ let package = Package(
         .testTarget(name: "TuttiMediaTests", dependencies: ["TuttiMedia", "TuttiTestSupport"]),
         .testTarget(name: "TuttiDevicesTests", dependencies: ["TuttiDevices", "TuttiTestSupport", "CAllocationCounter"]),
         .testTarget(name: "TuttiPlaybackTests", dependencies: ["TuttiPlayback", "TuttiTestSupport", "CAllocationCounter"]),
+        .testTarget(name: "TuttiNetTests", dependencies: ["TuttiNet", "TuttiTestSupport",
+                                                          .product(name: "NIOCore", package: "swift-nio"),
+                                                          .product(name: "NIOEmbedded", package: "swift-nio")]),
+        .testTarget(name: "TuttiServerTests", dependencies: ["TuttiServer", "TuttiNet", "TuttiTestSupport"]),
         .testTarget(name: "TuttiCLITests", dependencies: ["TuttiTestSupport"]),
         // Shared test helpers: media generation with the ffmpeg CLI, WAV reading, signal checks.
         .target(name: "TuttiTestSupport", dependencies: ["TuttiCore"], path: "Tests/TuttiTestSupport"),

@@ -1,0 +1,1 @@
+// TuttiServer: the house — rooms, groups, queue, timeline and control.
