@@ -76,8 +76,8 @@ enum ChildProcess {
             guard errno == EINTR else { throw BenchError("wait4 failed: \(String(cString: strerror(errno)))") }
         }
         let seconds = Double(Stopwatch.now() - start) / 1e9
-        func seconds(_ t: timeval) -> Double { Double(t.tv_sec) + Double(t.tv_usec) / 1e6 }
-        let cpuSeconds = seconds(usage.ru_utime) + seconds(usage.ru_stime)
+        func inSeconds(_ t: timeval) -> Double { Double(t.tv_sec) + Double(t.tv_usec) / 1e6 }
+        let cpuSeconds = inSeconds(usage.ru_utime) + inSeconds(usage.ru_stime)
         // WIFEXITED / WEXITSTATUS are macros.
         let exitStatus: Int32 = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
         return (exitStatus, seconds, cpuSeconds)

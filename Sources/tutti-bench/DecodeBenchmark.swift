@@ -7,17 +7,29 @@ import TuttiMedia
 ///
 /// Tutti: `AudioFileDecoder.read(into:)` to interleaved Float32 stereo, then
 /// `Resampler(quality: --quality)` to 48 kHz when the source rate differs — the player's
-/// decode path, on the calling thread. Anchor: `ffmpeg -threads 1 -i FILE -af aresample=48000
-/// -f null -`, timed as a whole process. Both are reported as × real time (audio duration /
-/// wall time), best of `--runs`, with the runs of the two interleaved.
+/// decode path (as in `QueuePlayer`), on the calling thread, timed from opening the file.
+/// Anchor: `ffmpeg -threads 1 -i FILE -af aresample=48000 -f null -`, timed as a whole process.
+/// Both are reported as × real time (audio duration / wall time), best of `--runs`, with the
+/// runs of the two interleaved so that load from elsewhere hits both alike.
+///
+/// ffmpeg's process start-up (dynamic linking of all of libav*, ~60 ms here) is not negligible
+/// next to decoding 10 minutes of PCM, so it is measured too (the same command stopped after
+/// 10 ms of output) and a ratio without it is shown beside the plain one.
 struct DecodeBenchmark: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "decode",
         abstract: "Decode + resample speed per format, against ffmpeg on one thread.",
         discussion: """
-            Generates the same program material (mixed sines and pink noise, stereo, 44.1 kHz) in
+            Generates the same program material (mixed sines and pink noise, stereo, 44.1 kHz) in \
             every format with the ffmpeg CLI, once, into the media directory, and reuses it after.
-            ratio = Tutti ×RT / ffmpeg ×RT; the target is ≥ 0.9 for every format.
+
+            ratio = Tutti ×RT / ffmpeg ×RT (wall time); the target is ≥ 0.9 for every format. \
+            "ratio w/o start-up" takes ffmpeg's fixed process start-up out of its time; \
+            "cpu ratio" uses CPU time instead of wall time.
+
+            The anchor resamples with libswresample's default filter, much shorter than the soxr \
+            20-bit "high" recipe Tutti plays with; --ffmpeg-resampler soxr makes ffmpeg use soxr \
+            at 20-bit precision too, for a comparison at equal resampling quality.
             """)
 
     @Option(help: "Length of the generated program material in seconds.")
@@ -32,6 +44,9 @@ struct DecodeBenchmark: ParsableCommand {
     @Option(help: "Resampler quality for Tutti: quick, medium, high (the player default) or very-high.")
     var quality: ResampleQuality = .high
 
+    @Option(name: .customLong("ffmpeg-resampler"), help: "Resampler for the ffmpeg anchor: swr (its default, the benchmark's anchor) or soxr (20-bit precision, like Tutti's high).")
+    var ffmpegResampler: AnchorResampler = .swr
+
     @Option(name: .customLong("media-dir"), help: "Directory for the generated media (default: $XDG_CACHE_HOME/tutti-bench/decode or ~/.cache/tutti-bench/decode).")
     var mediaDirectory: String?
 
@@ -43,6 +58,14 @@ struct DecodeBenchmark: ParsableCommand {
 
     @Flag(help: "Print the results as JSON.")
     var json = false
+
+    /// For profiling Tutti alone.
+    @Flag(name: .customLong("skip-ffmpeg"), help: .hidden)
+    var skipFFmpeg = false
+
+    /// Diagnostic: decode only, no resampling on either side (ffmpeg without -af).
+    @Flag(name: .customLong("decode-only"), help: .hidden)
+    var decodeOnly = false
 
     static let outputRate = 48000
 
@@ -62,42 +85,58 @@ struct DecodeBenchmark: ParsableCommand {
         var results: [DecodeResult] = []
         for (format, path) in zip(formats, files) {
             Console.progress("measuring \(format.name) (\(runs) runs)…")
-            var tuttiBest = Double.infinity
-            var ffmpegBest = Double.infinity
+            var tuttiBest = (seconds: Double.infinity, cpuSeconds: Double.infinity)
+            var ffmpegBest = tuttiBest
+            var startupBest = tuttiBest
             var measured: TuttiRun?
             for run in 1...runs {
-                let tutti = try Self.measureTutti(path, quality: quality.resamplerQuality)
-                let ffmpeg = try Self.measureFFmpeg(path)
-                Console.progress("  run \(run): tutti \(Format.fixed(tutti.seconds, 3)) s, ffmpeg \(Format.fixed(ffmpeg, 3)) s")
-                tuttiBest = min(tuttiBest, tutti.seconds)
-                ffmpegBest = min(ffmpegBest, ffmpeg)
+                let tutti = try Self.measureTutti(path, quality: quality.resamplerQuality, resample: !decodeOnly)
+                tuttiBest = (min(tuttiBest.seconds, tutti.seconds), min(tuttiBest.cpuSeconds, tutti.cpuSeconds))
                 measured = tutti
+                var line = "  run \(run): tutti \(Format.fixed(tutti.seconds, 3)) s (cpu \(Format.fixed(tutti.cpuSeconds, 3)))"
+                if !skipFFmpeg {
+                    let ffmpeg = try ChildProcess.ffmpeg(ffmpegArguments(path))
+                    let startup = try ChildProcess.ffmpeg(ffmpegArguments(path, startupOnly: true))
+                    ffmpegBest = (min(ffmpegBest.seconds, ffmpeg.seconds), min(ffmpegBest.cpuSeconds, ffmpeg.cpuSeconds))
+                    startupBest = (min(startupBest.seconds, startup.seconds), min(startupBest.cpuSeconds, startup.cpuSeconds))
+                    line += ", ffmpeg \(Format.fixed(ffmpeg.seconds, 3)) s (cpu \(Format.fixed(ffmpeg.cpuSeconds, 3)), start-up \(Format.fixed(startup.seconds, 3)))"
+                }
+                Console.progress(line)
             }
             let tutti = measured!
             let duration = Double(tutti.sourceFrames) / Double(tutti.sourceRate)
             let expectedOutput = Double(tutti.sourceFrames) * Double(Self.outputRate) / Double(tutti.sourceRate)
-            if abs(Double(tutti.outputFrames) - expectedOutput) > 2 {
+            if !decodeOnly, abs(Double(tutti.outputFrames) - expectedOutput) > 2 {
                 Console.progress("  warning: \(tutti.outputFrames) output frames, expected \(Int(expectedOutput.rounded()))")
             }
-            results.append(DecodeResult(
+            var result = DecodeResult(
                 format: format.name, codec: tutti.codec, sourceRate: tutti.sourceRate,
                 resampled: tutti.sourceRate != Self.outputRate, audioSeconds: duration,
-                tuttiSeconds: tuttiBest, ffmpegSeconds: ffmpegBest,
-                tuttiRealtime: duration / tuttiBest, ffmpegRealtime: duration / ffmpegBest,
-                ratio: ffmpegBest / tuttiBest))
+                tuttiSeconds: tuttiBest.seconds, tuttiCPUSeconds: tuttiBest.cpuSeconds,
+                tuttiRealtime: duration / tuttiBest.seconds)
+            if !skipFFmpeg {
+                result.ffmpegSeconds = ffmpegBest.seconds
+                result.ffmpegCPUSeconds = ffmpegBest.cpuSeconds
+                result.ffmpegStartupSeconds = startupBest.seconds
+                result.ffmpegRealtime = duration / ffmpegBest.seconds
+                result.ratio = ffmpegBest.seconds / tuttiBest.seconds
+                result.ratioExcludingStartup = (ffmpegBest.seconds - startupBest.seconds) / tuttiBest.seconds
+                result.cpuRatio = ffmpegBest.cpuSeconds / tuttiBest.cpuSeconds
+            }
+            results.append(result)
         }
 
         let report = DecodeReport(
             audioSeconds: Double(seconds), runs: runs, outputRate: Self.outputRate,
-            resamplerQuality: quality.rawValue,
-            ffmpegCommand: "ffmpeg -threads 1 -i FILE -af aresample=\(Self.outputRate) -f null -",
+            resamplerQuality: decodeOnly ? "none (decode only)" : quality.rawValue,
+            ffmpegCommand: (["ffmpeg"] + ffmpegArguments("FILE")).joined(separator: " "),
             results: results)
         if json {
             Console.output(try Format.json(report))
         } else {
             Console.output(Self.text(report))
         }
-        if let requireRatio, results.contains(where: { $0.ratio < requireRatio }) {
+        if let requireRatio, results.contains(where: { ($0.ratio ?? 0) < requireRatio }) {
             throw ExitCode(1)
         }
     }
@@ -108,7 +147,7 @@ struct DecodeBenchmark: ParsableCommand {
         let master = stem + "." + DecodeFormat.wav.fileSuffix
         let madeMaster = try MediaCache.make(master, regenerate: regenerate) { temporary in
             Console.progress("generating \(seconds) s of program material → \(master)")
-            let time = try Stopwatch.measure { _ = try ChildProcess.ffmpeg(Self.programArguments(seconds: seconds) + DecodeFormat.wav.codecArguments + [temporary]) }
+            let time = try ChildProcess.ffmpeg(Self.programArguments(seconds: seconds) + DecodeFormat.wav.codecArguments + [temporary]).seconds
             Console.progress("  \(Format.fixed(time, 1)) s")
         }
         var paths: [String] = []
@@ -117,7 +156,7 @@ struct DecodeBenchmark: ParsableCommand {
             if format.name != DecodeFormat.wav.name {
                 try MediaCache.make(path, regenerate: regenerate || madeMaster) { temporary in
                     Console.progress("encoding \(format.name) → \(path)")
-                    let time = try ChildProcess.ffmpeg(["-i", master] + format.codecArguments + [temporary])
+                    let time = try ChildProcess.ffmpeg(["-i", master] + format.codecArguments + [temporary]).seconds
                     Console.progress("  \(Format.fixed(time, 1)) s")
                 }
             }
@@ -154,6 +193,7 @@ struct DecodeBenchmark: ParsableCommand {
 
     struct TuttiRun {
         var seconds: Double
+        var cpuSeconds: Double
         var codec: String
         var sourceRate: Int
         var sourceFrames: Int
@@ -161,10 +201,11 @@ struct DecodeBenchmark: ParsableCommand {
     }
 
     /// Opens, decodes and resamples the whole file on this thread, as the player's decode path does.
-    static func measureTutti(_ path: String, quality: Resampler.Quality) throws -> TuttiRun {
+    static func measureTutti(_ path: String, quality: Resampler.Quality, resample: Bool = true) throws -> TuttiRun {
         let start = Stopwatch.now()
+        let startCPU = Stopwatch.processCPUTime()
         let decoder = try AudioFileDecoder(path: path, outputChannelCount: 2)
-        let resampler = decoder.sampleRate == outputRate ? nil
+        let resampler = decoder.sampleRate == outputRate || !resample ? nil
             : try Resampler(inputRate: decoder.sampleRate, outputRate: outputRate, channelCount: 2, quality: quality)
         var decoded: [Float] = []
         var resampled: [Float] = []
@@ -188,30 +229,41 @@ struct DecodeBenchmark: ParsableCommand {
             outputFrames += resampled.count / 2
         }
         let seconds = Double(Stopwatch.now() - start) / 1e9
+        let cpuSeconds = Double(Stopwatch.processCPUTime() - startCPU) / 1e9
         if let error = decoder.readError { throw BenchError("\(path): read error: \(error)") }
         if decoder.corruptPacketCount > 0 { Console.progress("  warning: \(decoder.corruptPacketCount) corrupt packets in \(path)") }
-        return TuttiRun(seconds: seconds, codec: decoder.info.codec, sourceRate: decoder.sampleRate,
+        return TuttiRun(seconds: seconds, cpuSeconds: cpuSeconds, codec: decoder.info.codec, sourceRate: decoder.sampleRate,
                         sourceFrames: sourceFrames, outputFrames: outputFrames)
     }
 
-    /// Wall time of `ffmpeg -threads 1 -i FILE -af aresample=48000 -f null -`
-    /// (plus -nostdin -hide_banner -nostats -loglevel error, which change nothing in the work).
-    static func measureFFmpeg(_ path: String) throws -> Double {
-        try ChildProcess.ffmpeg(["-threads", "1", "-i", path, "-af", "aresample=\(outputRate)", "-f", "null", "-"])
+    /// `-threads 1 -i FILE -af aresample=48000 -f null -` (ChildProcess adds -nostdin -hide_banner
+    /// -nostats -loglevel error, which change nothing in the work). `startupOnly`: stopped after
+    /// 10 ms of output, which measures ffmpeg's fixed cost: process start, dynamic linking,
+    /// opening the file, codec and filter set-up.
+    func ffmpegArguments(_ path: String, startupOnly: Bool = false) -> [String] {
+        var arguments = ["-threads", "1", "-i", path]
+        if !decodeOnly {
+            arguments += ["-af", "aresample=\(Self.outputRate)" + (ffmpegResampler == .soxr ? ":resampler=soxr:precision=20" : "")]
+        }
+        if startupOnly { arguments += ["-t", "0.01"] }
+        return arguments + ["-f", "null", "-"]
     }
 
     static func text(_ report: DecodeReport) -> String {
         let minutes = Format.fixed(report.audioSeconds / 60, report.audioSeconds.truncatingRemainder(dividingBy: 60) == 0 ? 0 : 1)
         var text = """
-            Decode + resample to \(report.outputRate / 1000) kHz Float32 stereo, one thread, best of \(report.runs); \(minutes) min of stereo material.
-            tutti:  AudioFileDecoder + Resampler (soxr, quality \(report.resamplerQuality)) when the source rate differs
+            Decode + resample to \(report.outputRate / 1000) kHz Float32 stereo, one thread, best of \(report.runs); \(minutes) min of 44.1 kHz stereo material.
+            tutti:  AudioFileDecoder + Resampler (soxr, quality \(report.resamplerQuality)) when the source rate differs (opus decodes at 48 kHz)
             ffmpeg: \(report.ffmpegCommand)
-
             """
-        text += Format.table(
-            header: ["format", "tutti ×RT", "ffmpeg ×RT", "ratio"],
+        text += "\n\n" + Format.table(
+            header: ["format", "tutti ×RT", "ffmpeg ×RT", "ratio", "ffmpeg start-up", "ratio w/o start-up", "cpu ratio"],
             rows: report.results.map { r in
-                [r.format, Format.fixed(r.tuttiRealtime, 1), Format.fixed(r.ffmpegRealtime, 1), Format.fixed(r.ratio, 2)]
+                func cell(_ value: Double?, _ decimals: Int, _ unit: String = "") -> String {
+                    value.map { Format.fixed($0, decimals) + unit } ?? "–"
+                }
+                return [r.format, cell(r.tuttiRealtime, 1), cell(r.ffmpegRealtime, 1), cell(r.ratio, 2),
+                        cell(r.ffmpegStartupSeconds.map { $0 * 1000 }, 0, " ms"), cell(r.ratioExcludingStartup, 2), cell(r.cpuRatio, 2)]
             })
         return text
     }
@@ -223,11 +275,22 @@ struct DecodeResult: Codable {
     var sourceRate: Int
     var resampled: Bool
     var audioSeconds: Double
+    /// Best wall time of Tutti's open + decode + resample.
     var tuttiSeconds: Double
-    var ffmpegSeconds: Double
+    var tuttiCPUSeconds: Double
     var tuttiRealtime: Double
-    var ffmpegRealtime: Double
-    var ratio: Double
+    /// Best wall time of the whole ffmpeg process.
+    var ffmpegSeconds: Double?
+    var ffmpegCPUSeconds: Double?
+    /// Best wall time of the same ffmpeg command stopped after 10 ms of output.
+    var ffmpegStartupSeconds: Double?
+    var ffmpegRealtime: Double?
+    /// tuttiRealtime / ffmpegRealtime, wall time: the benchmark's figure.
+    var ratio: Double?
+    /// As `ratio`, with ffmpeg's fixed start-up cost taken out of its time.
+    var ratioExcludingStartup: Double?
+    /// As `ratio`, from CPU time instead of wall time (less sensitive to other load on the machine).
+    var cpuRatio: Double?
 }
 
 struct DecodeReport: Codable {
@@ -258,6 +321,10 @@ struct DecodeFormat: Sendable {
     ]
 
     static func named(_ name: String) -> DecodeFormat? { all.first { $0.name == name } }
+}
+
+enum AnchorResampler: String, CaseIterable, ExpressibleByArgument {
+    case swr, soxr
 }
 
 enum ResampleQuality: String, CaseIterable, ExpressibleByArgument {
