@@ -7,17 +7,17 @@ import Glibc
 /// Real-time (SCHED_FIFO) needs privileges; without them the thread runs at normal priority.
 /// Devices pace themselves by blocking (absolute sleeps or blocking writes), never by spinning,
 /// because a spinning FIFO thread starves a small machine.
-final class DeviceThread: @unchecked Sendable {
+public final class DeviceThread: @unchecked Sendable {
     private var thread: pthread_t
     private var joined = false
-    let isRealtime: Bool
+    public let isRealtime: Bool
 
     private final class Body {
         let run: () -> Void
         init(_ run: @escaping () -> Void) { self.run = run }
     }
 
-    init(name: String, realtime: Bool, _ body: @escaping @Sendable () -> Void) {
+    public init(name: String, realtime: Bool, priority: Int32 = 40, _ body: @escaping @Sendable () -> Void) {
         let context = Unmanaged.passRetained(Body(body)).toOpaque()
         var created = pthread_t()
         var usedRealtime = false
@@ -28,7 +28,7 @@ final class DeviceThread: @unchecked Sendable {
             pthread_attr_setinheritsched(&attributes, Int32(PTHREAD_EXPLICIT_SCHED))
             pthread_attr_setschedpolicy(&attributes, SCHED_FIFO)
             var parameters = sched_param()
-            parameters.sched_priority = 40
+            parameters.sched_priority = priority
             pthread_attr_setschedparam(&attributes, &parameters)
             status = pthread_create(&created, &attributes, DeviceThread.entry, context)
             pthread_attr_destroy(&attributes)
@@ -49,7 +49,7 @@ final class DeviceThread: @unchecked Sendable {
     }
 
     /// Waits for the thread to end. Call once.
-    func join() {
+    public func join() {
         guard !joined else { return }
         joined = true
         pthread_join(thread, nil)

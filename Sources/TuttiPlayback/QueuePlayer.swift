@@ -93,106 +93,14 @@ public final class QueuePlayer: @unchecked Sendable {
             source.finish()
             producerFinished.store(true, ordering: .releasing)
         }
-        let channels = outputFormat.channelCount
-        let outputRate = outputFormat.sampleRate
-        var resampler: Resampler? = nil
-        var segmentRate = outputRate
-        var segmentOutputStart: Int64 = 0   // output frames pushed before the current resampler
-        var segmentInput: Int64 = 0         // input frames fed to the current resampler
-        var decoded: [Float] = []
-        var converted: [Float] = []
-        var written: Int64 = 0
-
-        func push(_ samples: [Float]) -> Bool {
-            written += Int64(samples.count / channels)
-            return source.write(samples)
+        let reader = GaplessQueueReader(paths: items.map(\.path), outputRate: outputFormat.sampleRate, channelCount: outputFormat.channelCount,
+                                        quality: configuration.resamplerQuality, offset: configuration.startTime)
+        reader.onItem = { [self] in record($0) }
+        var block: [Float] = []
+        while !stopRequested.load(ordering: .acquiring) {
+            if reader.read(into: &block) == 0 { break }
+            if !source.write(block) { break }
         }
-        func outputPosition() -> Int64 {
-            segmentOutputStart + WideMath.multiplyDivide(segmentInput, Int64(outputRate), Int64(segmentRate), rounding: .toNearestOrAwayFromZero)
-        }
-        func endSegment() -> Bool {
-            if let active = resampler {
-                converted.removeAll(keepingCapacity: true)
-                active.flush(appendingTo: &converted)
-                if !push(converted) { return false }
-            }
-            resampler = nil
-            segmentOutputStart = written
-            segmentInput = 0
-            return true
-        }
-
-        for (index, item) in items.enumerated() {
-            if stopRequested.load(ordering: .acquiring) { return }
-            var outcome = ItemOutcome(index: index, item: item, info: nil, startFrame: outputPosition(), frameCount: 0, error: nil)
-            let decoder: AudioFileDecoder
-            do throws(MediaError) {
-                decoder = try AudioFileDecoder(path: item.path, outputChannelCount: channels)
-                if index == 0 && configuration.startTime > .zero {
-                    try decoder.seek(toFrame: configuration.startTime.frame(atSampleRate: decoder.sampleRate, rounding: .toNearestOrAwayFromZero))
-                }
-            } catch {
-                outcome.error = error
-                record(outcome)
-                continue
-            }
-            outcome.info = decoder.info
-            if decoder.sampleRate != segmentRate || (resampler == nil && decoder.sampleRate != outputRate) {
-                guard endSegment() else { return }
-                segmentRate = decoder.sampleRate
-                if segmentRate != outputRate {
-                    do throws(MediaError) {
-                        resampler = try Resampler(inputRate: segmentRate, outputRate: outputRate, channelCount: channels, quality: configuration.resamplerQuality)
-                    } catch {
-                        outcome.error = error
-                        record(outcome)
-                        continue
-                    }
-                }
-            }
-            outcome.startFrame = outputPosition()
-            record(outcome)
-            var itemFrames: Int64 = 0
-            do throws(MediaError) {
-                while !stopRequested.load(ordering: .acquiring) {
-                    let frames = try decoder.read(into: &decoded)
-                    if frames == 0 { break }
-                    itemFrames += Int64(frames)
-                    segmentInput += Int64(frames)
-                    if let resampler {
-                        converted.removeAll(keepingCapacity: true)
-                        decoded.withUnsafeBufferPointer { resampler.process($0.baseAddress!, frames: frames, appendingTo: &converted) }
-                        if !push(converted) { return }
-                    } else if !push(decoded) {
-                        return
-                    }
-                }
-            } catch {
-                outcome.error = error
-            }
-            if outcome.error == nil { outcome.error = Self.problem(with: decoder, framesDecoded: itemFrames) }
-            outcome.frameCount = outputPosition() - outcome.startFrame
-            record(outcome)
-        }
-        _ = endSegment()
-    }
-
-    /// Partial failures found after decoding: the item played, but not all of it.
-    static func problem(with decoder: AudioFileDecoder, framesDecoded: Int64) -> MediaError? {
-        let input = decoder.info.input
-        if let readError = decoder.readError {
-            return MediaError(.corrupt, input: input, reason: "read error after \(formatSeconds(framesDecoded, decoder.sampleRate)): \(readError)")
-        }
-        if decoder.corruptPacketCount > 0 {
-            return MediaError(.corrupt, input: input, reason: "\(decoder.corruptPacketCount) corrupt packet(s) skipped")
-        }
-        if !decoder.info.durationIsEstimate, let expected = decoder.expectedFrameCount, decoder.position < expected - Int64(decoder.sampleRate / 5) {
-            return MediaError(.truncated, input: input, reason: "truncated: decoded \(formatSeconds(decoder.position, decoder.sampleRate)) of \(formatSeconds(expected, decoder.sampleRate))")
-        }
-        if framesDecoded == 0 {
-            return MediaError(.corrupt, input: input, reason: "no audio could be decoded")
-        }
-        return nil
     }
 
     private func record(_ outcome: ItemOutcome) {
@@ -203,7 +111,3 @@ public final class QueuePlayer: @unchecked Sendable {
     }
 }
 
-func formatSeconds(_ frames: Int64, _ rate: Int) -> String {
-    let tenths = WideMath.multiplyDivide(frames, 10, Int64(rate))
-    return "\(tenths / 10).\(tenths % 10) s"
-}

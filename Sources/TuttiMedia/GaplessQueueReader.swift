@@ -1,0 +1,200 @@
+import TuttiCore
+
+/// What happened to one queue item while it was read.
+public struct QueueItemReport: Sendable {
+    public var index: Int
+    public var path: String
+    public var info: TrackInfo?
+    /// The output frame (timeline position of the queue) at which the item starts.
+    public var startFrame: Int64
+    /// Output frames it contributed.
+    public var frameCount: Int64
+    /// Set when the item could not be played, or only partly (truncated, corrupt).
+    public var error: MediaError?
+}
+
+/// Reads a queue of files as one continuous PCM stream at an output rate and channel count:
+/// the decode path shared by the local player and the house server.
+///
+/// Items follow each other with no added or missing frames; one resampler is kept across
+/// consecutive items of the same source rate, so joins are continuous through its filter. An
+/// item that cannot be played is reported and skipped. Not thread-safe: one reading thread.
+public final class GaplessQueueReader {
+    public let paths: [String]
+    public let outputRate: Int
+    public let channelCount: Int
+    public let quality: Resampler.Quality
+    /// Called on the reading thread when an item starts (with `frameCount` 0), fails, or ends.
+    public var onItem: ((QueueItemReport) -> Void)?
+
+    private var nextIndex: Int
+    private var startOffset: MediaTime
+    private var decoder: AudioFileDecoder?
+    private var current: QueueItemReport?
+    private var itemFrames: Int64 = 0
+    private var resampler: Resampler?
+    private var segmentRate: Int
+    private var segmentOutputStart: Int64
+    private var segmentInput: Int64 = 0
+    private var written: Int64
+    private var decoded: [Float] = []
+    private var finished = false
+
+    /// - Parameters:
+    ///   - firstItem, offset: where to start (a seek); earlier items are skipped.
+    ///   - firstFrame: the output frame number of the first frame read (the timeline position).
+    public init(paths: [String], outputRate: Int, channelCount: Int, quality: Resampler.Quality = .high,
+                firstItem: Int = 0, offset: MediaTime = .zero, firstFrame: Int64 = 0) {
+        self.paths = paths
+        self.outputRate = outputRate
+        self.channelCount = channelCount
+        self.quality = quality
+        nextIndex = firstItem
+        startOffset = offset
+        segmentRate = outputRate
+        segmentOutputStart = firstFrame
+        written = firstFrame
+    }
+
+    /// The output frame the next `read` starts at.
+    public var position: Int64 { written }
+
+    /// Replaces `output` with the next block of interleaved frames; returns the frame count,
+    /// 0 once the queue is exhausted.
+    public func read(into output: inout [Float]) -> Int {
+        output.removeAll(keepingCapacity: true)
+        while !finished {
+            if !tail.isEmpty {
+                // The previous run's resampler tail, ahead of a run at another rate.
+                swap(&output, &tail)
+                tail.removeAll(keepingCapacity: true)
+                break
+            }
+            if decoder == nil && !openNext() {
+                // Queue exhausted: the resampler's tail is the last audio.
+                if let active = resampler {
+                    active.flush(appendingTo: &output)
+                    resampler = nil
+                }
+                finished = true
+                break
+            }
+            let frames: Int
+            do throws(MediaError) {
+                frames = try decoder!.read(into: &decoded)
+            } catch {
+                current?.error = error
+                finishItem()
+                continue
+            }
+            if frames == 0 {
+                finishItem()
+                if !output.isEmpty { break }
+                continue
+            }
+            itemFrames += Int64(frames)
+            segmentInput += Int64(frames)
+            if let resampler {
+                decoded.withUnsafeBufferPointer { resampler.process($0.baseAddress!, frames: frames, appendingTo: &output) }
+                if output.isEmpty { continue }
+            } else {
+                swap(&output, &decoded)
+            }
+            break
+        }
+        written += Int64(output.count / channelCount)
+        return output.count / channelCount
+    }
+
+    /// The output position of the next input frame, through the resampler's exact ratio.
+    private var inputPosition: Int64 {
+        segmentOutputStart + WideMath.multiplyDivide(segmentInput, Int64(outputRate), Int64(segmentRate), rounding: .toNearestOrAwayFromZero)
+    }
+
+    /// Opens the next playable item; false when none is left.
+    private func openNext() -> Bool {
+        while nextIndex < paths.count {
+            let index = nextIndex
+            nextIndex += 1
+            var report = QueueItemReport(index: index, path: paths[index], info: nil, startFrame: inputPosition, frameCount: 0, error: nil)
+            let opened: AudioFileDecoder
+            do throws(MediaError) {
+                opened = try AudioFileDecoder(path: paths[index], outputChannelCount: channelCount)
+                if startOffset > .zero {
+                    try opened.seek(toFrame: startOffset.frame(atSampleRate: opened.sampleRate, rounding: .toNearestOrAwayFromZero))
+                }
+            } catch {
+                startOffset = .zero
+                report.error = error
+                onItem?(report)
+                continue
+            }
+            startOffset = .zero
+            report.info = opened.info
+            if opened.sampleRate != segmentRate || (resampler == nil && opened.sampleRate != outputRate) {
+                // A new run of another source rate: the previous resampler's tail ends the old run.
+                do throws(MediaError) {
+                    try beginSegment(rate: opened.sampleRate)
+                } catch {
+                    report.error = error
+                    onItem?(report)
+                    continue
+                }
+            }
+            report.startFrame = inputPosition
+            decoder = opened
+            current = report
+            itemFrames = 0
+            onItem?(report)
+            return true
+        }
+        return false
+    }
+
+    private var tail: [Float] = []
+
+    private func beginSegment(rate: Int) throws(MediaError) {
+        if let old = resampler {
+            tail.removeAll(keepingCapacity: true)
+            old.flush(appendingTo: &tail)
+        }
+        let carried = Int64(tail.count / channelCount)
+        resampler = rate == outputRate ? nil : try Resampler(inputRate: rate, outputRate: outputRate, channelCount: channelCount, quality: quality)
+        segmentRate = rate
+        segmentOutputStart = written + carried
+        segmentInput = 0
+    }
+
+    private func finishItem() {
+        if var report = current, let decoder {
+            if report.error == nil { report.error = Self.problem(with: decoder, framesDecoded: itemFrames) }
+            report.frameCount = inputPosition - report.startFrame
+            onItem?(report)
+        }
+        decoder = nil
+        current = nil
+    }
+
+    /// Partial failures found after decoding: the item played, but not all of it.
+    static func problem(with decoder: AudioFileDecoder, framesDecoded: Int64) -> MediaError? {
+        let input = decoder.info.input
+        if let readError = decoder.readError {
+            return MediaError(.corrupt, input: input, reason: "read error after \(formatSeconds(framesDecoded, decoder.sampleRate)): \(readError)")
+        }
+        if decoder.corruptPacketCount > 0 {
+            return MediaError(.corrupt, input: input, reason: "\(decoder.corruptPacketCount) corrupt packet(s) skipped")
+        }
+        if !decoder.info.durationIsEstimate, let expected = decoder.expectedFrameCount, decoder.position < expected - Int64(decoder.sampleRate / 5) {
+            return MediaError(.truncated, input: input, reason: "truncated: decoded \(formatSeconds(decoder.position, decoder.sampleRate)) of \(formatSeconds(expected, decoder.sampleRate))")
+        }
+        if framesDecoded == 0 {
+            return MediaError(.corrupt, input: input, reason: "no audio could be decoded")
+        }
+        return nil
+    }
+}
+
+func formatSeconds(_ frames: Int64, _ rate: Int) -> String {
+    let tenths = WideMath.multiplyDivide(frames, 10, Int64(rate))
+    return "\(tenths / 10).\(tenths % 10) s"
+}
