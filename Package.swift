@@ -48,20 +48,24 @@ let package = Package(
         .executableTarget(name: "tutti", dependencies: [
             "TuttiCore", "TuttiMedia", "TuttiDevices", "TuttiPlayback", "TuttiNet", "TuttiServer",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
         ]),
+        // Reads virtual-device captures back and measures sync; for tests and benchmarks.
+        .target(name: "TuttiDiagnostics"),
         .executableTarget(name: "tutti-bench", dependencies: [
-            "TuttiCore", "TuttiMedia",
+            "TuttiCore", "TuttiMedia", "TuttiNet", "TuttiDiagnostics",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
 
-        .testTarget(name: "TuttiCoreTests", dependencies: ["TuttiCore"]),
+        .testTarget(name: "TuttiCoreTests", dependencies: ["TuttiCore", "CAllocationCounter"]),
         .testTarget(name: "TuttiMediaTests", dependencies: ["TuttiMedia", "TuttiTestSupport"]),
         .testTarget(name: "TuttiDevicesTests", dependencies: ["TuttiDevices", "TuttiTestSupport", "CAllocationCounter"]),
         .testTarget(name: "TuttiPlaybackTests", dependencies: ["TuttiPlayback", "TuttiTestSupport", "CAllocationCounter"]),
         .testTarget(name: "TuttiNetTests", dependencies: ["TuttiNet", "TuttiTestSupport",
                                                           .product(name: "NIOCore", package: "swift-nio"),
                                                           .product(name: "NIOEmbedded", package: "swift-nio")]),
-        .testTarget(name: "TuttiServerTests", dependencies: ["TuttiServer", "TuttiNet", "TuttiTestSupport"]),
+        .testTarget(name: "TuttiServerTests", dependencies: ["TuttiServer", "TuttiNet", "TuttiTestSupport", "TuttiDiagnostics", "TuttiMedia"]),
         .testTarget(name: "TuttiCLITests", dependencies: ["TuttiTestSupport"]),
         // Shared test helpers: media generation with the ffmpeg CLI, WAV reading, signal checks.
         .target(name: "TuttiTestSupport", dependencies: ["TuttiCore"], path: "Tests/TuttiTestSupport"),

@@ -41,6 +41,8 @@ public final class VirtualDevice: OutputDevice, @unchecked Sendable {
     private let worstLateness = Atomic<Int64>(0)
 
     private let period: UnsafeMutablePointer<Float>
+    /// Preallocated, so reporting an underrun touches no new memory or type on the render thread.
+    private let underrunRecord: UnsafeMutablePointer<Int64>
     private let capture: AudioRing?
     /// Underrun records for the writer: (first silent frame, silent frame count).
     private let underrunEvents: SPSCRing<Int64>?
@@ -70,6 +72,8 @@ public final class VirtualDevice: OutputDevice, @unchecked Sendable {
         schedule = Atomic(0)
         period = .allocate(capacity: periodFrames * format.channelCount)
         period.initialize(repeating: 0, count: periodFrames * format.channelCount)
+        underrunRecord = .allocate(capacity: 2)
+        underrunRecord.initialize(repeating: 0, count: 2)
         if capturePath != nil {
             // Ten seconds of slack for the writer thread.
             capture = AudioRing(channelCount: format.channelCount, capacityFrames: max(format.sampleRate * 10, periodFrames * 4))
@@ -80,7 +84,10 @@ public final class VirtualDevice: OutputDevice, @unchecked Sendable {
         }
     }
 
-    deinit { period.deallocate() }
+    deinit {
+        period.deallocate()
+        underrunRecord.deallocate()
+    }
 
     public var underrunCount: Int { underruns.load(ordering: .relaxed) }
     public var isFinished: Bool { finished.load(ordering: .acquiring) }
@@ -165,8 +172,9 @@ public final class VirtualDevice: OutputDevice, @unchecked Sendable {
                 (period + filled * channels).update(repeating: 0, count: (periodFrames - filled) * channels)
                 underruns.add(1, ordering: .relaxed)
                 if let underrunEvents {
-                    var record: (Int64, Int64) = (first + Int64(filled), Int64(periodFrames - filled))
-                    withUnsafePointer(to: &record) { $0.withMemoryRebound(to: Int64.self, capacity: 2) { _ = underrunEvents.write($0, frames: 1) } }
+                    underrunRecord[0] = first + Int64(filled)
+                    underrunRecord[1] = Int64(periodFrames - filled)
+                    _ = underrunEvents.write(underrunRecord, frames: 1)
                 }
                 emitted = periodFrames
             }

@@ -32,6 +32,9 @@ extension WireMessage {
         }
     }
 
+    /// The message's name, for error lines.
+    public var kindName: String { "\(wireType)" }
+
     /// Appends the whole frame (header and payload) to `buffer`.
     public func encode(into buffer: inout ByteBuffer) {
         buffer.writeInteger(WireProtocol.magic)

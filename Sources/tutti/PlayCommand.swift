@@ -41,7 +41,7 @@ struct Play: ParsableCommand {
     @Option(help: "Start this many seconds into the first file.")
     var start: Double = 0
 
-    @Option(name: .customLong("device-drift-ppm"), help: "Crystal error of a virtual/null device, in ppm.")
+    @Option(name: .customLong("device-drift-ppm"), parsing: .unconditional, help: "Crystal error of a virtual/null device, in ppm.")
     var deviceDriftPPM: Double = 0
 
     @Flag(name: .long, help: "Do not show the progress line.")

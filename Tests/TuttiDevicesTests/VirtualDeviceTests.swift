@@ -69,7 +69,7 @@ func readTiming(_ path: String) throws -> [TimingLine] {
     /// The same minute in real time on CLOCK_MONOTONIC: the device really keeps pace, finishing
     /// when the crystal model says its last frame is emitted, and reports positions on the way.
     @Test(.timeLimit(.minutes(3)))
-    func keepsRealTimeForAMinute() throws {
+    func keepsRealTimeForAMinute() async throws {
         let directory = try TemporaryDirectory("virtual-rt")
         defer { directory.remove() }
         let clock = MonotonicClock()
@@ -77,8 +77,10 @@ func readTiming(_ path: String) throws -> [TimingLine] {
         let total = Int64(60 * 48000 * (1 + driftPPM / 1e6))
         let device = VirtualDevice(capturePath: directory.file("rt.wav"), format: Self.format, driftPPM: driftPPM, clock: clock)
         try device.start(source: RampSource(totalFrames: total))
-        try device.waitUntilFinished()
-        let finished = clock.now()
+        let finished = try await onOwnThread {
+            try device.waitUntilFinished()
+            return clock.now()
+        }
         let schedule = try #require(device.emissionSchedule)
         let lastEmission = schedule.time(ofFrame: total)
         // Finishes after its last frame's emission time, not before, and not much after.

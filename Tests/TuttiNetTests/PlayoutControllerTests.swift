@@ -1,3 +1,4 @@
+import TuttiCore
 import Testing
 @testable import TuttiNet
 

@@ -92,3 +92,15 @@ public struct TemporaryDirectory: Sendable {
 
     public func remove() { try? FileManager.default.removeItem(atPath: path) }
 }
+
+/// Runs blocking work (a device playing for a minute, a child process) on a thread of its own,
+/// so it does not hold one of the few threads Swift Testing's concurrent tests share.
+public func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        let thread = Thread {
+            do { continuation.resume(returning: try body()) } catch { continuation.resume(throwing: error) }
+        }
+        thread.stackSize = 8 << 20
+        thread.start()
+    }
+}

@@ -1,3 +1,4 @@
+import TuttiCore
 /// A straight-line map from frame indices to times: `time(frame) = referenceTime +
 /// (frame − referenceFrame) × nanosecondsPerFrame`. A device's emission times, a clock mapping
 /// and a fixed latency compose into one of these over the short span a playout block covers.

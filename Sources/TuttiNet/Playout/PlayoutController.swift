@@ -1,3 +1,4 @@
+import TuttiCore
 /// Decides, block by block, what a speaker's device must emit so that every timeline frame is
 /// heard at its anchored server time: silence, or audio read from the timeline at a fractional
 /// position advancing by a step (timeline frames per device frame) close to 1.

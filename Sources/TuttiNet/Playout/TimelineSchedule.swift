@@ -1,3 +1,4 @@
+import TuttiCore
 /// One point of a stream's timeline: `timelineFrame` is heard at `serverTime`, and from there
 /// the timeline advances in real time (playing) or stands still (paused).
 public struct TimelineAnchor: Sendable, Equatable {

@@ -1,0 +1,133 @@
+import Foundation
+
+/// Measures how a set of rooms played one timeline, from their virtual devices' captures:
+/// when each room emitted each checkpoint of the reference signal (to a fraction of a sample,
+/// by matching waveforms), how far apart the rooms were, and whether any room skipped,
+/// repeated or dropped audio.
+public struct SyncAnalysis: Sendable {
+    public struct Room: Sendable {
+        public var name: String
+        public var capture: VirtualCapture
+        /// Acoustic delay after the DAC the room compensates: heard = emitted + latency.
+        public var latencyNanoseconds: Double
+        public init(name: String, capture: VirtualCapture, latencyNanoseconds: Double) {
+            self.name = name
+            self.capture = capture
+            self.latencyNanoseconds = latencyNanoseconds
+        }
+    }
+
+    public struct Result: Sendable {
+        /// Per checkpoint: spread of the rooms' hearing times, ns.
+        public var skews: [Double]
+        /// Per room: hearing time of timeline frame 0 (CLOCK_MONOTONIC ns).
+        public var startTimes: [String: Double]
+        /// Per room: checkpoints where the room's lag jumped (a skip, repeat or gap).
+        public var discontinuities: [String: Int]
+        public var underruns: [String: Int]
+        /// Checkpoints that could not be matched (silence where audio was due).
+        public var unmatched: [String: Int]
+        /// How many rooms were heard at each checkpoint.
+        public var roomsPerCheckpoint: [Int] = []
+
+        public func percentile(_ p: Double) -> Double {
+            guard !skews.isEmpty else { return .nan }
+            let sorted = skews.sorted()
+            return sorted[min(sorted.count - 1, Int((p / 100 * Double(sorted.count - 1)).rounded()))]
+        }
+        public var maximum: Double { skews.max() ?? .nan }
+    }
+
+    /// Where `room` emits timeline frame `frame` of `reference`: the device frame (fractional),
+    /// searching lags around `guess`. Returns nil if nothing there matches.
+    static func locate(_ frame: Int, in capture: VirtualCapture, reference: [Float], guess: Int, search: Int, window: Int = 1024) -> (lag: Double, residual: Double)? {
+        let channels = capture.channelCount
+        let samples = capture.samples
+        guard frame >= 0, (frame + window) * channels <= reference.count else { return nil }
+        var energy = 0.0
+        for i in 0..<(window * channels) { let r = Double(reference[frame * channels + i]); energy += r * r }
+        guard energy > 1e-6 else { return nil }
+        func error(_ lag: Int) -> Double {
+            let start = frame + lag
+            guard start >= 0, (start + window) * channels <= samples.count else { return .infinity }
+            var sum = 0.0
+            let base = start * channels, refBase = frame * channels
+            for i in 0..<(window * channels) { let d = Double(samples[base + i] - reference[refBase + i]); sum += d * d }
+            return sum
+        }
+        var bestLag = guess, best = Double.infinity
+        for lag in (guess - search)...(guess + search) {
+            let e = error(lag)
+            if e < best { best = e; bestLag = lag }
+        }
+        guard best.isFinite, best < energy * 0.5 else { return nil }
+        // Sub-sample refinement: the error is close to a parabola around its minimum.
+        let left = error(bestLag - 1), right = error(bestLag + 1)
+        var fraction = 0.0
+        let curvature = left + right - 2 * best
+        if curvature > 0, left.isFinite, right.isFinite { fraction = 0.5 * (left - right) / curvature }
+        return (Double(bestLag) + max(-0.5, min(0.5, fraction)), best / energy)
+    }
+
+    /// Analyses rooms that played `reference` (interleaved, the stream's sample rate) from
+    /// timeline frame 0, checking every `interval` frames.
+    public static func analyse(rooms: [Room], reference: [Float], interval: Int = 12000, edgeFrames: Int = 24000) -> Result {
+        var result = Result(skews: [], startTimes: [:], discontinuities: [:], underruns: [:], unmatched: [:])
+        guard let first = rooms.first else { return result }
+        let channels = first.capture.channelCount
+        let referenceFrames = reference.count / channels
+        var lags: [String: Double] = [:]
+        for room in rooms {
+            result.underruns[room.name] = room.capture.underruns.count
+            result.discontinuities[room.name] = 0
+            result.unmatched[room.name] = 0
+            // Coarse: audio starts at the first loud frame; the reference's first loud frame gives the lag.
+            let refStart = (0..<reference.count).first { abs(reference[$0]) > 1e-4 }.map { $0 / channels } ?? 0
+            let start = room.capture.firstSoundFrame() ?? 0
+            lags[room.name] = Double(start - refStart)
+        }
+        var checkpoint = max(edgeFrames, 0)
+        var previousLag: [String: Double] = [:]
+        var matched: [Int] = []
+        while checkpoint + 4096 < referenceFrames - edgeFrames {
+            var heard: [Double] = []
+            // Rooms already tracked first; their mean hearing time guides rooms that start late.
+            let ordered = rooms.filter { previousLag[$0.name] != nil } + rooms.filter { previousLag[$0.name] == nil }
+            for room in ordered {
+                var guess = Int(lags[room.name]!.rounded())
+                var search = 16
+                if previousLag[room.name] == nil {
+                    search = 480
+                    if !heard.isEmpty {
+                        let pilot = heard.reduce(0, +) / Double(heard.count)
+                        guess = Int((room.capture.frame(atEmissionTime: pilot - room.latencyNanoseconds) - Double(checkpoint)).rounded())
+                    }
+                }
+                guard let found = locate(checkpoint, in: room.capture, reference: reference, guess: guess, search: search) else {
+                    result.unmatched[room.name, default: 0] += 1
+                    continue
+                }
+                if let previous = previousLag[room.name] {
+                    // Drift correction moves the lag by at most ~0.05 % of the interval.
+                    let allowed = Double(interval) * 0.0006 + 1.0
+                    if abs(found.lag - previous) > allowed { result.discontinuities[room.name, default: 0] += 1 }
+                }
+                previousLag[room.name] = found.lag
+                lags[room.name] = found.lag
+                let deviceFrame = Double(checkpoint) + found.lag
+                heard.append(room.capture.emissionTime(ofFrame: deviceFrame) + room.latencyNanoseconds)
+                if result.startTimes[room.name] == nil {
+                    // Timeline frame 0 was heard `checkpoint` frames (at the device's rate) earlier.
+                    let zeroFrame = deviceFrame - Double(checkpoint)
+                    result.startTimes[room.name] = room.capture.emissionTime(ofFrame: zeroFrame) + room.latencyNanoseconds
+                }
+            }
+            // Rooms not playing this checkpoint (not yet joined, or left) do not count.
+            if heard.count >= 2, let low = heard.min(), let high = heard.max() { result.skews.append(high - low) }
+            matched.append(heard.count)
+            checkpoint += interval
+        }
+        result.roomsPerCheckpoint = matched
+        return result
+    }
+}

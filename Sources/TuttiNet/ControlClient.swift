@@ -1,0 +1,68 @@
+import NIOCore
+import NIOPosix
+
+/// Sends one control command to a house and returns its JSON reply (`tutti ctl`).
+public enum ControlClient {
+    public struct Failure: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    /// Connects to `host:port`, says hello as a controller, sends `json`, and returns the reply.
+    /// Throws `Failure` with one line for an unreachable server, a refusal or a timeout.
+    public static func send(_ json: String, host: String, port: Int, group: any EventLoopGroup,
+                            timeoutNanoseconds: Int64 = 10_000_000_000) async throws -> (ok: Bool, json: String) {
+        let reply = group.next().makePromise(of: WireMessage.ControlResponse.self)
+        let channel: any Channel
+        do {
+            channel = try await ClientBootstrap(group: group)
+                .connectTimeout(.seconds(5))
+                .channelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandlers([
+                            ByteToMessageHandler(WireMessageDecoder()),
+                            MessageToByteHandler(WireMessageEncoder()),
+                            ReplyHandler(reply: reply),
+                        ])
+                    }
+                }
+                .connect(host: host, port: port).get()
+        } catch {
+            reply.fail(error)
+            throw Failure(description: "cannot reach the server at \(host):\(port) (\(error))")
+        }
+        channel.write(WireMessage.hello(.init(role: .controller, name: "tutti ctl")), promise: nil)
+        channel.writeAndFlush(WireMessage.controlRequest(.init(requestID: 1, json: json)), promise: nil)
+        let timeout = channel.eventLoop.scheduleTask(in: .nanoseconds(timeoutNanoseconds)) {
+            reply.fail(Failure(description: "the server at \(host):\(port) did not answer in \(timeoutNanoseconds / 1_000_000_000) s"))
+        }
+        defer {
+            timeout.cancel()
+            channel.close(promise: nil)
+        }
+        let response = try await reply.futureResult.get()
+        return (response.ok, response.json)
+    }
+
+    private final class ReplyHandler: ChannelInboundHandler, Sendable {
+        typealias InboundIn = WireMessage
+        let reply: EventLoopPromise<WireMessage.ControlResponse>
+        init(reply: EventLoopPromise<WireMessage.ControlResponse>) { self.reply = reply }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            switch Self.unwrapInboundIn(data) {
+            case .controlResponse(let response): reply.succeed(response)
+            case .goodbye(let reason): reply.fail(Failure(description: "the server refused: \(reason)"))
+            default: break
+            }
+        }
+
+        func channelInactive(context: ChannelHandlerContext) {
+            reply.fail(Failure(description: "the server closed the connection"))
+        }
+
+        func errorCaught(context: ChannelHandlerContext, error: any Error) {
+            reply.fail(Failure(description: "bad reply from the server: \(error)"))
+            context.close(promise: nil)
+        }
+    }
+}

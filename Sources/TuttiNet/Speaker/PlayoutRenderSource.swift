@@ -1,0 +1,34 @@
+import Synchronization
+import TuttiCore
+import TuttiDevices
+
+/// The speaker's hand-off to its device: a ring the playout engine keeps a few tens of
+/// milliseconds ahead, never ending (silence is written when there is nothing to play).
+///
+/// It records which device frame each ring frame is emitted at (they differ by the silence a
+/// device inserted on underruns), because the playout engine plans by device frame.
+/// Thread-safety: `render` on the device thread only (real-time safe); the rest from the engine.
+public final class PlayoutRenderSource: RenderSource, @unchecked Sendable {
+    public let ring: AudioRing
+    /// Device frame minus ring frame, as of the latest render call.
+    private let shift = Atomic<Int64>(0)
+    public let consumed = WakeSignal()
+
+    public init(channelCount: Int, capacityFrames: Int) {
+        ring = AudioRing(channelCount: channelCount, capacityFrames: capacityFrames)
+    }
+
+    public func render(into buffer: UnsafeMutablePointer<Float>, frameCount: Int, deviceFrame: Int64) -> RenderResult {
+        shift.store(deviceFrame - Int64(ring.totalFramesRead), ordering: .releasing)
+        let frames = ring.read(into: buffer, frames: frameCount)
+        consumed.signal()
+        return RenderResult(frames: frames, endOfStream: false)
+    }
+
+    public func waitForFrames(timeoutNanoseconds: Int64) {}
+
+    /// The device frame at which the next frame written to the ring will be emitted.
+    public var nextWriteDeviceFrame: Int64 {
+        Int64(ring.totalFramesWritten) + shift.load(ordering: .acquiring)
+    }
+}

@@ -1,0 +1,237 @@
+import Foundation
+import NIOCore
+import TuttiCore
+import TuttiMedia
+import TuttiNet
+
+/// The house: rooms, the queue, the stream that plays it and the timeline every room follows.
+///
+/// Thread-safety: confined to `loop`; every method must be called on it (the network handlers
+/// and the producer hop there). The server runs it on a one-thread event loop group.
+public final class House: @unchecked Sendable {
+    public struct Configuration: Sendable {
+        public var name = "tutti"
+        public var stateDirectory: String?
+        public var sampleRate = 48000
+        public var channelCount = 2
+        public var codec: StreamCodec = .flac
+        public var chunkFrames = 2048
+        /// How far ahead of the playhead audio is produced and sent: enhanced buffering.
+        public var bufferDepthNanoseconds: Int64 = 300_000_000_000
+        /// From a play/resume command to the first sample heard (plus the largest room latency).
+        public var startDelayNanoseconds: Int64 = 110_000_000
+        /// Pauses take effect this far ahead, so every room stops on the same frame.
+        public var pauseDelayNanoseconds: Int64 = 110_000_000
+        /// A queue edit may flush audio only this far ahead of the playhead; closer it would be
+        /// heard as a glitch (the rooms have decoded that audio already).
+        public var flushMarginNanoseconds: Int64 = 500_000_000
+        /// A joining room starts this far after the playhead (the data must reach it first).
+        public var joinMarginNanoseconds: Int64 = 200_000_000
+        public init() {}
+    }
+
+    public let configuration: Configuration
+    public let loop: any EventLoop
+    let clock: any HostClock
+    let log: @Sendable (String) -> Void
+    var rooms: [UInt32: RoomLink] = [:]
+    private var nextClientID: UInt32 = 1
+    var state: HouseState
+    var stream: ServerStream?
+    private var nextStreamID: UInt32 = 1
+
+    public init(configuration: Configuration, loop: any EventLoop, clock: any HostClock, log: @escaping @Sendable (String) -> Void) {
+        self.configuration = configuration
+        self.loop = loop
+        self.clock = clock
+        self.log = log
+        let (loaded, problem) = HouseState.load(from: configuration.stateDirectory)
+        state = loaded
+        if let problem { log(problem) }
+    }
+
+    var sampleRate: Int { configuration.sampleRate }
+    func frames(_ nanoseconds: Int64) -> Int64 { WideMath.multiplyDivide(nanoseconds, Int64(sampleRate), 1_000_000_000) }
+
+    // MARK: Connections
+
+    func connect(channel: any Channel, hello: WireMessage.Hello) -> UInt32 {
+        loop.preconditionInEventLoop()
+        let id = nextClientID
+        nextClientID += 1
+        guard hello.role == .speaker else { return id }
+        if let existing = rooms.values.first(where: { $0.name == hello.name }) {
+            // A room that reconnects (or a duplicate name): the newest connection wins.
+            log("room \(hello.name) reconnected; closing its previous connection")
+            rooms[existing.id] = nil
+            existing.channel.close(promise: nil)
+        }
+        let room = RoomLink(id: id, name: hello.name, latencyNanoseconds: hello.latencyNanoseconds, channel: channel)
+        rooms[id] = room
+        log("room \(hello.name) connected from \(channel.remoteAddress.map { "\($0)" } ?? "?")")
+        if let level = state.volumes[hello.name] { send(.volume(.init(level: Self.gain(percent: level), rampNanoseconds: 0)), to: room) }
+        pump(room)
+        return id
+    }
+
+    func disconnect(id: UInt32) {
+        loop.preconditionInEventLoop()
+        if let room = rooms.removeValue(forKey: id) { log("room \(room.name) disconnected") }
+    }
+
+    func received(status: WireMessage.SpeakerStatus, from id: UInt32) {
+        guard let room = rooms[id] else { return }
+        room.status = status
+        room.statusTime = clock.now()
+    }
+
+    // MARK: Timeline
+
+    var now: Int64 { clock.now() }
+
+    /// The timeline frame heard now (frozen while paused), if a stream exists.
+    func playhead(at time: Int64? = nil) -> Int64 {
+        guard let stream else { return 0 }
+        let t = time ?? now
+        if let position = stream.schedule.position(atServer: t) { return position.frame }
+        return stream.schedule.anchor(atServer: t)?.timelineFrame ?? stream.schedule.anchors.first?.timelineFrame ?? 0
+    }
+
+    var isPlaying: Bool { stream?.schedule.anchors.last?.isPlaying ?? false }
+
+    func inGroup(_ room: RoomLink) -> Bool { state.group.map { $0.contains(room.name) } ?? true }
+    var groupRooms: [RoomLink] { rooms.values.filter(inGroup).sorted { $0.name < $1.name } }
+    var largestLatency: Int64 { groupRooms.map(\.latencyNanoseconds).max() ?? 0 }
+
+    /// Starts a new stream of the queue from `item` at `offset`, heard from `startTime`.
+    func startStream(item: Int, offset: MediaTime = .zero) throws(MediaError) {
+        stopStream()
+        let encoder = try ChunkEncoder(codec: configuration.codec, sampleRate: sampleRate, channelCount: configuration.channelCount)
+        let id = nextStreamID
+        nextStreamID += 1
+        let stream = ServerStream(id: id, codec: configuration.codec, sampleRate: sampleRate, channelCount: configuration.channelCount,
+                                  codecHeader: encoder.codecHeader, paths: state.queue)
+        let startTime = now + configuration.startDelayNanoseconds + largestLatency
+        stream.schedule.apply(TimelineAnchor(timelineFrame: 0, serverTime: startTime, isPlaying: true), now: now)
+        self.stream = stream
+        startProducer(stream: stream, encoder: encoder, item: item, offset: offset, frame: 0)
+        for room in rooms.values { pump(room) }
+    }
+
+    private func startProducer(stream: ServerStream, encoder: ChunkEncoder, item: Int, offset: MediaTime, frame: Int64) {
+        let loop = self.loop
+        let playhead = sharedPlayhead
+        let producer = StreamProducer(stream: stream, encoder: encoder, firstItem: item, offset: offset, firstFrame: frame,
+                                      chunkFrames: configuration.chunkFrames, depthFrames: frames(configuration.bufferDepthNanoseconds),
+                                      playhead: { playhead.value },
+                                      notify: { [weak self] in
+                                          loop.execute { [weak self] in self?.produced(streamID: stream.id) }
+                                      })
+        stream.producer = producer
+        producer.start()
+    }
+
+    /// The playhead as the producer thread may read it (updated by the house loop).
+    let sharedPlayhead = PlayheadCell()
+
+    func stopStream() {
+        guard let old = stream else { return }
+        old.producer?.cancel()
+        stream = nil
+        for room in rooms.values where room.streamID == old.id {
+            send(.flush(.init(streamID: old.id, fromFrame: .min)), to: room)
+            room.streamID = nil
+        }
+    }
+
+    private func produced(streamID: UInt32) {
+        guard let stream, stream.id == streamID else { return }
+        for failure in stream.takeFailures() { log("\(failure)") }
+        for room in rooms.values { pump(room) }
+    }
+
+    /// Sends a room what it is missing of the current stream, as far as its connection takes.
+    func pump(_ room: RoomLink) {
+        loop.preconditionInEventLoop()
+        sharedPlayhead.value = playhead()
+        stream?.producer?.playheadMoved()
+        guard let stream, inGroup(room) else { return }
+        let channel = room.channel
+        if room.streamID != stream.id {
+            room.streamID = stream.id
+            room.sentEnd = false
+            channel.write(WireMessage.streamStart(.init(streamID: stream.id, codec: stream.codec.wireName, sampleRate: UInt32(stream.sampleRate),
+                                                        channelCount: UInt8(stream.channelCount), codecHeader: stream.codecHeader)), promise: nil)
+            for anchor in stream.schedule.anchors { channel.write(WireMessage.anchor(wire(anchor, stream)), promise: nil) }
+            // A room joining a playing stream starts a little after the playhead.
+            let startFrame = isPlaying && stream.schedule.anchors.first.map({ $0.serverTime < now }) == true
+                ? playhead() + frames(configuration.joinMarginNanoseconds) : playhead()
+            room.nextChunk = stream.chunkIndex(containing: startFrame)
+        }
+        let limit = playhead() + frames(configuration.bufferDepthNanoseconds)
+        let count = stream.chunkCount
+        while channel.isWritable && room.nextChunk < count {
+            let chunk = stream.chunk(at: room.nextChunk)
+            if chunk.firstFrame > limit { break }
+            channel.write(WireMessage.audioChunk(.init(streamID: stream.id, firstFrame: chunk.firstFrame, frameCount: UInt32(chunk.frameCount), payload: chunk.payload)), promise: nil)
+            room.nextChunk += 1
+            room.sentUntilFrame = chunk.endFrame
+        }
+        if !room.sentEnd, let end = stream.endFrame, room.nextChunk >= stream.chunkCount {
+            channel.write(WireMessage.streamEnd(.init(streamID: stream.id, endFrame: end)), promise: nil)
+            room.sentEnd = true
+        }
+        channel.flush()
+    }
+
+    func wire(_ anchor: TimelineAnchor, _ stream: ServerStream) -> WireMessage.Anchor {
+        .init(streamID: stream.id, timelineFrame: anchor.timelineFrame, serverTime: anchor.serverTime, isPlaying: anchor.isPlaying)
+    }
+
+    func apply(_ anchor: TimelineAnchor) {
+        guard let stream else { return }
+        stream.schedule.apply(anchor, now: now)
+        for room in rooms.values where room.streamID == stream.id {
+            send(.anchor(wire(anchor, stream)), to: room)
+        }
+    }
+
+    func send(_ message: WireMessage, to room: RoomLink) {
+        room.channel.writeAndFlush(message, promise: nil)
+    }
+
+    /// Restarts production at timeline frame `frame` with the queue as it is now, from queue
+    /// item `item` at `offset`: the rooms drop what they hold from `frame` on and get the new audio.
+    func flush(from frame: Int64, item: Int, offset: MediaTime) throws(MediaError) {
+        guard let stream else { return }
+        stream.producer?.cancel()
+        let encoder = try ChunkEncoder(codec: configuration.codec, sampleRate: sampleRate, channelCount: configuration.channelCount)
+        let cut = stream.chunkIndex(containing: frame)
+        stream.truncate(at: frame, paths: state.queue)
+        for room in rooms.values where room.streamID == stream.id {
+            send(.flush(.init(streamID: stream.id, fromFrame: frame)), to: room)
+            room.nextChunk = min(room.nextChunk, stream.chunkCount > cut ? cut + 1 : cut)
+            room.sentEnd = false
+        }
+        startProducer(stream: stream, encoder: encoder, item: item, offset: offset, frame: frame)
+    }
+
+    static func gain(percent: Int) -> Float {
+        // 60 dB across the scale, so equal steps sound equal; 0 is silence.
+        percent <= 0 ? 0 : Float(pow(10, Double(min(percent, 100) - 100) * 0.6 / 20))
+    }
+
+    func saveState() {
+        if let problem = state.save(to: configuration.stateDirectory) { log(problem) }
+    }
+}
+
+/// The playhead, shared with producer threads.
+final class PlayheadCell: @unchecked Sendable {
+    private let lock = NSLock()
+    private var frame: Int64 = 0
+    var value: Int64 {
+        get { lock.withLock { frame } }
+        set { lock.withLock { frame = newValue } }
+    }
+}

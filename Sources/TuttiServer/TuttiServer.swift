@@ -1,1 +1,0 @@
-// TuttiServer: the house — rooms, groups, queue, timeline and control.

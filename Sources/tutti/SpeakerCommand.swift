@@ -1,0 +1,92 @@
+import ArgumentParser
+import Foundation
+import NIOCore
+import NIOPosix
+import TuttiCore
+import TuttiDevices
+import TuttiNet
+
+struct Speaker: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run a room: play the house's stream in sync with every other room.",
+        discussion: """
+            The room keeps minutes of audio from the server, encoded, and plays each sample at the instant the \
+            server's timeline says, correcting clock and sound-card drift by inaudible resampling.
+            For testing on one machine, --clock-offset-ms/--clock-drift-ppm make this process see a clock that is \
+            off and drifting, and --device-drift-ppm gives the virtual sound card a crystal error.
+            Without --output: ALSA "default" if the machine has a sound card, else virtual:tutti-<name>.wav.
+            """)
+
+    @Option(help: "The house server's TCP/UDP address.")
+    var server: HostPort
+
+    @Option(help: "The room's name, e.g. kitchen.")
+    var name: String
+
+    @Option(name: .shortAndLong, help: "alsa:<pcm>, virtual:<path> or null.")
+    var output: String?
+
+    @Option(name: .customLong("clock-offset-ms"), parsing: .unconditional, help: "Simulated offset of this process's clock, in ms.")
+    var clockOffsetMilliseconds: Double = 0
+
+    @Option(name: .customLong("clock-drift-ppm"), parsing: .unconditional, help: "Simulated drift of this process's clock, in ppm.")
+    var clockDriftPPM: Double = 0
+
+    @Option(name: .customLong("device-drift-ppm"), parsing: .unconditional, help: "Crystal error of the virtual sound card, in ppm.")
+    var deviceDriftPPM: Double = 0
+
+    @Option(name: .customLong("latency-ms"), help: "Fixed delay after the DAC (amplifier, speaker) to compensate, in ms.")
+    var latencyMilliseconds: Double = 0
+
+    func validate() throws {
+        guard !name.isEmpty, name.utf8.count <= 64 else { throw ValidationError("--name must be 1 to 64 bytes") }
+        guard abs(clockDriftPPM) <= 1000, abs(deviceDriftPPM) <= 1000 else { throw ValidationError("drifts beyond ±1000 ppm are not clocks") }
+        guard latencyMilliseconds >= 0 && latencyMilliseconds <= 2000 else { throw ValidationError("--latency-ms must be between 0 and 2000") }
+    }
+
+    func run() async throws {
+        let clock = SkewedClock(base: MonotonicClock(), offsetNanoseconds: Int64(clockOffsetMilliseconds * 1e6), driftPPM: clockDriftPPM)
+        let spec: DeviceSpec
+        if let output {
+            do { spec = try DeviceSpec(parsing: output) } catch { throw ValidationError("--output \(error)") }
+        } else if ALSADevice.soundCardPresent {
+            spec = .alsa("default")
+        } else {
+            spec = .virtual("tutti-\(name).wav")
+            Terminal.standardError("tutti speaker: no sound card found; playing to virtual:tutti-\(name).wav\n")
+        }
+        if case .wav = spec { throw ValidationError("--output wav: is not paced; a room needs alsa:, virtual: or null") }
+        var options = DeviceSpec.Options()
+        options.driftPPM = deviceDriftPPM
+        options.reportingClock = clock
+        let device: any OutputDevice
+        do { device = try spec.makeDevice(format: AudioFormat(sampleRate: 48000, channelCount: 2), options: options) } catch {
+            Terminal.standardError("tutti speaker: \(error)\n")
+            throw ExitCode(2)
+        }
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let address: SocketAddress
+        do { address = try SocketAddress.makeAddressResolvingHost(server.host, port: server.port) } catch {
+            Terminal.standardError("tutti speaker: cannot resolve \(server): \(error)\n")
+            throw ExitCode(2)
+        }
+        let engine = PlayoutEngine(inputs: PlayoutInputs(), device: device, latencyNanoseconds: Int64(latencyMilliseconds * 1e6), localClock: clock)
+        var configuration = SpeakerClient.Configuration(serverHost: server.host, serverPort: server.port, name: name)
+        configuration.latencyNanoseconds = Int64(latencyMilliseconds * 1e6)
+        let name = self.name
+        let client = SpeakerClient(configuration: configuration, engine: engine, clock: clock, serverAddress: address) { line in
+            Terminal.standardError("tutti speaker \(name): \(line)\n")
+        }
+        do { try engine.start() } catch {
+            Terminal.standardError("tutti speaker: \(error)\n")
+            throw ExitCode(2)
+        }
+        Terminal.standardOutput("tutti speaker \(name): playing to \(device.name), server \(server)\n")
+        let running = Task { await client.run(group: group) }
+        await waitForTermination()
+        client.stop()
+        await running.value
+        do { try engine.stop() } catch { Terminal.standardError("tutti speaker: \(error)\n") }
+        try? await group.shutdownGracefully()
+    }
+}

@@ -1,0 +1,109 @@
+import Foundation
+import NIOPosix
+import Testing
+import TuttiCore
+import TuttiDiagnostics
+import TuttiMedia
+import TuttiNet
+import TuttiTestSupport
+
+/// A house and three rooms as separate processes on loopback, each room with its own skewed
+/// clock, drifting sound card and (one) amplifier latency. Checks what the virtual sound cards
+/// actually emitted: every room plays the stream sample-aligned, a room joining mid-track
+/// starts in sync, a room leaving disturbs nobody.
+@Suite(.serialized) struct MultiRoomEndToEndTests {
+    func send(_ request: [String: Any], port: Int) async throws -> [String: Any] {
+        let json = String(decoding: try JSONSerialization.data(withJSONObject: request), as: UTF8.self)
+        let reply = try await ControlClient.send(json, host: "127.0.0.1", port: port, group: MultiThreadedEventLoopGroup.singleton)
+        let object = try JSONSerialization.jsonObject(with: Data(reply.json.utf8)) as! [String: Any]
+        if !reply.ok { throw TestFailure(object["error"] as? String ?? reply.json) }
+        return object
+    }
+
+    func rooms(_ port: Int) async throws -> [String: [String: Any]] {
+        let list = try await send(["command": "rooms"], port: port)["rooms"] as! [[String: Any]]
+        return Dictionary(uniqueKeysWithValues: list.map { ($0["name"] as! String, $0) })
+    }
+
+    /// Waits (guarded) until `condition` holds for the rooms' reports.
+    func waitForRooms(_ port: Int, timeout: Double = 30, _ condition: ([String: [String: Any]]) -> Bool) async throws {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if condition(try await rooms(port)) { return }
+            try await Task.sleep(nanoseconds: 50_000_000)
+        }
+        throw TestFailure("rooms did not reach the expected state: \(try await rooms(port))")
+    }
+
+    @Test(.timeLimit(.minutes(3)))
+    func threeRoomsPlayInSyncAndJoinAndLeave() async throws {
+        let directory = try TemporaryDirectory("multiroom")
+        defer { directory.remove() }
+        let music = directory.file("music.flac")
+        // Music-like: chords with vibrato plus noise, at 44.1 kHz so the server resamples.
+        try TestMedia.ffmpeg(["-f", "lavfi", "-i", "sine=f=220:d=10", "-f", "lavfi", "-i", "sine=f=331:d=10", "-f", "lavfi", "-i", "anoisesrc=d=10:c=pink:a=0.15",
+                              "-filter_complex", "[0]vibrato=f=5[x];[x][1][2]amix=inputs=3,pan=stereo|c0=c0|c1=0.8*c0,aresample=44100", music])
+        let server = try ChildProcess(name: "server", arguments: ["server", "--listen", "127.0.0.1:0", "--state-dir", directory.file("state")],
+                                      standardError: directory.file("server.log"))
+        let line = try server.waitForLine(containing: "listening on")
+        let port = Int(line.split(separator: ":").last!.split(separator: " ").first!)!
+        let rooms: [(name: String, offset: String, drift: String, device: String, latency: String)] = [
+            ("a", "300", "50", "-30", "0"), ("b", "-700", "-80", "60", "20"), ("c", "45", "10", "-90", "0"),
+        ]
+        var speakers: [ChildProcess] = []
+        for room in rooms {
+            speakers.append(try ChildProcess(name: room.name, arguments: [
+                "speaker", "--server", "127.0.0.1:\(port)", "--name", room.name, "--output", "virtual:" + directory.file("\(room.name).wav"),
+                "--clock-offset-ms", room.offset, "--clock-drift-ppm", room.drift, "--device-drift-ppm", room.device, "--latency-ms", room.latency,
+            ], standardError: directory.file("\(room.name).log")))
+        }
+        defer {
+            for speaker in speakers { speaker.interrupt() }
+            server.interrupt()
+        }
+        // Connected, with converged clocks.
+        try await waitForRooms(port) { rooms in
+            rooms.count == 3 && rooms.values.allSatisfy { ($0["clockErrorMicroseconds"] as? Double).map { $0 > 0 && $0 < 20 } ?? false }
+        }
+        let commandTime = MonotonicClock().now()
+        let reply = try await send(["command": "play", "files": [music], "rooms": ["a", "b"]], port: port)
+        #expect(reply["rooms"] as? [String] == ["a", "b"])
+        try await waitForRooms(port) { $0["a"]?["state"] as? String == "playing" && $0["b"]?["state"] as? String == "playing" }
+        try await Task.sleep(nanoseconds: 2_500_000_000)
+        _ = try await send(["command": "join", "room": "c"], port: port)
+        try await Task.sleep(nanoseconds: 3_000_000_000)
+        _ = try await send(["command": "leave", "room": "b"], port: port)
+        let status = try await send(["command": "status"], port: port)
+        #expect(status["state"] as? String == "playing")
+        // Until the end of the track.
+        try await waitForRooms(port, timeout: 20) { rooms in (rooms["a"]?["playheadSeconds"] as? Double ?? 0) > 9.9 || rooms["a"]?["state"] as? String == "idle" }
+        try await Task.sleep(nanoseconds: 300_000_000)
+        for speaker in speakers { #expect(speaker.interrupt() == 0) }
+
+        // What the sound cards emitted.
+        let reader = GaplessQueueReader(paths: [music], outputRate: 48000, channelCount: 2)
+        var reference: [Float] = []
+        var block: [Float] = []
+        while reader.read(into: &block) > 0 { reference += block }
+        let analysis = SyncAnalysis.analyse(rooms: try rooms.map { room in
+            SyncAnalysis.Room(name: room.name, capture: try VirtualCapture(path: directory.file("\(room.name).wav")), latencyNanoseconds: Double(room.latency)! * 1e6)
+        }, reference: reference)
+        let p99 = analysis.percentile(99) / 1000, p50 = analysis.percentile(50) / 1000
+        print("multi-room e2e: skew p50 \(p50) µs, p99 \(p99) µs, max \(analysis.maximum / 1000) µs over \(analysis.skews.count) checkpoints; rooms heard per checkpoint \(analysis.roomsPerCheckpoint)")
+        #expect(analysis.skews.count > 20)
+        #expect(p99 < 250, "p99 inter-room skew \(p99) µs")
+        for room in ["a", "b", "c"] {
+            #expect(analysis.underruns[room] == 0, "\(room) underran")
+            #expect(analysis.discontinuities[room] == 0, "\(room) jumped")
+        }
+        // a played everything; c joined (~2.6 s in) and b left (~5.7 s in).
+        #expect(analysis.unmatched["a"] == 0)
+        let checkpoints = analysis.roomsPerCheckpoint
+        #expect(checkpoints.first == 2 && checkpoints.contains(3) && checkpoints.last == 2)
+        // Start: the first frame heard ~110 ms after the command (plus b's 20 ms latency).
+        let start = try #require(analysis.startTimes["a"])
+        let latency = (start - Double(commandTime)) / 1e6
+        #expect(latency > 50 && latency < 250, "start latency \(latency) ms")
+        #expect(abs(analysis.startTimes["a"]! - analysis.startTimes["b"]!) < 250_000)
+    }
+}

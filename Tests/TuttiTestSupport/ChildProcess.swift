@@ -1,0 +1,72 @@
+import Foundation
+
+/// A real child process for multi-process tests: started with arguments, its stdout lines
+/// readable as they come, stopped with SIGINT (as a user would) and awaited.
+public final class ChildProcess: @unchecked Sendable {
+    public let process = Process()
+    private let output = Pipe()
+    private let lock = NSLock()
+    private var lines: [String] = []
+    private var partial = ""
+    public let name: String
+
+    /// The `tutti` executable built next to the tests.
+    public static var tuttiExecutable: String {
+        if let override = ProcessInfo.processInfo.environment["TUTTI_BINARY"] { return override }
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        return root.appendingPathComponent(".build/debug/tutti").path
+    }
+
+    public init(name: String, executable: String = ChildProcess.tuttiExecutable, arguments: [String], standardError: String? = nil) throws {
+        self.name = name
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        process.standardOutput = output
+        if let standardError {
+            _ = FileManager.default.createFile(atPath: standardError, contents: nil)
+            process.standardError = FileHandle(forWritingAtPath: standardError)
+        } else {
+            process.standardError = FileHandle.nullDevice
+        }
+        output.fileHandleForReading.readabilityHandler = { [weak self] handle in
+            let data = handle.availableData
+            guard let self, !data.isEmpty else { return }
+            self.lock.withLock {
+                self.partial += String(decoding: data, as: UTF8.self)
+                while let newline = self.partial.firstIndex(of: "\n") {
+                    self.lines.append(String(self.partial[..<newline]))
+                    self.partial = String(self.partial[self.partial.index(after: newline)...])
+                }
+            }
+        }
+        try process.run()
+    }
+
+    /// Waits (guarded by `timeout`) for a stdout line containing `text` and returns it.
+    public func waitForLine(containing text: String, timeout: Double = 30) throws -> String {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if let line = lock.withLock({ lines.first { $0.contains(text) } }) { return line }
+            if !process.isRunning { break }
+            usleep(5000)
+        }
+        throw ChildProcessError(description: "\(name): no output line containing \"\(text)\" (exit status \(process.isRunning ? "running" : "\(process.terminationStatus)"))")
+    }
+
+    /// SIGINT, then waits for the exit (SIGKILL after `timeout`). Returns the exit status.
+    @discardableResult
+    public func interrupt(timeout: Double = 10) -> Int32 {
+        guard process.isRunning else { return process.terminationStatus }
+        kill(process.processIdentifier, SIGINT)
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning && Date() < deadline { usleep(5000) }
+        if process.isRunning { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() }
+        return process.terminationStatus
+    }
+
+    deinit { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+}
+
+public struct ChildProcessError: Error, CustomStringConvertible {
+    public let description: String
+}
