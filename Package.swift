@@ -56,6 +56,8 @@ let package = Package(
         .executableTarget(name: "tutti-bench", dependencies: [
             "TuttiCore", "TuttiMedia", "TuttiNet", "TuttiDiagnostics",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
         ]),
 
         .testTarget(name: "TuttiCoreTests", dependencies: ["TuttiCore", "CAllocationCounter"]),

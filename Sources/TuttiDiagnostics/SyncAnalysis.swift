@@ -29,6 +29,8 @@ public struct SyncAnalysis: Sendable {
         public var unmatched: [String: Int]
         /// How many rooms were heard at each checkpoint.
         public var roomsPerCheckpoint: [Int] = []
+        /// Per checkpoint: its timeline frame and each heard room's hearing time (ns).
+        public var series: [(frame: Int, heard: [String: Double])] = []
 
         public func percentile(_ p: Double) -> Double {
             guard !skews.isEmpty else { return .nan }
@@ -91,6 +93,7 @@ public struct SyncAnalysis: Sendable {
         var matched: [Int] = []
         while checkpoint + 4096 < referenceFrames - edgeFrames {
             var heard: [Double] = []
+            var heardByRoom: [String: Double] = [:]
             // Rooms already tracked first; their mean hearing time guides rooms that start late.
             let ordered = rooms.filter { previousLag[$0.name] != nil } + rooms.filter { previousLag[$0.name] == nil }
             for room in ordered {
@@ -116,6 +119,7 @@ public struct SyncAnalysis: Sendable {
                 lags[room.name] = found.lag
                 let deviceFrame = Double(checkpoint) + found.lag
                 heard.append(room.capture.emissionTime(ofFrame: deviceFrame) + room.latencyNanoseconds)
+                heardByRoom[room.name] = heard.last!
                 if result.startTimes[room.name] == nil {
                     // Timeline frame 0 was heard `checkpoint` frames (at the device's rate) earlier.
                     let zeroFrame = deviceFrame - Double(checkpoint)
@@ -125,6 +129,7 @@ public struct SyncAnalysis: Sendable {
             // Rooms not playing this checkpoint (not yet joined, or left) do not count.
             if heard.count >= 2, let low = heard.min(), let high = heard.max() { result.skews.append(high - low) }
             matched.append(heard.count)
+            result.series.append((checkpoint, heardByRoom))
             checkpoint += interval
         }
         result.roomsPerCheckpoint = matched

@@ -19,9 +19,9 @@ public final class House: @unchecked Sendable {
         /// How far ahead of the playhead audio is produced and sent: enhanced buffering.
         public var bufferDepthNanoseconds: Int64 = 300_000_000_000
         /// From a play/resume command to the first sample heard (plus the largest room latency).
-        public var startDelayNanoseconds: Int64 = 110_000_000
+        public var startDelayNanoseconds: Int64 = 90_000_000
         /// Pauses take effect this far ahead, so every room stops on the same frame.
-        public var pauseDelayNanoseconds: Int64 = 110_000_000
+        public var pauseDelayNanoseconds: Int64 = 90_000_000
         /// A queue edit may flush audio only this far ahead of the playhead; closer it would be
         /// heard as a glitch (the rooms have decoded that audio already).
         public var flushMarginNanoseconds: Int64 = 500_000_000

@@ -5,7 +5,7 @@ import ArgumentParser
 /// Each measurement is a subcommand in its own file; shared helpers (processes, timing,
 /// generated media, output) live in BenchSupport.swift.
 @main
-struct Bench: ParsableCommand {
+struct Bench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "tutti-bench",
         abstract: "Benchmarks for Tutti.",
@@ -13,7 +13,8 @@ struct Bench: ParsableCommand {
             Build and run in release mode, e.g.:
               swift run -c release tutti-bench decode
               swift run -c release tutti-bench decode --format flac --format mp3 --json
+              swift build -c release && .build/release/tutti-bench sync --speakers 4 --seconds 180
             Progress goes to stderr, results to stdout.
             """,
-        subcommands: [DecodeBenchmark.self])
+        subcommands: [DecodeBenchmark.self, SyncBenchmark.self])
 }

@@ -26,18 +26,6 @@ struct SimulatedPath {
     }
 }
 
-/// A tiny deterministic generator, so failures reproduce.
-struct SplitMix64 {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 @Suite struct ClockEstimatorTests {
     /// Error of the mapping at true time `t`: estimated server time minus the truth.
     func error(_ mapping: ClockMapping, _ path: SimulatedPath, at t: Int64) -> Int64 {
@@ -51,7 +39,7 @@ struct SplitMix64 {
         (Int64(-1_000_000_000), 0.0, Int64(0), UInt64(4)),
     ])
     func convergesUnderJitter(offset: Int64, driftPPM: Double, jitter: Int64, seed: UInt64) {
-        var path = SimulatedPath(offsetNanoseconds: offset, driftPPM: driftPPM, baseDelay: 300_000, jitter: jitter, generator: SplitMix64(state: seed))
+        var path = SimulatedPath(offsetNanoseconds: offset, driftPPM: driftPPM, baseDelay: 300_000, jitter: jitter, generator: SplitMix64(seed: seed))
         let estimator = ClockEstimator()
         var t: Int64 = 10_000_000_000
         // Startup burst: 50 exchanges 20 ms apart, as a speaker does on connect.
@@ -82,7 +70,7 @@ struct SplitMix64 {
 
     /// Occasional huge delays (a retransmitting Wi-Fi link) do not pull the estimate.
     @Test func ignoresDelaySpikes() {
-        var path = SimulatedPath(offsetNanoseconds: 5_000_000, driftPPM: 20, baseDelay: 200_000, jitter: 100_000, generator: SplitMix64(state: 9))
+        var path = SimulatedPath(offsetNanoseconds: 5_000_000, driftPPM: 20, baseDelay: 200_000, jitter: 100_000, generator: SplitMix64(seed: 9))
         let estimator = ClockEstimator()
         var t: Int64 = 0
         for i in 0..<300 {

@@ -1,3 +1,4 @@
+import TuttiCore
 import NIOCore
 import NIOPosix
 import Synchronization
@@ -14,11 +15,11 @@ import Testing
     // MARK: Pure parts
 
     @Test func splitMixMatchesTheReferenceAndDelaysStayInTheirBounds() {
-        var reference = TuttiNet.SplitMix64(seed: 0)
+        var reference = SplitMix64(seed: 0)
         #expect(reference.next() == 0xE220_A839_7B1D_CDAF)
         #expect(reference.next() == 0x6E78_9E6A_A1B9_65F4)
 
-        var random = TuttiNet.SplitMix64(seed: 7)
+        var random = SplitMix64(seed: 7)
         let ms = Self.millisecond
         let impairment = ImpairmentProxy.Impairment(delayNanoseconds: 3 * ms, jitterNanoseconds: 2 * ms)
         let samples = (0..<20_000).map { _ in impairment.sampleDelay(using: &random) }
@@ -311,7 +312,7 @@ private func waitUntil(timeout: Duration = .seconds(5), _ condition: () -> Bool)
 }
 
 private func randomBytes(_ count: Int, seed: UInt64) -> [UInt8] {
-    var random = TuttiNet.SplitMix64(seed: seed)
+    var random = SplitMix64(seed: seed)
     var words = (0..<(count + 7) / 8).map { _ in random.next() }
     return words.withUnsafeMutableBytes { Array($0.prefix(count)) }
 }

@@ -1,3 +1,4 @@
+import TuttiCore
 import NIOCore
 import Synchronization
 

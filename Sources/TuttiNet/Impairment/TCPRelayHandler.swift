@@ -1,3 +1,4 @@
+import TuttiCore
 import NIOCore
 
 /// One side of a proxied TCP connection. Each of the two channels (accepted client, upstream)

@@ -1,0 +1,274 @@
+import ArgumentParser
+import Foundation
+import NIOCore
+import NIOPosix
+import TuttiCore
+import TuttiDiagnostics
+import TuttiMedia
+import TuttiNet
+
+/// `tutti-bench sync`: a house and N rooms as separate processes on loopback, each room behind
+/// its own impairment proxy (delay, jitter, an outage) with a random clock offset, clock drift
+/// and sound-card drift; plays music and measures, from what the virtual sound cards emitted,
+/// how far apart the rooms were, how fast they started and filled, and whether anything was heard
+/// to break.
+struct SyncBenchmark: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sync",
+        abstract: "Multi-room sync under drift, jitter and an outage, measured from the sound cards' output.",
+        discussion: """
+            Needs the release `tutti` next to `tutti-bench` (swift build -c release).
+            Targets: p99 inter-room skew ≤ 100 µs (goal 21 µs), no underruns or discontinuities, start ≤ 150 ms,
+            fill ≥ 100× real time. Snapcast claims "typically below 200 µs".
+            """)
+
+    @Option(help: "Rooms (speaker processes).") var speakers = 4
+    @Option(help: "Seconds of music to play.") var seconds = 180.0
+    @Option(name: .customLong("delay-ms"), help: "One-way network delay per room.") var delayMilliseconds = 1.0
+    @Option(name: .customLong("jitter-ms"), help: "Symmetric jitter (±) per room and direction.") var jitterMilliseconds = 2.0
+    @Option(name: .customLong("outage-after"), help: "Seconds after play when every room's network goes down.") var outageAfter = 60.0
+    @Option(name: .customLong("outage-for"), help: "Seconds the outage lasts (0: none).") var outageFor = 20.0
+    @Option(name: .customLong("offset-range-ms"), help: "Clock offsets are drawn from ±this.") var offsetRange = 1000.0
+    @Option(name: .customLong("drift-range-ppm"), help: "Clock and device drifts are drawn from ±this.") var driftRange = 100.0
+    @Option(help: "Random seed for offsets, drifts and jitter.") var seed: UInt64 = 1
+    @Option(name: .customLong("work-dir"), help: "Where captures and logs go (default: a new temporary directory).") var workDirectory: String?
+    @Option(help: "The tutti executable (default: next to tutti-bench).") var tutti: String?
+    @Flag(help: "Print the results as JSON.") var json = false
+    @Flag(help: "Also print each room's offset from the rooms' mean, every 5 s.") var series = false
+
+    struct RoomSetup {
+        var name: String
+        var clockOffsetMilliseconds: Double
+        var clockDriftPPM: Double
+        var deviceDriftPPM: Double
+        var latencyMilliseconds: Double
+    }
+
+    func run() async throws {
+        let executable = tutti ?? URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("tutti").path
+        guard FileManager.default.isExecutableFile(atPath: executable) else {
+            throw BenchError("\(executable): not found; build it first (swift build -c release)")
+        }
+        let directory = workDirectory ?? NSTemporaryDirectory() + "tutti-sync-\(getpid())"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let music = directory + "/music.flac"
+        Console.progress("generating \(Int(seconds)) s of music…")
+        try generateMusic(music, seconds: seconds)
+
+        var random = SplitMix64(seed: seed)
+        func uniform(_ range: Double) -> Double { (Double(random.next() % 2_000_001) / 1_000_000 - 1) * range }
+        let rooms = (0..<speakers).map { i in
+            RoomSetup(name: "room\(i + 1)", clockOffsetMilliseconds: uniform(offsetRange), clockDriftPPM: uniform(driftRange),
+                      deviceDriftPPM: uniform(driftRange), latencyMilliseconds: i == 1 ? 25 : 0)
+        }
+
+        let server = try LongRunningProcess(executable, ["server", "--listen", "127.0.0.1:0"], log: directory + "/server.log")
+        let port = try server.waitForPort()
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let millisecond: Int64 = 1_000_000
+        var proxies: [ImpairmentProxy] = []
+        var speakerProcesses: [LongRunningProcess] = []
+        defer {
+            for p in speakerProcesses { p.stop() }
+            server.stop()
+        }
+        for (i, room) in rooms.enumerated() {
+            let proxy = ImpairmentProxy(upstreamHost: "127.0.0.1", upstreamPort: port,
+                                        impairment: .init(delayNanoseconds: Int64(delayMilliseconds * 1e6), jitterNanoseconds: Int64(jitterMilliseconds * 1e6),
+                                                          udpLossProbability: 0, seed: seed &+ UInt64(i)), group: group)
+            let proxyPort = try await proxy.start()
+            proxies.append(proxy)
+            speakerProcesses.append(try LongRunningProcess(executable, [
+                "speaker", "--server", "127.0.0.1:\(proxyPort)", "--name", room.name, "--output", "virtual:\(directory)/\(room.name).wav",
+                "--clock-offset-ms", "\(room.clockOffsetMilliseconds)", "--clock-drift-ppm", "\(room.clockDriftPPM)",
+                "--device-drift-ppm", "\(room.deviceDriftPPM)", "--latency-ms", "\(room.latencyMilliseconds)",
+            ], log: "\(directory)/\(room.name).log"))
+        }
+        Console.progress("waiting for \(speakers) rooms to connect and their clocks to settle…")
+        let settleDeadline = Date().addingTimeInterval(30)
+        while true {
+            let list = try await roomsReport(port: port, group: group)
+            if list.count == speakers && list.allSatisfy({ ($0["clockErrorMicroseconds"] as? Double).map { $0 > 0 && $0 < 50 } ?? false }) { break }
+            if Date() > settleDeadline { throw BenchError("rooms did not connect and settle within 30 s: \(list)") }
+            try await Task.sleep(nanoseconds: 200_000_000)
+        }
+
+        let cpuAtStart = ([server] + speakerProcesses).map { $0.cpuSeconds() }
+        let benchCPUAtStart = Stopwatch.processCPUTime()
+        let commandTime = MonotonicClock().now()
+        _ = try await control(["command": "play", "files": [music]], port: port, group: group)
+        if outageFor > 0 {
+            for proxy in proxies { proxy.scheduleOutage(after: .nanoseconds(Int64(outageAfter * 1e9)), duration: .nanoseconds(Int64(outageFor * 1e9))) }
+            Console.progress("playing; all rooms lose the network at \(Int(outageAfter)) s for \(Int(outageFor)) s")
+        }
+        // Fill: when each room holds the whole track.
+        var filledAt: [String: Int64] = [:]
+        let end = commandTime + Int64((seconds + 1.5) * 1e9)
+        var lastProgress = commandTime
+        while MonotonicClock().now() < end {
+            let list = try? await roomsReport(port: port, group: group)
+            for room in list ?? [] {
+                let name = room["name"] as! String
+                let buffered = (room["bufferSeconds"] as? Double ?? 0) + max(0, room["playheadSeconds"] as? Double ?? 0)
+                if filledAt[name] == nil && buffered >= seconds - 0.05 { filledAt[name] = MonotonicClock().now() }
+            }
+            let now = MonotonicClock().now()
+            if now - lastProgress > 10_000_000_000 {
+                Console.progress(String(format: "  %.0f / %.0f s", Double(now - commandTime) / 1e9, seconds))
+                lastProgress = now
+            }
+            try await Task.sleep(nanoseconds: 200 * UInt64(millisecond))
+        }
+        let elapsed = Double(MonotonicClock().now() - commandTime) / 1e9
+        let processes = [server] + speakerProcesses
+        let cpu = zip(processes, cpuAtStart).map { ($0.0.cpuSeconds() - $0.1) / elapsed * 100 }
+        let memory = processes.map { $0.peakResidentMegabytes() }
+        let proxyCPU = Double(Stopwatch.processCPUTime() - benchCPUAtStart) / 1e9 / elapsed * 100
+        for p in speakerProcesses { p.stop() }
+        server.stop()
+        for proxy in proxies { try? await proxy.stop() }
+
+        Console.progress("analysing the captures…")
+        let reader = GaplessQueueReader(paths: [music], outputRate: 48000, channelCount: 2)
+        var reference: [Float] = []
+        var block: [Float] = []
+        while reader.read(into: &block) > 0 { reference += block }
+        let analysis = SyncAnalysis.analyse(rooms: try rooms.map {
+            SyncAnalysis.Room(name: $0.name, capture: try VirtualCapture(path: "\(directory)/\($0.name).wav"), latencyNanoseconds: $0.latencyMilliseconds * 1e6)
+        }, reference: reference)
+        if series {
+            for point in analysis.series where point.frame % 240_000 < 12_000 && point.heard.count > 1 {
+                let mean = point.heard.values.reduce(0, +) / Double(point.heard.count)
+                let offsets = rooms.map { room in point.heard[room.name].map { String(format: "%+8.1f", ($0 - mean) / 1000) } ?? "       -" }
+                Console.output(String(format: "%6.1f s  ", Double(point.frame) / 48000) + offsets.joined(separator: " ") + " µs\n")
+            }
+        }
+        report(rooms: rooms, analysis: analysis, commandTime: commandTime, filledAt: filledAt, cpu: cpu, memory: memory, proxyCPU: proxyCPU, directory: directory)
+    }
+
+    private func report(rooms: [RoomSetup], analysis: SyncAnalysis.Result, commandTime: Int64, filledAt: [String: Int64],
+                        cpu: [Double], memory: [Double], proxyCPU: Double, directory: String) {
+        let startLatencies = rooms.map { room in analysis.startTimes[room.name].map { ($0 - Double(commandTime)) / 1e6 } ?? .nan }
+        let fill = rooms.map { room in filledAt[room.name].map { seconds / (Double($0 - commandTime) / 1e9) } ?? .nan }
+        let p50 = analysis.percentile(50) / 1000, p99 = analysis.percentile(99) / 1000, maximum = analysis.maximum / 1000
+        if json {
+            var object: [String: Any] = [
+                "speakers": speakers, "seconds": seconds, "jitterMs": jitterMilliseconds, "delayMs": delayMilliseconds,
+                "outageAfterSeconds": outageAfter, "outageSeconds": outageFor, "checkpoints": analysis.skews.count,
+                "skewMicroseconds": ["p50": p50, "p99": p99, "max": maximum],
+                "serverCPUPercent": cpu[0], "serverPeakMB": memory[0], "proxiesCPUPercent": proxyCPU, "workDirectory": directory,
+            ]
+            object["rooms"] = rooms.enumerated().map { i, room -> [String: Any] in
+                ["name": room.name, "clockOffsetMs": room.clockOffsetMilliseconds, "clockDriftPPM": room.clockDriftPPM,
+                 "deviceDriftPPM": room.deviceDriftPPM, "latencyMs": room.latencyMilliseconds,
+                 "startLatencyMs": startLatencies[i], "fillRate": fill[i], "underruns": analysis.underruns[room.name] ?? 0,
+                 "discontinuities": analysis.discontinuities[room.name] ?? 0, "unmatchedCheckpoints": analysis.unmatched[room.name] ?? 0,
+                 "cpuPercent": cpu[i + 1], "peakMB": memory[i + 1]]
+            }
+            let data = (try? JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])) ?? Data()
+            Console.output(String(decoding: data, as: UTF8.self) + "\n")
+            return
+        }
+        var out = "tutti-bench sync: \(speakers) rooms, \(Int(seconds)) s of music, delay \(delayMilliseconds) ms ± \(jitterMilliseconds) ms jitter"
+        out += outageFor > 0 ? ", outage \(Int(outageFor)) s at \(Int(outageAfter)) s\n" : "\n"
+        out += String(format: "inter-room skew (µs, %d checkpoints):  p50 %.1f   p99 %.1f   max %.1f     target p99 ≤ 100 (goal 21); Snapcast ~200\n",
+                      analysis.skews.count, p50, p99, maximum)
+        out += "room      clock offset   clock drift  device drift  latency   start    fill     underruns  discont.  unmatched  cpu     peak RSS\n"
+        for (i, room) in rooms.enumerated() {
+            out += String(format: "%-8@ %+9.1f ms  %+8.1f ppm  %+8.1f ppm  %5.1f ms  %5.1f ms  %6.0f×  %9d  %8d  %9d  %5.2f%%  %6.1f MB\n",
+                          room.name as NSString, room.clockOffsetMilliseconds, room.clockDriftPPM, room.deviceDriftPPM, room.latencyMilliseconds,
+                          startLatencies[i], fill[i], analysis.underruns[room.name] ?? 0, analysis.discontinuities[room.name] ?? 0,
+                          analysis.unmatched[room.name] ?? 0, cpu[i + 1], memory[i + 1])
+        }
+        out += String(format: "server: %.2f%% of a core, %.1f MB peak RSS; proxies (in tutti-bench): %.2f%%\n", cpu[0], memory[0], proxyCPU)
+        out += String(format: "targets: start ≤ 150 ms (worst %.1f ms), fill ≥ 100× (worst %.0f×), zero underruns and discontinuities\n",
+                      startLatencies.max() ?? .nan, fill.min() ?? .nan)
+        out += "captures and logs: \(directory)\n"
+        Console.output(out)
+    }
+
+    private func generateMusic(_ path: String, seconds: Double) throws {
+        if FileManager.default.fileExists(atPath: path) { return }
+        // Chords that change every 2 s, with vibrato and a beat, over pink noise: broadband,
+        // never repeating, so waveform matching pins each room to a fraction of a sample.
+        let d = "\(seconds)"
+        let filter = "[0]vibrato=f=4:d=0.3[v];[1]tremolo=f=2:d=0.6[t];[v][t][2][3]amix=inputs=4:normalize=0,volume=0.6,"
+            + "pan=stereo|c0=c0|c1=0.7*c0+0.3*c1,aresample=44100[a]"
+        let status = try ChildProcess.run("ffmpeg", ["-nostdin", "-y", "-loglevel", "error",
+            "-f", "lavfi", "-i", "sine=f=220:d=\(d)", "-f", "lavfi", "-i", "sine=f=277:d=\(d)",
+            "-f", "lavfi", "-i", "sine=f=330:d=\(d),volume=0.5", "-f", "lavfi", "-i", "anoisesrc=d=\(d):c=pink:a=0.08",
+            "-filter_complex", filter, "-map", "[a]", path])
+        if status.status != 0 { throw BenchError("ffmpeg could not generate \(path)") }
+    }
+
+    private func control(_ request: [String: Any], port: Int, group: any EventLoopGroup) async throws -> [String: Any] {
+        let json = String(decoding: try JSONSerialization.data(withJSONObject: request), as: UTF8.self)
+        let reply = try await ControlClient.send(json, host: "127.0.0.1", port: port, group: group)
+        let object = (try? JSONSerialization.jsonObject(with: Data(reply.json.utf8)) as? [String: Any]) ?? [:]
+        if !reply.ok { throw BenchError("server refused \(request["command"] ?? ""): \(object["error"] ?? reply.json)") }
+        return object
+    }
+
+    private func roomsReport(port: Int, group: any EventLoopGroup) async throws -> [[String: Any]] {
+        try await control(["command": "rooms"], port: port, group: group)["rooms"] as? [[String: Any]] ?? []
+    }
+}
+
+/// A child process that runs until stopped: the server or a speaker. Its stdout is scanned for
+/// the line announcing its port; its CPU time and peak memory are read from /proc.
+final class LongRunningProcess: @unchecked Sendable {
+    let process = Process()
+    private let output = Pipe()
+    private let lock = NSLock()
+    private var text = ""
+
+    init(_ executable: String, _ arguments: [String], log: String) throws {
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        process.standardOutput = output
+        _ = FileManager.default.createFile(atPath: log, contents: nil)
+        process.standardError = FileHandle(forWritingAtPath: log)
+        output.fileHandleForReading.readabilityHandler = { [weak self] handle in
+            let data = handle.availableData
+            guard let self, !data.isEmpty else { return }
+            self.lock.withLock { self.text += String(decoding: data, as: UTF8.self) }
+        }
+        try process.run()
+    }
+
+    /// The port in "listening on HOST:PORT", waited for (guarded by a timeout).
+    func waitForPort(timeout: Double = 20) throws -> Int {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if let line = lock.withLock({ text.split(separator: "\n").first { $0.contains("listening on") } }),
+               let port = line.split(separator: ":").last.flatMap({ Int($0.split(separator: " ").first ?? "") }) {
+                return port
+            }
+            usleep(10_000)
+        }
+        throw BenchError("\(process.executableURL!.path) did not report its port")
+    }
+
+    func cpuSeconds() -> Double {
+        guard let stat = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/stat", encoding: .utf8),
+              let close = stat.lastIndex(of: ")") else { return 0 }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
+        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
+    func peakResidentMegabytes() -> Double {
+        guard let status = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+              let kilobytes = Double(line.split(separator: " ").dropFirst().first ?? "") else { return 0 }
+        return kilobytes / 1024
+    }
+
+    func stop() {
+        guard process.isRunning else { return }
+        kill(process.processIdentifier, SIGINT)
+        let deadline = Date().addingTimeInterval(10)
+        while process.isRunning && Date() < deadline { usleep(10_000) }
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+    }
+}
