@@ -24,6 +24,8 @@ public struct SyncAnalysis: Sendable {
         public var startTimes: [String: Double]
         /// Per room: checkpoints where the room's lag jumped (a skip, repeat or gap).
         public var discontinuities: [String: Int]
+        /// Where: room, timeline frame, and the jump in frames.
+        public var jumps: [(room: String, frame: Int, frames: Double)] = []
         public var underruns: [String: Int]
         /// Checkpoints that could not be matched (silence where audio was due).
         public var unmatched: [String: Int]
@@ -31,6 +33,8 @@ public struct SyncAnalysis: Sendable {
         public var roomsPerCheckpoint: [Int] = []
         /// Per checkpoint: its timeline frame and each heard room's hearing time (ns).
         public var series: [(frame: Int, heard: [String: Double])] = []
+        /// Per checkpoint: each heard room's gain against the reference (its volume).
+        public var gains: [(frame: Int, gain: [String: Double])] = []
 
         public func percentile(_ p: Double) -> Double {
             guard !skews.isEmpty else { return .nan }
@@ -41,34 +45,44 @@ public struct SyncAnalysis: Sendable {
     }
 
     /// Where `room` emits timeline frame `frame` of `reference`: the device frame (fractional),
-    /// searching lags around `guess`. Returns nil if nothing there matches.
-    static func locate(_ frame: Int, in capture: VirtualCapture, reference: [Float], guess: Int, search: Int, window: Int = 1024) -> (lag: Double, residual: Double)? {
+    /// searching lags around `guess`, and the room's gain there (its volume). Matching allows any
+    /// gain, so volume changes do not hide a room. Returns nil if nothing there matches.
+    static func locate(_ frame: Int, in capture: VirtualCapture, reference: [Float], guess: Int, search: Int, window: Int = 1024)
+        -> (lag: Double, residual: Double, gain: Double)? {
         let channels = capture.channelCount
         let samples = capture.samples
         guard frame >= 0, (frame + window) * channels <= reference.count else { return nil }
         var energy = 0.0
         for i in 0..<(window * channels) { let r = Double(reference[frame * channels + i]); energy += r * r }
         guard energy > 1e-6 else { return nil }
-        func error(_ lag: Int) -> Double {
+        /// Residual energy after the best gain, and that gain.
+        func error(_ lag: Int) -> (Double, Double) {
             let start = frame + lag
-            guard start >= 0, (start + window) * channels <= samples.count else { return .infinity }
-            var sum = 0.0
+            guard start >= 0, (start + window) * channels <= samples.count else { return (.infinity, 0) }
+            var outEnergy = 0.0, cross = 0.0
             let base = start * channels, refBase = frame * channels
-            for i in 0..<(window * channels) { let d = Double(samples[base + i] - reference[refBase + i]); sum += d * d }
-            return sum
+            for i in 0..<(window * channels) {
+                let o = Double(samples[base + i])
+                outEnergy += o * o
+                cross += o * Double(reference[refBase + i])
+            }
+            let gain = cross / energy
+            return (max(0, outEnergy - cross * gain), gain)
         }
-        var bestLag = guess, best = Double.infinity
+        var bestLag = guess, best = Double.infinity, bestGain = 0.0
         for lag in (guess - search)...(guess + search) {
-            let e = error(lag)
-            if e < best { best = e; bestLag = lag }
+            let (e, g) = error(lag)
+            if e < best { best = e; bestLag = lag; bestGain = g }
         }
-        guard best.isFinite, best < energy * 0.5 else { return nil }
+        // A match explains most of the output's energy with a positive gain.
+        let outputEnergy = bestGain * bestGain * energy + best
+        guard best.isFinite, bestGain > 0.001, best < outputEnergy * 0.5 else { return nil }
         // Sub-sample refinement: the error is close to a parabola around its minimum.
-        let left = error(bestLag - 1), right = error(bestLag + 1)
+        let left = error(bestLag - 1).0, right = error(bestLag + 1).0
         var fraction = 0.0
         let curvature = left + right - 2 * best
         if curvature > 0, left.isFinite, right.isFinite { fraction = 0.5 * (left - right) / curvature }
-        return (Double(bestLag) + max(-0.5, min(0.5, fraction)), best / energy)
+        return (Double(bestLag) + max(-0.5, min(0.5, fraction)), best / outputEnergy, bestGain)
     }
 
     /// Analyses rooms that played `reference` (interleaved, the stream's sample rate) from
@@ -94,6 +108,7 @@ public struct SyncAnalysis: Sendable {
         while checkpoint + 4096 < referenceFrames - edgeFrames {
             var heard: [Double] = []
             var heardByRoom: [String: Double] = [:]
+            var gainByRoom: [String: Double] = [:]
             // Rooms already tracked first; their mean hearing time guides rooms that start late.
             let ordered = rooms.filter { previousLag[$0.name] != nil } + rooms.filter { previousLag[$0.name] == nil }
             for room in ordered {
@@ -111,15 +126,21 @@ public struct SyncAnalysis: Sendable {
                     continue
                 }
                 if let previous = previousLag[room.name] {
-                    // Drift correction moves the lag by at most ~0.05 % of the interval.
-                    let allowed = Double(interval) * 0.0006 + 1.0
-                    if abs(found.lag - previous) > allowed { result.discontinuities[room.name, default: 0] += 1 }
+                    // Steering moves the lag by at most the ±500 ppm correction plus the clocks'
+                    // and crystal's drifts; anything faster is a jump (a resync is ≥ 480 frames,
+                    // a stall ≥ 240).
+                    let allowed = Double(interval) * 0.0011 + 1.0
+                    if abs(found.lag - previous) > allowed {
+                        result.discontinuities[room.name, default: 0] += 1
+                        result.jumps.append((room.name, checkpoint, found.lag - previous))
+                    }
                 }
                 previousLag[room.name] = found.lag
                 lags[room.name] = found.lag
                 let deviceFrame = Double(checkpoint) + found.lag
                 heard.append(room.capture.emissionTime(ofFrame: deviceFrame) + room.latencyNanoseconds)
                 heardByRoom[room.name] = heard.last!
+                gainByRoom[room.name] = found.gain
                 if result.startTimes[room.name] == nil {
                     // Timeline frame 0 was heard `checkpoint` frames (at the device's rate) earlier.
                     let zeroFrame = deviceFrame - Double(checkpoint)
@@ -130,6 +151,7 @@ public struct SyncAnalysis: Sendable {
             if heard.count >= 2, let low = heard.min(), let high = heard.max() { result.skews.append(high - low) }
             matched.append(heard.count)
             result.series.append((checkpoint, heardByRoom))
+            result.gains.append((checkpoint, gainByRoom))
             checkpoint += interval
         }
         result.roomsPerCheckpoint = matched

@@ -34,6 +34,8 @@ public struct ClockMapping: Sendable, Equatable {
     public var errorNanoseconds: Double
     /// Exchanges the estimate rests on.
     public var sampleCount: Int
+    /// Local time the exchanges span.
+    public var spanNanoseconds: Int64 = 0
 
     public func serverTime(atLocal local: Int64) -> Int64 {
         local + Int64((offset + skew * Double(local - reference)).rounded())
@@ -51,22 +53,24 @@ public struct ClockMapping: Sendable, Equatable {
 
 /// Estimates offset and rate of the server clock from NTP-style exchanges.
 ///
-/// Jitter only ever adds delay. So rather than trusting any single exchange's offset (off by
-/// half its path asymmetry), it tracks the *minimum* one-way delays: in each time bucket the
-/// least `t2 − t1` (= offset + shortest way out) and the least `t4 − t3` (= shortest way back −
-/// offset); half their difference is the offset, with an error that shrinks like jitter / N
-/// instead of jitter / √N. Both are first detrended by the current rate estimate, and the
-/// bucket offsets are then fitted against time to refine the rate (clock drift). Between
-/// exchanges and through outages the fit extrapolates. Assumes equal base delay each way, as
-/// any two-way method must. Not thread-safe.
+/// Jitter only ever adds delay, so the truth lies on the *lower envelope* of the one-way
+/// measurements: `t2 − t1 = offset(t1) + way out` and `t4 − t3 = way back − offset(t4)`, each at
+/// least the path's base delay. Following Moon, Skelly and Towsley's linear-programming skew
+/// estimator, each envelope is the line under all points closest to them on average — the edge
+/// of the points' lower convex hull that spans their mean time. Half the difference of the two
+/// lines is the offset, half the difference of their slopes the rate (clock drift). The error
+/// shrinks like jitter / N, not jitter / √N as averaging would, and delay spikes cannot pull it.
+/// Between exchanges and through outages the lines extrapolate. Assumes equal base delay each
+/// way, as any two-way method must. Not thread-safe.
 public final class ClockEstimator {
     public struct Configuration: Sendable {
         /// How much history the fit uses.
         public var windowNanoseconds: Int64 = 120_000_000_000
-        /// Each bucket contributes one offset estimate from its minimum one-way delays.
-        public var bucketNanoseconds: Int64 = 5_000_000_000
         /// Below this span of local time the rate is not fitted (kept at its last value).
-        public var minimumRateSpanNanoseconds: Int64 = 4_000_000_000
+        public var minimumRateSpanNanoseconds: Int64 = 1_000_000_000
+        /// The offset comes from the recent exchanges only, detrended by the long-window rate,
+        /// so a small rate error is not extrapolated over the whole window.
+        public var offsetWindowNanoseconds: Int64 = 10_000_000_000
         /// Exchanges slower than this are ignored (a stalled path tells nothing).
         public var maximumDelayNanoseconds: Int64 = 500_000_000
         public init() {}
@@ -96,68 +100,73 @@ public final class ClockEstimator {
         return true
     }
 
-    private struct BucketOffset {
-        var time: Double    // local time relative to the reference
-        var offset: Double  // server − local at the reference, from this bucket's minima
-    }
-
-    /// One offset per bucket, each already projected to the reference with `skew`.
-    private func bucketOffsets(_ window: ArraySlice<ClockSample>, reference: Int64, skew: Double) -> [BucketOffset] {
-        var result: [BucketOffset] = []
-        let origin = window.first!.clientSend
-        var bucket = Int64.min
-        var minOut = Double.infinity, minBack = Double.infinity, timeSum = 0.0, count = 0.0
-        func close() {
-            if count > 0 { result.append(BucketOffset(time: timeSum / count, offset: (minOut - minBack) / 2)) }
-        }
-        for sample in window {
-            let index = (sample.clientSend - origin) / configuration.bucketNanoseconds
-            if index != bucket {
-                close()
-                bucket = index
-                minOut = .infinity; minBack = .infinity; timeSum = 0; count = 0
-            }
-            let sent = Double(sample.clientSend - reference)
-            let received = Double(sample.clientReceive - reference)
-            minOut = min(minOut, Double(sample.serverReceive - sample.clientSend) - skew * sent)
-            minBack = min(minBack, Double(sample.clientReceive - sample.serverSend) + skew * received)
-            timeSum += (sent + received) / 2
-            count += 1
-        }
-        close()
-        return result
-    }
-
     private func refit() {
         let window = samples[head...]
         guard let last = window.last else { return }
         let reference = last.clientSend
+        // Way out: (t1, t2 − t1); way back: (t4, t4 − t3). Times relative to the reference.
+        let out = window.map { (Double($0.clientSend - reference), Double($0.serverReceive - $0.clientSend)) }
+        let back = window.map { (Double($0.clientReceive - reference), Double($0.clientReceive - $0.serverSend)) }
         let span = Double(last.clientSend - window.first!.clientSend)
-        var skew = mapping?.skew ?? 0
-        var buckets = bucketOffsets(window, reference: reference, skew: skew)
-        if span >= Double(configuration.minimumRateSpanNanoseconds) && buckets.count >= 2 {
-            for _ in 0..<3 {
-                let (slope, _) = Self.fit(buckets)
-                skew = max(-0.001, min(0.001, skew + slope))
-                buckets = bucketOffsets(window, reference: reference, skew: skew)
-            }
-        }
-        let n = Double(buckets.count)
-        let offset = buckets.map(\.offset).reduce(0, +) / n
-        let spread = (buckets.map { ($0.offset - offset) * ($0.offset - offset) }.reduce(0, +) / n).squareRoot()
-        mapping = ClockMapping(reference: reference, offset: offset, skew: skew,
-                               errorNanoseconds: buckets.count > 1 ? spread / (n - 1).squareRoot() : Double(window.map(\.delay).min()!) / 2,
-                               sampleCount: window.count)
+        let fitSlope = span >= Double(configuration.minimumRateSpanNanoseconds)
+        let lineOut = Self.lowerEnvelope(out, fitSlope: fitSlope)
+        let lineBack = Self.lowerEnvelope(back, fitSlope: fitSlope)
+        var skew = fitSlope ? (lineOut.slope - lineBack.slope) / 2 : (mapping?.skew ?? 0)
+        skew = max(-0.001, min(0.001, skew))
+        // out = θ + base, back = base − θ  ⇒  θ = (out − back) / 2. Each direction's level at the
+        // reference (time 0): the recent exchanges, detrended by the long-window slope, averaged
+        // over the lowest tenth, whose small excess over the base delay is alike both ways.
+        let recent = -Double(configuration.offsetWindowNanoseconds)
+        let levelOut = Self.floorLevel(out.filter { $0.0 >= recent }, slope: lineOut.slope)
+        let levelBack = Self.floorLevel(back.filter { $0.0 >= recent }, slope: lineBack.slope)
+        let offset = (levelOut - levelBack) / 2
+        let error = (Self.slack(out, lineOut) + Self.slack(back, lineBack)) / 2
+        mapping = ClockMapping(reference: reference, offset: offset, skew: skew, errorNanoseconds: error, sampleCount: window.count,
+                               spanNanoseconds: last.clientSend - window.first!.clientSend)
     }
 
-    /// Least-squares slope and intercept of offset against time.
-    private static func fit(_ points: [BucketOffset]) -> (slope: Double, intercept: Double) {
-        let n = Double(points.count)
-        let meanX = points.map(\.time).reduce(0, +) / n
-        let meanY = points.map(\.offset).reduce(0, +) / n
-        var sxx = 0.0, sxy = 0.0
-        for p in points { sxx += (p.time - meanX) * (p.time - meanX); sxy += (p.time - meanX) * (p.offset - meanY) }
-        let slope = sxx > 0 ? sxy / sxx : 0
-        return (slope, meanY - slope * meanX)
+    /// The line under all `points` (sorted by x) with the least total distance to them: the lower
+    /// convex hull's edge that spans the points' mean x. With `fitSlope` false, the flat line
+    /// through the lowest point.
+    static func lowerEnvelope(_ points: [(Double, Double)], fitSlope: Bool) -> (slope: Double, intercept: Double) {
+        guard fitSlope, points.count >= 2 else {
+            return (0, points.map(\.1).min() ?? 0)
+        }
+        var hull: [(Double, Double)] = []
+        for p in points {
+            while hull.count >= 2 {
+                let a = hull[hull.count - 2], b = hull[hull.count - 1]
+                // Drop b if it lies on or above the segment a → p.
+                if (b.0 - a.0) * (p.1 - a.1) - (b.1 - a.1) * (p.0 - a.0) <= 0 { hull.removeLast() } else { break }
+            }
+            hull.append(p)
+        }
+        let meanX = points.reduce(0.0) { $0 + $1.0 } / Double(points.count)
+        guard hull.count >= 2 else { return (0, hull[0].1) }
+        var index = 0
+        while index < hull.count - 2 && hull[index + 1].0 < meanX { index += 1 }
+        let a = hull[index], b = hull[index + 1]
+        guard b.0 > a.0 else { return (0, min(a.1, b.1)) }
+        let slope = (b.1 - a.1) / (b.0 - a.0)
+        let intercept = a.1 - slope * a.0
+        // Two hull points pin the line, and which two changes as exchanges come and go. Raise it
+        // by the mean height of the points nearest it (the lowest 5 %): the same small bias in
+        // both directions cancels in the offset, and the average steadies the estimate.
+        let heights = points.map { $0.1 - (intercept + slope * $0.0) }.sorted()
+        let near = heights.prefix(max(8, heights.count / 20))
+        return (slope, intercept + near.reduce(0, +) / Double(near.count))
+    }
+
+    /// The mean of the lowest tenth of `points` (at least 4) after removing `slope`, at x = 0.
+    static func floorLevel(_ points: [(Double, Double)], slope: Double) -> Double {
+        let levels = points.map { $0.1 - slope * $0.0 }.sorted()
+        let floor = levels.prefix(max(4, levels.count / 10))
+        return floor.reduce(0, +) / Double(floor.count)
+    }
+
+    /// The median height of the lowest tenth of the points above `line`.
+    static func slack(_ points: [(Double, Double)], _ line: (slope: Double, intercept: Double)) -> Double {
+        let heights = points.map { $0.1 - (line.intercept + line.slope * $0.0) }.sorted()
+        return heights[min(heights.count - 1, heights.count / 20)]
     }
 }

@@ -93,6 +93,7 @@ extension WireMessage {
             b.writeInteger(m.syncErrorNanoseconds)
             b.writeInteger(m.clockErrorNanoseconds)
             b.writeInteger(m.underruns)
+            b.writeInteger(m.fillRate.bitPattern)
         case .controlRequest(let m):
             b.writeInteger(m.requestID)
             b.writeWireLongString(m.json)
@@ -180,7 +181,8 @@ extension WireMessage {
             guard let state = SpeakerStatus.State(rawValue: code) else { throw WireError("speakerStatus: unknown state \(code)") }
             return .speakerStatus(SpeakerStatus(state: state, streamID: try reader.integer(), playheadFrame: try reader.integer(),
                                                 bufferedUntilFrame: try reader.integer(), syncErrorNanoseconds: try reader.integer(),
-                                                clockErrorNanoseconds: try reader.integer(), underruns: try reader.integer()))
+                                                clockErrorNanoseconds: try reader.integer(), underruns: try reader.integer(),
+                                                fillRate: Float(bitPattern: try reader.integer())))
         case .controlRequest:
             return .controlRequest(ControlRequest(requestID: try reader.integer(), json: try reader.longString()))
         case .controlResponse:

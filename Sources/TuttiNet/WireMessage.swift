@@ -142,8 +142,10 @@ public enum WireMessage: Sendable, Equatable {
         /// Estimated uncertainty of the clock-sync mapping.
         public var clockErrorNanoseconds: Int64
         public var underruns: UInt32
+        /// How fast the stream arrived, in seconds of audio per second, once all of it has (0 before).
+        public var fillRate: Float
         public init(state: State, streamID: UInt32, playheadFrame: Int64, bufferedUntilFrame: Int64, syncErrorNanoseconds: Int64,
-                    clockErrorNanoseconds: Int64, underruns: UInt32) {
+                    clockErrorNanoseconds: Int64, underruns: UInt32, fillRate: Float = 0) {
             self.state = state
             self.streamID = streamID
             self.playheadFrame = playheadFrame
@@ -151,6 +153,7 @@ public enum WireMessage: Sendable, Equatable {
             self.syncErrorNanoseconds = syncErrorNanoseconds
             self.clockErrorNanoseconds = clockErrorNanoseconds
             self.underruns = underruns
+            self.fillRate = fillRate
         }
     }
 

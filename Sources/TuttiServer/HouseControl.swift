@@ -206,6 +206,7 @@ extension House {
                 entry["syncErrorMicroseconds"] = Double(status.syncErrorNanoseconds) / 1000
                 entry["clockErrorMicroseconds"] = Double(status.clockErrorNanoseconds) / 1000
                 entry["underruns"] = Int(status.underruns)
+                if status.fillRate > 0 { entry["fillRate"] = Double(status.fillRate) }
                 entry["playheadSeconds"] = status.playheadFrame >= 0 ? seconds(status.playheadFrame) : -1
             } else {
                 entry["state"] = "connecting"

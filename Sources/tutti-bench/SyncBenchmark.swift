@@ -23,7 +23,8 @@ struct SyncBenchmark: AsyncParsableCommand {
             """)
 
     @Option(help: "Rooms (speaker processes).") var speakers = 4
-    @Option(help: "Seconds of music to play.") var seconds = 180.0
+    @Option(help: "Seconds of music to play (generated, unless --files is given).") var seconds = 180.0
+    @Option(parsing: .upToNextOption, help: "Play these files as one queue instead of generated music.") var files: [String] = []
     @Option(name: .customLong("delay-ms"), help: "One-way network delay per room.") var delayMilliseconds = 1.0
     @Option(name: .customLong("jitter-ms"), help: "Symmetric jitter (±) per room and direction.") var jitterMilliseconds = 2.0
     @Option(name: .customLong("outage-after"), help: "Seconds after play when every room's network goes down.") var outageAfter = 60.0
@@ -31,10 +32,14 @@ struct SyncBenchmark: AsyncParsableCommand {
     @Option(name: .customLong("offset-range-ms"), help: "Clock offsets are drawn from ±this.") var offsetRange = 1000.0
     @Option(name: .customLong("drift-range-ppm"), help: "Clock and device drifts are drawn from ±this.") var driftRange = 100.0
     @Option(help: "Random seed for offsets, drifts and jitter.") var seed: UInt64 = 1
+    @Option(help: "Seconds the rooms are connected before play (rooms are normally up long before).") var warmup = 5.0
     @Option(name: .customLong("work-dir"), help: "Where captures and logs go (default: a new temporary directory).") var workDirectory: String?
     @Option(help: "The tutti executable (default: next to tutti-bench).") var tutti: String?
     @Flag(help: "Print the results as JSON.") var json = false
-    @Flag(help: "Also print each room's offset from the rooms' mean, every 5 s.") var series = false
+    @Flag(help: "Only analyse the captures already in --work-dir (from an earlier run with the same options).") var reanalyse = false
+    @Flag(help: "Also print each room's offset from the rooms' mean over time.") var series = false
+    @Option(name: .customLong("series-every"), help: "Seconds between --series lines.") var seriesEvery = 5.0
+    var seriesStride: Int { max(12_000, Int(seriesEvery * 48000)) }
 
     struct RoomSetup {
         var name: String
@@ -51,9 +56,19 @@ struct SyncBenchmark: AsyncParsableCommand {
         }
         let directory = workDirectory ?? NSTemporaryDirectory() + "tutti-sync-\(getpid())"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        let music = directory + "/music.flac"
-        Console.progress("generating \(Int(seconds)) s of music…")
-        try generateMusic(music, seconds: seconds)
+        var queue = files.map { $0.hasPrefix("/") ? $0 : FileManager.default.currentDirectoryPath + "/" + $0 }
+        if queue.isEmpty {
+            let music = directory + "/music.flac"
+            Console.progress("generating \(Int(seconds)) s of music…")
+            try generateMusic(music, seconds: seconds)
+            queue = [music]
+        }
+        // What the house will stream: the queue through the same decode path, at 48 kHz.
+        let reader = GaplessQueueReader(paths: queue, outputRate: 48000, channelCount: 2)
+        var reference: [Float] = []
+        var block: [Float] = []
+        while reader.read(into: &block) > 0 { reference += block }
+        let seconds = Double(reference.count / 2) / 48000
 
         var random = SplitMix64(seed: seed)
         func uniform(_ range: Double) -> Double { (Double(random.next() % 2_000_001) / 1_000_000 - 1) * range }
@@ -62,6 +77,15 @@ struct SyncBenchmark: AsyncParsableCommand {
                       deviceDriftPPM: uniform(driftRange), latencyMilliseconds: i == 1 ? 25 : 0)
         }
 
+        if reanalyse {
+            let analysis = SyncAnalysis.analyse(rooms: try rooms.map {
+                SyncAnalysis.Room(name: $0.name, capture: try VirtualCapture(path: "\(directory)/\($0.name).wav"), latencyNanoseconds: $0.latencyMilliseconds * 1e6)
+            }, reference: reference)
+            printSeries(analysis, rooms: rooms)
+            report(rooms: rooms, analysis: analysis, commandTime: 0, fillRates: [:], cpu: [Double](repeating: .nan, count: rooms.count + 1),
+                   memory: [Double](repeating: .nan, count: rooms.count + 1), proxyCPU: .nan, directory: directory, seconds: seconds)
+            return
+        }
         let server = try LongRunningProcess(executable, ["server", "--listen", "127.0.0.1:0"], log: directory + "/server.log")
         let port = try server.waitForPort()
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
@@ -93,24 +117,24 @@ struct SyncBenchmark: AsyncParsableCommand {
             try await Task.sleep(nanoseconds: 200_000_000)
         }
 
+        try await Task.sleep(nanoseconds: UInt64(warmup * 1e9))
         let cpuAtStart = ([server] + speakerProcesses).map { $0.cpuSeconds() }
         let benchCPUAtStart = Stopwatch.processCPUTime()
         let commandTime = MonotonicClock().now()
-        _ = try await control(["command": "play", "files": [music]], port: port, group: group)
+        _ = try await control(["command": "play", "files": queue], port: port, group: group)
         if outageFor > 0 {
             for proxy in proxies { proxy.scheduleOutage(after: .nanoseconds(Int64(outageAfter * 1e9)), duration: .nanoseconds(Int64(outageFor * 1e9))) }
             Console.progress("playing; all rooms lose the network at \(Int(outageAfter)) s for \(Int(outageFor)) s")
         }
-        // Fill: when each room holds the whole track.
-        var filledAt: [String: Int64] = [:]
+        // Fill: each room reports how fast the whole track arrived.
+        var fillRates: [String: Double] = [:]
         let end = commandTime + Int64((seconds + 1.5) * 1e9)
         var lastProgress = commandTime
         while MonotonicClock().now() < end {
             let list = try? await roomsReport(port: port, group: group)
             for room in list ?? [] {
                 let name = room["name"] as! String
-                let buffered = (room["bufferSeconds"] as? Double ?? 0) + max(0, room["playheadSeconds"] as? Double ?? 0)
-                if filledAt[name] == nil && buffered >= seconds - 0.05 { filledAt[name] = MonotonicClock().now() }
+                if let rate = room["fillRate"] as? Double { fillRates[name] = rate }
             }
             let now = MonotonicClock().now()
             if now - lastProgress > 10_000_000_000 {
@@ -129,27 +153,30 @@ struct SyncBenchmark: AsyncParsableCommand {
         for proxy in proxies { try? await proxy.stop() }
 
         Console.progress("analysing the captures…")
-        let reader = GaplessQueueReader(paths: [music], outputRate: 48000, channelCount: 2)
-        var reference: [Float] = []
-        var block: [Float] = []
-        while reader.read(into: &block) > 0 { reference += block }
         let analysis = SyncAnalysis.analyse(rooms: try rooms.map {
             SyncAnalysis.Room(name: $0.name, capture: try VirtualCapture(path: "\(directory)/\($0.name).wav"), latencyNanoseconds: $0.latencyMilliseconds * 1e6)
         }, reference: reference)
-        if series {
-            for point in analysis.series where point.frame % 240_000 < 12_000 && point.heard.count > 1 {
-                let mean = point.heard.values.reduce(0, +) / Double(point.heard.count)
-                let offsets = rooms.map { room in point.heard[room.name].map { String(format: "%+8.1f", ($0 - mean) / 1000) } ?? "       -" }
-                Console.output(String(format: "%6.1f s  ", Double(point.frame) / 48000) + offsets.joined(separator: " ") + " µs\n")
-            }
-        }
-        report(rooms: rooms, analysis: analysis, commandTime: commandTime, filledAt: filledAt, cpu: cpu, memory: memory, proxyCPU: proxyCPU, directory: directory)
+        printSeries(analysis, rooms: rooms)
+        report(rooms: rooms, analysis: analysis, commandTime: commandTime, fillRates: fillRates, cpu: cpu, memory: memory, proxyCPU: proxyCPU,
+               directory: directory, seconds: seconds)
     }
 
-    private func report(rooms: [RoomSetup], analysis: SyncAnalysis.Result, commandTime: Int64, filledAt: [String: Int64],
-                        cpu: [Double], memory: [Double], proxyCPU: Double, directory: String) {
+    private func printSeries(_ analysis: SyncAnalysis.Result, rooms: [RoomSetup]) {
+        for jump in analysis.jumps {
+            Console.output(String(format: "discontinuity: %@ at %.3f s, %+.1f frames\n", jump.room as NSString, Double(jump.frame) / 48000, jump.frames))
+        }
+        guard series else { return }
+        for point in analysis.series where point.frame % seriesStride < 12_000 && point.heard.count > 1 {
+            let mean = point.heard.values.reduce(0, +) / Double(point.heard.count)
+            let offsets = rooms.map { room in point.heard[room.name].map { String(format: "%+8.1f", ($0 - mean) / 1000) } ?? "       -" }
+            Console.output(String(format: "%6.2f s  ", Double(point.frame) / 48000) + offsets.joined(separator: " ") + " µs\n")
+        }
+    }
+
+    private func report(rooms: [RoomSetup], analysis: SyncAnalysis.Result, commandTime: Int64, fillRates: [String: Double],
+                        cpu: [Double], memory: [Double], proxyCPU: Double, directory: String, seconds: Double) {
         let startLatencies = rooms.map { room in analysis.startTimes[room.name].map { ($0 - Double(commandTime)) / 1e6 } ?? .nan }
-        let fill = rooms.map { room in filledAt[room.name].map { seconds / (Double($0 - commandTime) / 1e9) } ?? .nan }
+        let fill = rooms.map { room in fillRates[room.name] ?? .nan }
         let p50 = analysis.percentile(50) / 1000, p99 = analysis.percentile(99) / 1000, maximum = analysis.maximum / 1000
         if json {
             var object: [String: Any] = [
@@ -169,7 +196,7 @@ struct SyncBenchmark: AsyncParsableCommand {
             Console.output(String(decoding: data, as: UTF8.self) + "\n")
             return
         }
-        var out = "tutti-bench sync: \(speakers) rooms, \(Int(seconds)) s of music, delay \(delayMilliseconds) ms ± \(jitterMilliseconds) ms jitter"
+        var out = "tutti-bench sync: \(speakers) rooms, \(String(format: "%.1f", seconds)) s of music, delay \(delayMilliseconds) ms ± \(jitterMilliseconds) ms jitter"
         out += outageFor > 0 ? ", outage \(Int(outageFor)) s at \(Int(outageAfter)) s\n" : "\n"
         out += String(format: "inter-room skew (µs, %d checkpoints):  p50 %.1f   p99 %.1f   max %.1f     target p99 ≤ 100 (goal 21); Snapcast ~200\n",
                       analysis.skews.count, p50, p99, maximum)

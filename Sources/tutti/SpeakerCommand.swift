@@ -77,6 +77,7 @@ struct Speaker: AsyncParsableCommand {
         let client = SpeakerClient(configuration: configuration, engine: engine, clock: clock, serverAddress: address) { line in
             Terminal.standardError("tutti speaker \(name): \(line)\n")
         }
+        engine.onEvent = { line in Terminal.standardError("tutti speaker \(name): \(line)\n") }
         do { try engine.start() } catch {
             Terminal.standardError("tutti speaker: \(error)\n")
             throw ExitCode(2)

@@ -71,7 +71,10 @@ import TuttiTestSupport
         try await waitForRooms(port) { $0["a"]?["state"] as? String == "playing" && $0["b"]?["state"] as? String == "playing" }
         try await Task.sleep(nanoseconds: 2_500_000_000)
         _ = try await send(["command": "join", "room": "c"], port: port)
-        try await Task.sleep(nanoseconds: 3_000_000_000)
+        try await Task.sleep(nanoseconds: 1_500_000_000)
+        let volume = try await send(["command": "volume", "room": "a", "percent": 50], port: port)
+        #expect(volume["volume"] as? Int == 50)
+        try await Task.sleep(nanoseconds: 1_500_000_000)
         _ = try await send(["command": "leave", "room": "b"], port: port)
         let status = try await send(["command": "status"], port: port)
         #expect(status["state"] as? String == "playing")
@@ -96,6 +99,10 @@ import TuttiTestSupport
             #expect(analysis.underruns[room] == 0, "\(room) underran")
             #expect(analysis.discontinuities[room] == 0, "\(room) jumped")
         }
+        // Volume: a went from full to 50 % (−30 dB) smoothly; the others kept theirs.
+        let aGains = analysis.gains.compactMap { $0.gain["a"] }
+        #expect(abs(aGains.first! - 1) < 0.02 && abs(aGains.last! - 0.0316) < 0.002, "a's gain went \(aGains.first!) → \(aGains.last!)")
+        #expect(analysis.gains.compactMap { $0.gain["c"] }.allSatisfy { abs($0 - 1) < 0.02 })
         // a played everything; c joined (~2.6 s in) and b left (~5.7 s in).
         #expect(analysis.unmatched["a"] == 0)
         let checkpoints = analysis.roomsPerCheckpoint

@@ -12,8 +12,8 @@ import TuttiCore
 /// simulated ones.
 public struct PlayoutController: Sendable {
     public struct Configuration: Sendable {
-        /// Frames over which a position error decays (e-folding), about two seconds.
-        public var correctionTimeConstant: Double = 96_000
+        /// Frames over which a position error decays (e-folding), half a second.
+        public var correctionTimeConstant: Double = 24_000
         /// Largest deviation of the step from nominal, as a fraction.
         public var maximumCorrection: Double = 0.0005
         /// Errors beyond this many frames resynchronize with a jump.

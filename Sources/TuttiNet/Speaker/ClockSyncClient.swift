@@ -10,7 +10,7 @@ public final class ClockSyncClient: Sendable {
     public struct Configuration: Sendable {
         public var burstCount = 50
         public var burstIntervalNanoseconds: Int64 = 20_000_000
-        public var intervalNanoseconds: Int64 = 100_000_000
+        public var intervalNanoseconds: Int64 = 50_000_000
         public init() {}
     }
 

@@ -27,6 +27,10 @@ public final class PlayoutInputs: Sendable {
         /// Bumped by every flush the engine must honour (it drops decoded audio past the cut).
         var flushGeneration = 0
         var flushFrame: Int64 = .min
+        /// Local times bracketing the arrival of the stream's audio, for the fill rate.
+        var firstChunkTime: Int64?
+        var firstChunkFrame: Int64 = 0
+        var fillRate: Double = 0
     }
 
     let state = Mutex(State())
@@ -42,6 +46,33 @@ public final class PlayoutInputs: Sendable {
             $0.endFrame = nil
             $0.flushGeneration += 1
             $0.flushFrame = .min
+            $0.firstChunkTime = nil
+            $0.fillRate = 0
+        }
+    }
+
+    /// Stores a chunk of the current stream (received at local time `time`) and notes when the
+    /// whole stream has arrived.
+    public func receive(_ chunk: ChunkStore.Chunk, streamID: UInt32, at time: Int64) {
+        let current = state.withLock { s -> Bool in
+            guard s.stream?.id == streamID else { return false }
+            if s.firstChunkTime == nil {
+                s.firstChunkTime = time
+                s.firstChunkFrame = chunk.firstFrame
+            }
+            return true
+        }
+        guard current else { return }
+        chunks.insert(chunk)
+        noteFill(at: time)
+    }
+
+    private func noteFill(at time: Int64) {
+        state.withLock { s in
+            guard s.fillRate == 0, let end = s.endFrame, let start = s.firstChunkTime, let stream = s.stream else { return }
+            if chunks.contiguousEnd(from: s.firstChunkFrame) >= end && time > start {
+                s.fillRate = Double(end - s.firstChunkFrame) / Double(stream.sampleRate) / (Double(time - start) / 1e9)
+            }
         }
     }
 
@@ -52,7 +83,12 @@ public final class PlayoutInputs: Sendable {
         }
     }
 
+    /// Drops audio from `frame` on; from `.min`, everything: the room leaves the stream.
     public func flush(streamID: UInt32, from frame: Int64) {
+        if frame == .min {
+            if state.withLock({ $0.stream?.id == streamID }) { stop() }
+            return
+        }
         let applies = state.withLock { s -> Bool in
             guard s.stream?.id == streamID else { return false }
             s.flushGeneration += 1
@@ -61,11 +97,12 @@ public final class PlayoutInputs: Sendable {
             return true
         }
         guard applies else { return }
-        if frame == .min { chunks.removeAll() } else { chunks.flush(from: frame) }
+        chunks.flush(from: frame)
     }
 
-    public func end(streamID: UInt32, at frame: Int64) {
+    public func end(streamID: UInt32, at frame: Int64, time: Int64) {
         state.withLock { if $0.stream?.id == streamID { $0.endFrame = frame } }
+        noteFill(at: time)
     }
 
     public func setClock(_ mapping: ClockMapping) { state.withLock { $0.clock = mapping } }
@@ -117,6 +154,9 @@ public final class PlayoutEngine: @unchecked Sendable {
         public init() {}
     }
 
+    /// Playback waits until the clock estimate rests on this much history.
+    public static let minimumClockSpanNanoseconds: Int64 = 2_000_000_000
+
     public let inputs: PlayoutInputs
     public let device: any OutputDevice
     public let source: PlayoutRenderSource
@@ -138,8 +178,14 @@ public final class PlayoutEngine: @unchecked Sendable {
     private var decoded: [Float] = []
     private var block: [Float]
     private var gain: Float = 1
+    private var gainTarget: Float = 1
+    private var gainStep: Float = 0
     private var lastPositionRead: Int64 = 0
     private var report = PlayoutReport()
+    private var wasPlaying = false
+    private var resyncsLogged = 0
+    /// Notable events (a stall, a resync), one line each; called on the engine thread.
+    public var onEvent: (@Sendable (String) -> Void)?
 
     public init(inputs: PlayoutInputs, device: any OutputDevice, latencyNanoseconds: Int64, localClock: any HostClock,
                 configuration: Configuration = Configuration()) {
@@ -203,7 +249,10 @@ public final class PlayoutEngine: @unchecked Sendable {
             if resampler.inputEndFrame > inputs.flushFrame { controller.stopReading() }
         }
         block.withUnsafeMutableBufferPointer { $0.update(repeating: 0) }
-        guard let stream, decoder != nil, let clock = inputs.clock, let device = deviceTiming.map else {
+        // A clock estimate younger than two seconds may still be off by tens of microseconds;
+        // wait rather than start out of sync (rooms are normally connected long before play).
+        guard let stream, decoder != nil, let clock = inputs.clock, clock.spanNanoseconds >= Self.minimumClockSpanNanoseconds,
+              let device = deviceTiming.map else {
             publish(playing: false, inputs: inputs)
             return
         }
@@ -222,14 +271,23 @@ public final class PlayoutEngine: @unchecked Sendable {
                 if let start { position(at: start, stream: stream) }
                 let produced = renderAudio(into: offset, frames: frames, step: step, endFrame: inputs.endFrame)
                 if produced < frames {
+                    if wasPlaying {
+                        onEvent?("audio at timeline frame \(resampler.position.frame) of stream \(stream.id) has not arrived; silent until it does")
+                    }
                     controller.stopReading()
                     report.starvedBlocks += 1
+                    wasPlaying = false
                 } else {
                     playing = true
                 }
                 offset += frames
             }
         }
+        if controller.resyncCount > resyncsLogged {
+            resyncsLogged = controller.resyncCount
+            onEvent?("resynchronised by a jump: the read position was \((controller.lastError * 10).rounded() / 10) frames off")
+        }
+        if playing { wasPlaying = true }
         applyGain(target: inputs.volume, rampNanoseconds: inputs.volumeRampNanoseconds, channels: channels)
         report.syncErrorNanoseconds = Int64(controller.lastError / Double(stream.sampleRate) * 1e9)
         report.playheadFrame = inputs.schedule.position(atServer: clock.serverTime(atLocal: localClock.now()) + latencyNanoseconds)?.frame ?? -1
@@ -301,18 +359,23 @@ public final class PlayoutEngine: @unchecked Sendable {
         return decoded.withUnsafeBufferPointer { resampler.appendInput($0.baseAddress! + skip * channels, frames: count) } > 0
     }
 
-    /// Moves the gain towards `target` linearly over the ramp: no zipper noise.
+    /// Moves the gain towards `target` in a straight line over the ramp, sample by sample: no
+    /// zipper noise, whatever the block size. A new target restarts the ramp from where it is.
     private func applyGain(target: Float, rampNanoseconds: Int64, channels: Int) {
-        if gain == target && target == 1 { return }
-        let rampFrames = max(1.0, Double(rampNanoseconds) / 1e9 * Double(device.format.sampleRate))
-        let increment = Float(Double(target - gain) / rampFrames)
-        let sign: Float = target >= gain ? 1 : -1
-        for frame in 0..<configuration.blockFrames {
-            if gain != target {
-                gain += increment == 0 ? (target - gain) : max(abs(increment), 1e-7) * sign
-                if (sign > 0 && gain > target) || (sign < 0 && gain < target) { gain = target }
+        if target != gainTarget {
+            gainTarget = target
+            let rampFrames = max(1.0, Double(rampNanoseconds) / 1e9 * Double(device.format.sampleRate))
+            gainStep = Float(Double(target - gain) / rampFrames)
+        }
+        if gain == gainTarget && gain == 1 { return }
+        block.withUnsafeMutableBufferPointer { samples in
+            for frame in 0..<configuration.blockFrames {
+                if gain != gainTarget {
+                    gain += gainStep
+                    if (gainStep > 0 && gain > gainTarget) || (gainStep <= 0 && gain < gainTarget) { gain = gainTarget }
+                }
+                for c in 0..<channels { samples[frame * channels + c] *= gain }
             }
-            for c in 0..<channels { block[frame * channels + c] *= gain }
         }
     }
 }

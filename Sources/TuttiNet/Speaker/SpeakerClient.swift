@@ -98,20 +98,26 @@ public final class SpeakerClient: Sendable {
             }
             inputs.startStream(.init(id: m.streamID, codec: codec, sampleRate: Int(m.sampleRate), channelCount: Int(m.channelCount), codecHeader: m.codecHeader))
         case .audioChunk(let m):
-            guard inputs.snapshot.stream?.id == m.streamID else { return }
-            inputs.chunks.insert(.init(firstFrame: m.firstFrame, frameCount: Int(m.frameCount), payload: m.payload))
+            inputs.receive(.init(firstFrame: m.firstFrame, frameCount: Int(m.frameCount), payload: m.payload), streamID: m.streamID, at: clock.now())
         case .anchor(let m):
             let serverNow = clockSync.mapping?.serverTime(atLocal: clock.now()) ?? m.serverTime
             inputs.apply(TimelineAnchor(timelineFrame: m.timelineFrame, serverTime: m.serverTime, isPlaying: m.isPlaying), streamID: m.streamID, now: serverNow)
         case .flush(let m):
             inputs.flush(streamID: m.streamID, from: m.fromFrame)
         case .streamEnd(let m):
-            inputs.end(streamID: m.streamID, at: m.endFrame)
+            inputs.end(streamID: m.streamID, at: m.endFrame, time: clock.now())
         case .volume(let m):
             inputs.setVolume(m.level, rampNanoseconds: m.rampNanoseconds)
         case .goodbye(let reason):
             log("server said goodbye: \(reason)")
         }
+    }
+
+    /// The clock-sync uncertainty, or −1 while the estimate is too young to play by (the
+    /// playout engine waits for two seconds of exchanges).
+    private var clockErrorForStatus: Int64 {
+        guard let mapping = clockSync.mapping, mapping.spanNanoseconds >= PlayoutEngine.minimumClockSpanNanoseconds else { return -1 }
+        return Int64(mapping.errorNanoseconds.rounded(.up))
     }
 
     fileprivate func status() -> WireMessage {
@@ -125,8 +131,9 @@ public final class SpeakerClient: Sendable {
             : (snapshot.schedule.anchors.last?.isPlaying == false ? .paused : .buffering)
         return .speakerStatus(.init(state: state, streamID: report.streamID, playheadFrame: playhead, bufferedUntilFrame: buffered,
                                     syncErrorNanoseconds: report.syncErrorNanoseconds,
-                                    clockErrorNanoseconds: Int64(clockSync.mapping?.errorNanoseconds ?? -1),
-                                    underruns: UInt32(clamping: report.deviceUnderruns + report.starvedBlocks)))
+                                    clockErrorNanoseconds: clockErrorForStatus,
+                                    underruns: UInt32(clamping: report.deviceUnderruns + report.starvedBlocks),
+                                    fillRate: Float(snapshot.fillRate)))
     }
 }
 

@@ -1,0 +1,120 @@
+import Foundation
+import NIOCore
+import NIOPosix
+import Testing
+import TuttiCore
+import TuttiNet
+import TuttiTestSupport
+@testable import TuttiServer
+
+/// The house on real loopback sockets: bad peers are refused with a reason and disconnected,
+/// and nobody else notices.
+@Suite struct HouseServerTests {
+    final class Collected: @unchecked Sendable {
+        let lock = NSLock()
+        var lines: [String] = []
+        var bytes: [UInt8] = []
+        func append(_ line: String) { lock.withLock { lines.append(line) } }
+    }
+
+    /// A raw TCP client that records what the server sends and whether it closed.
+    final class RawPeer: ChannelInboundHandler, @unchecked Sendable {
+        typealias InboundIn = ByteBuffer
+        let received = Collected()
+        let closed: EventLoopPromise<Void>
+        init(closed: EventLoopPromise<Void>) { self.closed = closed }
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            let buffer = Self.unwrapInboundIn(data)
+            received.lock.withLock { received.bytes += buffer.readableBytesView }
+        }
+        func channelInactive(context: ChannelHandlerContext) { closed.succeed(()) }
+    }
+
+    func rawConnection(port: Int, group: any EventLoopGroup) async throws -> (any Channel, RawPeer) {
+        let promise = group.next().makePromise(of: Void.self)
+        let peer = RawPeer(closed: promise)
+        let channel = try await ClientBootstrap(group: group)
+            .channelInitializer { channel in channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(peer) } }
+            .connect(host: "127.0.0.1", port: port).get()
+        return (channel, peer)
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func malformedPeersAreRefusedAndOthersUnaffected() async throws {
+        let log = Collected()
+        let server = HouseServer(host: "127.0.0.1", port: 0, configuration: House.Configuration()) { log.append($0) }
+        let port = try await server.start()
+        let group = MultiThreadedEventLoopGroup.singleton
+        // A good controller stays served throughout.
+        #expect(try await ControlClient.send(#"{"command":"status"}"#, host: "127.0.0.1", port: port, group: group).ok)
+
+        for garbage in ["GET / HTTP/1.1\r\nHost: x\r\n\r\n", "TT\u{1}\u{63}\0\0\0\0"] {
+            let (channel, peer) = try await rawConnection(port: port, group: group)
+            try await channel.writeAndFlush(ByteBuffer(string: garbage))
+            try await peer.closed.futureResult.get()
+            // The server said why before closing: a goodbye frame with the reason.
+            var reply = ByteBuffer(bytes: peer.received.lock.withLock { peer.received.bytes })
+            guard case .goodbye(let reason)? = try WireMessage.decode(from: &reply) else {
+                Issue.record("no goodbye for \(garbage.debugDescription)")
+                continue
+            }
+            #expect(reason.contains("bad magic") || reason.contains("unknown message type 99"), "\(reason)")
+        }
+        // An oversized frame is refused before its payload is read.
+        let (big, bigPeer) = try await rawConnection(port: port, group: group)
+        var header = ByteBuffer()
+        header.writeInteger(WireProtocol.magic)
+        header.writeInteger(UInt8(1))
+        header.writeInteger(UInt8(4))
+        header.writeInteger(UInt32(200_000_000))
+        try await big.writeAndFlush(header)
+        try await bigPeer.closed.futureResult.get()
+        // A controller that skips hello is refused too.
+        let (rude, rudePeer) = try await rawConnection(port: port, group: group)
+        var request = ByteBuffer()
+        WireMessage.controlRequest(.init(requestID: 1, json: "{}")).encode(into: &request)
+        try await rude.writeAndFlush(request)
+        try await rudePeer.closed.futureResult.get()
+
+        let lines = log.lock.withLock { log.lines }
+        #expect(lines.contains { $0.contains("bad magic") && $0.contains("connection closed") })
+        #expect(lines.contains { $0.contains("exceeds the limit") })
+        #expect(lines.contains { $0.contains("expected hello, got controlRequest") })
+        #expect(lines.allSatisfy { !$0.contains("\n") })
+        #expect(try await ControlClient.send(#"{"command":"status"}"#, host: "127.0.0.1", port: port, group: group).ok)
+        // Unknown commands and bad arguments are refusals, not failures.
+        let unknown = try await ControlClient.send(#"{"command":"dance"}"#, host: "127.0.0.1", port: port, group: group)
+        #expect(!unknown.ok && unknown.json.contains("unknown command dance"))
+        let volume = try await ControlClient.send(#"{"command":"volume","room":"attic","percent":50}"#, host: "127.0.0.1", port: port, group: group)
+        #expect(!volume.ok && volume.json.contains("no such room: attic"))
+        await server.stop()
+    }
+
+    @Test func stateSurvivesARestart() async throws {
+        let directory = try TemporaryDirectory("house-state")
+        defer { directory.remove() }
+        var configuration = House.Configuration()
+        configuration.stateDirectory = directory.path
+        let first = HouseServer(host: "127.0.0.1", port: 0, configuration: configuration) { _ in }
+        let port = try await first.start()
+        let group = MultiThreadedEventLoopGroup.singleton
+        // Queue edits while stopped are kept; they need no flush.
+        _ = try await ControlClient.send(#"{"command":"queue-add","file":"/music/a.flac"}"#, host: "127.0.0.1", port: port, group: group)
+        _ = try await ControlClient.send(#"{"command":"queue-add","file":"/music/b.flac","at":0}"#, host: "127.0.0.1", port: port, group: group)
+        await first.stop()
+        let second = HouseServer(host: "127.0.0.1", port: 0, configuration: configuration) { _ in }
+        let secondPort = try await second.start()
+        let reply = try await ControlClient.send(#"{"command":"queue"}"#, host: "127.0.0.1", port: secondPort, group: group)
+        let object = try JSONSerialization.jsonObject(with: Data(reply.json.utf8)) as! [String: Any]
+        let paths = (object["items"] as! [[String: Any]]).map { $0["path"] as! String }
+        #expect(paths == ["/music/b.flac", "/music/a.flac"])
+        await second.stop()
+        // A damaged state file is reported and ignored.
+        try "{not json".write(toFile: directory.file("house.json"), atomically: true, encoding: .utf8)
+        let log = Collected()
+        let third = HouseServer(host: "127.0.0.1", port: 0, configuration: configuration) { log.append($0) }
+        _ = try await third.start()
+        #expect(log.lock.withLock { log.lines }.contains { $0.contains("house.json: unreadable state") })
+        await third.stop()
+    }
+}
