@@ -68,9 +68,6 @@ public final class ClockEstimator {
         public var windowNanoseconds: Int64 = 120_000_000_000
         /// Below this span of local time the rate is not fitted (kept at its last value).
         public var minimumRateSpanNanoseconds: Int64 = 1_000_000_000
-        /// The offset comes from the recent exchanges only, detrended by the long-window rate,
-        /// so a small rate error is not extrapolated over the whole window.
-        public var offsetWindowNanoseconds: Int64 = 10_000_000_000
         /// Exchanges slower than this are ignored (a stalled path tells nothing).
         public var maximumDelayNanoseconds: Int64 = 500_000_000
         public init() {}
@@ -111,15 +108,10 @@ public final class ClockEstimator {
         let fitSlope = span >= Double(configuration.minimumRateSpanNanoseconds)
         let lineOut = Self.lowerEnvelope(out, fitSlope: fitSlope)
         let lineBack = Self.lowerEnvelope(back, fitSlope: fitSlope)
+        // out = θ + base, back = base − θ  ⇒  θ = (out − back) / 2, at the reference (time 0).
+        let offset = (lineOut.intercept - lineBack.intercept) / 2
         var skew = fitSlope ? (lineOut.slope - lineBack.slope) / 2 : (mapping?.skew ?? 0)
         skew = max(-0.001, min(0.001, skew))
-        // out = θ + base, back = base − θ  ⇒  θ = (out − back) / 2. Each direction's level at the
-        // reference (time 0): the recent exchanges, detrended by the long-window slope, averaged
-        // over the lowest tenth, whose small excess over the base delay is alike both ways.
-        let recent = -Double(configuration.offsetWindowNanoseconds)
-        let levelOut = Self.floorLevel(out.filter { $0.0 >= recent }, slope: lineOut.slope)
-        let levelBack = Self.floorLevel(back.filter { $0.0 >= recent }, slope: lineBack.slope)
-        let offset = (levelOut - levelBack) / 2
         let error = (Self.slack(out, lineOut) + Self.slack(back, lineBack)) / 2
         mapping = ClockMapping(reference: reference, offset: offset, skew: skew, errorNanoseconds: error, sampleCount: window.count,
                                spanNanoseconds: last.clientSend - window.first!.clientSend)
@@ -155,13 +147,6 @@ public final class ClockEstimator {
         let heights = points.map { $0.1 - (intercept + slope * $0.0) }.sorted()
         let near = heights.prefix(max(8, heights.count / 20))
         return (slope, intercept + near.reduce(0, +) / Double(near.count))
-    }
-
-    /// The mean of the lowest tenth of `points` (at least 4) after removing `slope`, at x = 0.
-    static func floorLevel(_ points: [(Double, Double)], slope: Double) -> Double {
-        let levels = points.map { $0.1 - slope * $0.0 }.sorted()
-        let floor = levels.prefix(max(4, levels.count / 10))
-        return floor.reduce(0, +) / Double(floor.count)
     }
 
     /// The median height of the lowest tenth of the points above `line`.

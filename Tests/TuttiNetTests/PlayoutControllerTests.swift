@@ -80,7 +80,7 @@ import Testing
         #expect(run.controller.resyncCount == 0)
         #expect(run.maximumStepDeviation <= 0.0005 * 1.0001)
         let early = abs(run.frames.last!.position.distance(to: truth(run.frames.last!.device, shifted, schedule)!))
-        #expect(early > 2.5)  // 1 s after the change, e^-0.5 of the error remains: no jump
+        #expect(early > 0.3)  // 1 s after the change, e^-2 of the error remains: no jump
         run.blocks(1100..<3000, heard: shifted, schedule: schedule)
         let settled = abs(run.frames.last!.position.distance(to: truth(run.frames.last!.device, shifted, schedule)!))
         #expect(settled < 0.05, "error after 19 s: \(settled) frames")
