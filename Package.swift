@@ -70,7 +70,7 @@ let package = Package(
         .testTarget(name: "TuttiServerTests", dependencies: ["TuttiServer", "TuttiNet", "TuttiTestSupport", "TuttiDiagnostics", "TuttiMedia"]),
         .testTarget(name: "TuttiCLITests", dependencies: ["TuttiTestSupport"]),
         // Shared test helpers: media generation with the ffmpeg CLI, WAV reading, signal checks.
-        .target(name: "TuttiTestSupport", dependencies: ["TuttiCore"], path: "Tests/TuttiTestSupport"),
+        .target(name: "TuttiTestSupport", dependencies: ["TuttiCore", "TuttiDiagnostics"], path: "Tests/TuttiTestSupport"),
     ],
     swiftLanguageModes: [.v6]
 )

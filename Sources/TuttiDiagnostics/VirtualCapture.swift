@@ -18,27 +18,10 @@ public struct VirtualCapture: Sendable {
     public var frameCount: Int { samples.count / channelCount }
 
     public init(path: String) throws {
-        let data = try Data(contentsOf: URL(fileURLWithPath: path))
-        func u32(_ at: Int) -> Int { Int(data[at]) | Int(data[at + 1]) << 8 | Int(data[at + 2]) << 16 | Int(data[at + 3]) << 24 }
-        func u16(_ at: Int) -> Int { Int(data[at]) | Int(data[at + 1]) << 8 }
-        guard data.count >= 12, data.prefix(4) == Data("RIFF".utf8) else { throw ReadError(description: "\(path): not a WAV file") }
-        var offset = 12, tag = 0, channels = 0, rate = 0, bits = 0
-        var payload = Data()
-        while offset + 8 <= data.count {
-            let id = String(decoding: data[offset..<offset + 4], as: UTF8.self)
-            let size = u32(offset + 4)
-            if id == "fmt " { tag = u16(offset + 8); channels = u16(offset + 10); rate = u32(offset + 12); bits = u16(offset + 22) }
-            if id == "data" { payload = data[(offset + 8)..<min(data.count, offset + 8 + size)] }
-            offset += 8 + size + (size & 1)
-        }
-        guard channels > 0 else { throw ReadError(description: "\(path): no fmt chunk") }
-        sampleRate = rate
-        channelCount = channels
-        switch (tag, bits) {
-        case (3, 32): samples = payload.withUnsafeBytes { Array($0.bindMemory(to: Float.self)) }
-        case (1, 16): samples = payload.withUnsafeBytes { $0.bindMemory(to: Int16.self).map { Float($0) / 32768 } }
-        default: throw ReadError(description: "\(path): unsupported WAV encoding (tag \(tag), \(bits) bits)")
-        }
+        let wav = try WAVFile(path: path)
+        sampleRate = wav.sampleRate
+        channelCount = wav.channelCount
+        samples = wav.samples
         var frames: [Int64] = [], times: [Int64] = [], underruns: [(Int64, Int64)] = []
         let text = try String(contentsOfFile: path + ".timing.jsonl", encoding: .utf8)
         for line in text.split(separator: "\n") {

@@ -13,7 +13,7 @@ import TuttiTestSupport
         try device.start(source: RampSource(totalFrames: 12345))
         try device.waitUntilFinished()
         let wav = try WAVFile(path: path)
-        #expect(wav.sampleRate == 44100 && wav.channelCount == 2 && wav.sampleFormat == sampleFormat)
+        #expect(wav.sampleRate == 44100 && wav.channelCount == 2 && wav.sampleFormat.rawValue == sampleFormat.rawValue)
         #expect(wav.frameCount == 12345)
         // The ramp is a multiple of 2^-13, exact in every format.
         var mismatches = 0

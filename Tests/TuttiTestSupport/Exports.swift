@@ -1,0 +1,2 @@
+// Tests read device output with the same independent WAV parser the diagnostics use.
+@_exported import TuttiDiagnostics
