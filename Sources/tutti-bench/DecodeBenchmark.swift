@@ -44,9 +44,6 @@ struct DecodeBenchmark: ParsableCommand {
     @Option(help: "Resampler quality for Tutti: quick, medium, high (the player default) or very-high.")
     var quality: ResampleQuality = .high
 
-    @Option(help: "libsoxr threads for Tutti's resampling (1: everything on one thread, like the anchor).")
-    var resamplerThreads = 1
-
     @Option(name: .customLong("ffmpeg-resampler"), help: "Resampler for the ffmpeg anchor: swr (its default, the benchmark's anchor) or soxr (20-bit precision, like Tutti's high).")
     var ffmpegResampler: AnchorResampler = .swr
 
@@ -93,7 +90,7 @@ struct DecodeBenchmark: ParsableCommand {
             var startupBest = tuttiBest
             var measured: TuttiRun?
             for run in 1...runs {
-                let tutti = try Self.measureTutti(path, quality: quality.resamplerQuality, resample: !decodeOnly, threads: resamplerThreads)
+                let tutti = try Self.measureTutti(path, quality: quality.resamplerQuality, resample: !decodeOnly)
                 tuttiBest = (min(tuttiBest.seconds, tutti.seconds), min(tuttiBest.cpuSeconds, tutti.cpuSeconds))
                 measured = tutti
                 var line = "  run \(run): tutti \(Format.fixed(tutti.seconds, 3)) s (cpu \(Format.fixed(tutti.cpuSeconds, 3)))"
@@ -204,12 +201,12 @@ struct DecodeBenchmark: ParsableCommand {
     }
 
     /// Opens, decodes and resamples the whole file on this thread, as the player's decode path does.
-    static func measureTutti(_ path: String, quality: Resampler.Quality, resample: Bool = true, threads: Int = 1) throws -> TuttiRun {
+    static func measureTutti(_ path: String, quality: Resampler.Quality, resample: Bool = true) throws -> TuttiRun {
         let start = Stopwatch.now()
         let startCPU = Stopwatch.processCPUTime()
         let decoder = try AudioFileDecoder(path: path, outputChannelCount: 2)
         let resampler = decoder.sampleRate == outputRate || !resample ? nil
-            : try Resampler(inputRate: decoder.sampleRate, outputRate: outputRate, channelCount: 2, quality: quality, threads: threads)
+            : try Resampler(inputRate: decoder.sampleRate, outputRate: outputRate, channelCount: 2, quality: quality)
         var decoded: [Float] = []
         var resampled: [Float] = []
         var sourceFrames = 0
