@@ -24,12 +24,13 @@ let package = Package(
         .systemLibrary(name: "CFFmpeg", pkgConfig: "libavformat",
                        providers: [.apt(["libavformat-dev", "libavcodec-dev", "libavutil-dev", "libswresample-dev"])]),
         .systemLibrary(name: "CSoxr", pkgConfig: "soxr", providers: [.apt(["libsoxr-dev"])]),
+        .systemLibrary(name: "CLibOgg", pkgConfig: "ogg", providers: [.apt(["libogg-dev"])]),
         .systemLibrary(name: "CALSA", pkgConfig: "alsa", providers: [.apt(["libasound2-dev"])]),
         // Test-only: counts heap allocations per thread to prove the render loop allocation-free.
         .target(name: "CAllocationCounter"),
 
         .target(name: "TuttiCore", dependencies: [.product(name: "Atomics", package: "swift-atomics")]),
-        .target(name: "TuttiMedia", dependencies: ["TuttiCore", "CFFmpeg", "CSoxr"]),
+        .target(name: "TuttiMedia", dependencies: ["TuttiCore", "CFFmpeg", "CSoxr", "CLibOgg"]),
         .target(name: "TuttiDevices", dependencies: ["TuttiCore", "CALSA",
                                                      .product(name: "Atomics", package: "swift-atomics")]),
         .target(name: "TuttiPlayback", dependencies: ["TuttiCore", "TuttiMedia", "TuttiDevices",

@@ -24,9 +24,12 @@ public struct VirtualCapture: Sendable {
         samples = wav.samples
         var frames: [Int64] = [], times: [Int64] = [], underruns: [(Int64, Int64)] = []
         let text = try String(contentsOfFile: path + ".timing.jsonl", encoding: .utf8)
-        for line in text.split(separator: "\n") {
+        let lines = text.split(separator: "\n")
+        for (index, line) in lines.enumerated() {
             guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
                   let frame = (object["frame"] as? NSNumber)?.int64Value, let time = (object["mono_ns"] as? NSNumber)?.int64Value else {
+                // A device killed mid-write leaves half a last line; anything else is damage.
+                if index == lines.count - 1 && !text.hasSuffix("\n") { break }
                 throw ReadError(description: "\(path).timing.jsonl: malformed line \(line.prefix(80))")
             }
             if object["underrun"] as? Bool == true {

@@ -32,14 +32,19 @@ public struct WAVFile: Sendable {
                 tag = u16(body); channels = u16(body + 2); rate = u32(body + 4); bits = u16(body + 14)
                 if tag == 0xFFFE { tag = u16(body + 24) }
             } else if id == "data" {
-                payload = data[body..<min(data.count, body + size)]
+                // A writer that never finished (killed, or streaming to a pipe) leaves the size at
+                // 0 or too large: the audio is what the file holds, as FFmpeg reads it too.
+                let end = size == 0 || body + size > data.count ? data.count : body + size
+                payload = data[body..<end]
             }
             offset = body + size + (size & 1)
         }
         guard let payload, channels > 0 else { throw ParseError(description: "\(path): no fmt or data chunk") }
         sampleRate = rate
         channelCount = channels
-        let bytes = [UInt8](payload)
+        var bytes = [UInt8](payload)
+        let frameBytes = max(1, channels * bits / 8)
+        bytes.removeLast(bytes.count % frameBytes)
         switch (tag, bits) {
         case (3, 32):
             sampleFormat = .float32

@@ -36,7 +36,7 @@ import TuttiTestSupport
     }
 
     @Test(.timeLimit(.minutes(3)))
-    func threeRoomsPlayInSyncAndJoinAndLeave() async throws {
+    func threeRoomsPlayInSyncJoinLeaveAndDie() async throws {
         let directory = try TemporaryDirectory("multiroom")
         defer { directory.remove() }
         let music = directory.file("music.flac")
@@ -78,10 +78,14 @@ import TuttiTestSupport
         _ = try await send(["command": "leave", "room": "b"], port: port)
         let status = try await send(["command": "status"], port: port)
         #expect(status["state"] as? String == "playing")
+        // c dies (SIGKILL: no goodbye); the house notices and nobody else does.
+        try await Task.sleep(nanoseconds: 1_500_000_000)
+        kill(speakers[2].process.processIdentifier, SIGKILL)
+        try await waitForRooms(port) { $0["c"] == nil }
         // Until the end of the track.
         try await waitForRooms(port, timeout: 20) { rooms in (rooms["a"]?["playheadSeconds"] as? Double ?? 0) > 9.9 || rooms["a"]?["state"] as? String == "idle" }
         try await Task.sleep(nanoseconds: 300_000_000)
-        for speaker in speakers { #expect(speaker.interrupt() == 0) }
+        for speaker in speakers.prefix(2) { #expect(speaker.interrupt() == 0) }
 
         // What the sound cards emitted.
         let reader = GaplessQueueReader(paths: [music], outputRate: 48000, channelCount: 2)
@@ -103,10 +107,10 @@ import TuttiTestSupport
         let aGains = analysis.gains.compactMap { $0.gain["a"] }
         #expect(abs(aGains.first! - 1) < 0.02 && abs(aGains.last! - 0.0316) < 0.002, "a's gain went \(aGains.first!) → \(aGains.last!)")
         #expect(analysis.gains.compactMap { $0.gain["c"] }.allSatisfy { abs($0 - 1) < 0.02 })
-        // a played everything; c joined (~2.6 s in) and b left (~5.7 s in).
+        // a played everything; c joined (~2.6 s in), b left (~5.7 s in), c died (~7.2 s in).
         #expect(analysis.unmatched["a"] == 0)
         let checkpoints = analysis.roomsPerCheckpoint
-        #expect(checkpoints.first == 2 && checkpoints.contains(3) && checkpoints.last == 2)
+        #expect(checkpoints.first == 2 && checkpoints.contains(3) && checkpoints.last == 1)
         // Start: the first frame heard ~110 ms after the command (plus b's 20 ms latency).
         let start = try #require(analysis.startTimes["a"])
         let latency = (start - Double(commandTime)) / 1e6
