@@ -199,4 +199,40 @@ final class LogLines: @unchecked Sendable {
         #expect(try await harness.messages("kitchen").isEmpty)
         await #expect(throws: TestFailure.self) { try await harness.control(["command": "join", "room": "attic"]) }
     }
+
+    /// Pause and resume are anchors scheduled ahead, the same for every room: all stop on one
+    /// frame and start again from it together.
+    @Test func pauseAndResumeAreSharedAnchors() async throws {
+        let directory = try TemporaryDirectory("house-pause")
+        defer { directory.remove() }
+        let a = directory.file("a.flac")
+        try Self.tone(a, seconds: 3, frequency: 300)
+        let harness = HouseHarness()
+        try await harness.connect("kitchen")
+        try await harness.connect("office", latency: 20_000_000)
+        _ = try await harness.control(["command": "play", "files": [a]])
+        let stream = try await harness.waitForProduction()
+        let delay = House.Configuration().startDelayNanoseconds
+        // Heard from start + delay + the largest room latency (office's 20 ms).
+        let start = 1_000_000_000 + delay + 20_000_000
+        harness.clock.advance(by: delay + 20_000_000 + 1_000_000_000)
+        let paused = try await harness.control(["command": "pause"])
+        let pauseTime = harness.clock.now() + House.Configuration().pauseDelayNanoseconds
+        let pauseFrame = (pauseTime - start) * 48000 / 1_000_000_000
+        #expect(paused["paused"] as? Double == Double(pauseFrame) / 48000)
+        await #expect(throws: TestFailure.self) { try await harness.control(["command": "pause"]) }
+        harness.clock.advance(by: 2_000_000_000)
+        _ = try await harness.control(["command": "resume"])
+        let resumeTime = harness.clock.now() + delay + 20_000_000
+        for room in ["kitchen", "office"] {
+            let anchors = try await harness.messages(room).compactMap { if case .anchor(let a) = $0 { return a } else { return nil } }
+            #expect(anchors == [
+                .init(streamID: stream.id, timelineFrame: 0, serverTime: start, isPlaying: true),
+                .init(streamID: stream.id, timelineFrame: pauseFrame, serverTime: pauseTime, isPlaying: false),
+                .init(streamID: stream.id, timelineFrame: pauseFrame, serverTime: resumeTime, isPlaying: true),
+            ], "\(room)")
+        }
+        let status = try await harness.control(["command": "status"])
+        #expect(status["state"] as? String == "playing")
+    }
 }

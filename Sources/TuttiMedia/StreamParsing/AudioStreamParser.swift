@@ -51,7 +51,7 @@ public final class AudioStreamParser {
         guard !finished else { throw streamError(.invalidArgument, "bytes pushed after finish()") }
         byteCount += Int64(bytes.count)
         var events: [ParsedEvent] = []
-        do {
+        do throws(MediaError) {
             if let parser {
                 try parser.push(bytes, into: &events)
                 return events
@@ -86,7 +86,7 @@ public final class AudioStreamParser {
         guard !finished else { return [] }
         finished = true
         var events: [ParsedEvent] = []
-        do {
+        do throws(MediaError) {
             if parser == nil {
                 if id3Remaining > 0 {
                     throw streamError(.truncated, "stream ends inside its ID3v2 tag (\(id3Remaining) bytes missing)")
@@ -145,9 +145,14 @@ public final class AudioStreamParser {
             parser = newParser
             let buffered = sniffBuffer
             sniffBuffer = []
-            try buffered.withUnsafeBytes { (all: UnsafeRawBufferPointer) throws(MediaError) in
-                try newParser.push(UnsafeRawBufferPointer(rebasing: all[start...]), into: &events)
+            var newEvents: [ParsedEvent] = []
+            let result = buffered.withUnsafeBytes { all in
+                Result { () throws(MediaError) in
+                    try newParser.push(UnsafeRawBufferPointer(rebasing: all[start...]), into: &newEvents)
+                }
             }
+            events += newEvents
+            try result.get()
         }
     }
 

@@ -38,7 +38,7 @@ final class LibavFrameParser {
         guard !bytes.isEmpty, let parser, let context else { return }
         let padding = Int(AV_INPUT_BUFFER_PADDING_SIZE)
         if padded.count < bytes.count + padding { padded = [UInt8](repeating: 0, count: bytes.count + padding) }
-        try padded.withUnsafeMutableBytes { (buffer: UnsafeMutableRawBufferPointer) throws(MediaError) in
+        let result = padded.withUnsafeMutableBytes { (buffer: UnsafeMutableRawBufferPointer) in Result { () throws(MediaError) in
             buffer.copyMemory(from: bytes)
             (buffer.baseAddress! + bytes.count).initializeMemory(as: UInt8.self, repeating: 0, count: padding)
             var input = buffer.baseAddress!.assumingMemoryBound(to: UInt8.self)
@@ -57,7 +57,8 @@ final class LibavFrameParser {
                     break  // no progress (does not happen with libavcodec's audio parsers)
                 }
             }
-        }
+        } }
+        try result.get()
     }
 
     /// End of input: delivers the frames held back.
