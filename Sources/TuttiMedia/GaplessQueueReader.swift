@@ -11,6 +11,8 @@ public struct QueueItemReport: Sendable {
     public var frameCount: Int64
     /// Set when the item could not be played, or only partly (truncated, corrupt).
     public var error: MediaError?
+    /// Which pass over the queue this is, from 0 (the looper repeats the queue).
+    public var pass: Int = 0
 }
 
 /// Reads a queue of files as one continuous PCM stream at an output rate and channel count:
@@ -43,8 +45,15 @@ public final class GaplessQueueReader {
     /// - Parameters:
     ///   - firstItem, offset: where to start (a seek); earlier items are skipped.
     ///   - firstFrame: the output frame number of the first frame read (the timeline position).
+    /// How many times the queue plays (nil: until the reader is abandoned). Passes join
+    /// gaplessly, sample-exact at the seams, like AVPlayerLooper's treadmill.
+    public let passes: Int?
+    private var pass = 0
+
     public init(paths: [String], outputRate: Int, channelCount: Int, quality: Resampler.Quality = .high,
-                firstItem: Int = 0, offset: MediaTime = .zero, firstFrame: Int64 = 0) {
+                firstItem: Int = 0, offset: MediaTime = .zero, firstFrame: Int64 = 0, passes: Int? = 1) {
+        precondition(passes.map { $0 >= 1 } ?? true, "a queue plays at least once")
+        self.passes = passes
         self.paths = paths
         self.outputRate = outputRate
         self.channelCount = channelCount
@@ -113,10 +122,19 @@ public final class GaplessQueueReader {
 
     /// Opens the next playable item; false when none is left.
     private func openNext() -> Bool {
-        while nextIndex < paths.count {
+        var failuresThisPass = 0
+        while true {
+            if nextIndex == paths.count {
+                // Another pass, unless done — or unless a whole pass failed (nothing would ever play).
+                let playedSomething = failuresThisPass < paths.count
+                guard !paths.isEmpty, playedSomething, passes.map({ pass + 1 < $0 }) ?? true else { return false }
+                pass += 1
+                nextIndex = 0
+                failuresThisPass = 0
+            }
             let index = nextIndex
             nextIndex += 1
-            var report = QueueItemReport(index: index, path: paths[index], info: nil, startFrame: inputPosition, frameCount: 0, error: nil)
+            var report = QueueItemReport(index: index, path: paths[index], info: nil, startFrame: inputPosition, frameCount: 0, error: nil, pass: pass)
             let opened: AudioFileDecoder
             do throws(MediaError) {
                 opened = try AudioFileDecoder(path: paths[index], outputChannelCount: channelCount)
@@ -127,6 +145,7 @@ public final class GaplessQueueReader {
                 startOffset = .zero
                 report.error = error
                 onItem?(report)
+                failuresThisPass += 1
                 continue
             }
             startOffset = .zero
@@ -138,6 +157,7 @@ public final class GaplessQueueReader {
                 } catch {
                     report.error = error
                     onItem?(report)
+                    failuresThisPass += 1
                     continue
                 }
             }
@@ -148,7 +168,6 @@ public final class GaplessQueueReader {
             onItem?(report)
             return true
         }
-        return false
     }
 
     private var tail: [Float] = []

@@ -22,6 +22,8 @@ public final class QueuePlayer: @unchecked Sendable {
         public var resamplerQuality: Resampler.Quality = .high
         /// Where to start in the first item.
         public var startTime: MediaTime = .zero
+        /// How many times the queue plays, joined seamlessly (nil: until stopped): the looper.
+        public var passes: Int? = 1
         public init() {}
     }
 
@@ -94,7 +96,8 @@ public final class QueuePlayer: @unchecked Sendable {
             producerFinished.store(true, ordering: .releasing)
         }
         let reader = GaplessQueueReader(paths: items.map(\.path), outputRate: outputFormat.sampleRate, channelCount: outputFormat.channelCount,
-                                        quality: configuration.resamplerQuality, offset: configuration.startTime)
+                                        quality: configuration.resamplerQuality, offset: configuration.startTime,
+                                        passes: configuration.passes)
         reader.onItem = { [self] in record($0) }
         var block: [Float] = []
         while !stopRequested.load(ordering: .acquiring) {
@@ -105,7 +108,11 @@ public final class QueuePlayer: @unchecked Sendable {
 
     private func record(_ outcome: ItemOutcome) {
         outcomes.withLock { list in
-            if let last = list.indices.last, list[last].index == outcome.index { list[last] = outcome } else { list.append(outcome) }
+            if let last = list.indices.last, list[last].index == outcome.index && list[last].pass == outcome.pass {
+                list[last] = outcome
+            } else {
+                list.append(outcome)
+            }
         }
         onItemEvent?(outcome)
     }

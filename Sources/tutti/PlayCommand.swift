@@ -41,6 +41,9 @@ struct Play: ParsableCommand {
     @Option(help: "Start this many seconds into the first file.")
     var start: Double = 0
 
+    @Option(help: "Play the queue N times, or 'forever', joined seamlessly (sample-exact at the seams).")
+    var loop: LoopCount = .times(1)
+
     @Option(name: .customLong("device-drift-ppm"), parsing: .unconditional, help: "Crystal error of a virtual/null device, in ppm.")
     var deviceDriftPPM: Double = 0
 
@@ -72,6 +75,7 @@ struct Play: ParsableCommand {
         }
         var configuration = QueuePlayer.Configuration()
         configuration.startTime = MediaTime(seconds: start)
+        if case .times(let n) = loop { configuration.passes = n } else { configuration.passes = nil }
         let player = QueuePlayer(items: files.map(PlayerItem.init(path:)),
                                  outputFormat: .pipeline(sampleRate: device.format.sampleRate, channelCount: device.format.channelCount),
                                  configuration: configuration)
@@ -120,6 +124,20 @@ final class InterruptFlag: Sendable {
 }
 
 extension SampleFormat: ExpressibleByArgument {}
+
+/// `--loop 3` or `--loop forever`.
+enum LoopCount: ExpressibleByArgument, Equatable {
+    case times(Int)
+    case forever
+
+    init?(argument: String) {
+        if argument == "forever" { self = .forever; return }
+        guard let n = Int(argument), n >= 1 else { return nil }
+        self = .times(n)
+    }
+
+    static var defaultValueDescription: String { "1" }
+}
 
 /// The one-line "position / duration  title" display on a terminal.
 final class ProgressLine: @unchecked Sendable {

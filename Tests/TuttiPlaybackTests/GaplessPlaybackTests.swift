@@ -158,3 +158,61 @@ func renderQueue(_ paths: [String], to output: String, sampleRate: Int = 48000, 
         #expect(SignalCheck.maxDifference(Array(output.samples.suffix(96000)), reference2) < 1e-6)
     }
 }
+
+/// The looper: a template item played N times, joined seamlessly.
+@Suite struct LooperTests {
+    /// 20 iterations of a 1.3 s item: exactly 20 times the item, sample for sample.
+    @Test func twentyIterationsAreExactlyTwentyItems() throws {
+        let directory = try TemporaryDirectory("looper")
+        defer { directory.remove() }
+        let item = directory.file("item.flac")
+        try TestMedia.generateTone(item, seconds: 1.3, sampleRate: 48000)
+        var configuration = QueuePlayer.Configuration()
+        configuration.passes = 20
+        let format = AudioFormat(sampleRate: 48000, channelCount: 2)
+        let player = QueuePlayer(items: [PlayerItem(path: item)], outputFormat: format, configuration: configuration)
+        let device = WAVFileDevice(path: directory.file("loop.wav"), format: format)
+        try player.play(on: device)
+        let outcomes = try player.waitUntilFinished()
+        #expect(outcomes.count == 20 && outcomes.map(\.pass) == Array(0..<20))
+        #expect(outcomes.allSatisfy { $0.error == nil && $0.frameCount == 62_400 })
+        let output = try WAVFile(path: directory.file("loop.wav"))
+        let once = try TestMedia.decodeWithFFmpeg(item)
+        #expect(output.frameCount == 20 * 62_400)
+        #expect(output.samples == Array((0..<20).map { _ in once }.joined()))
+    }
+
+    /// At another rate the seams stay continuous through the resampler: the loop equals the
+    /// concatenation resampled once.
+    @Test func resampledLoopsAreContinuous() throws {
+        let directory = try TemporaryDirectory("looper-rate")
+        defer { directory.remove() }
+        let item = directory.file("item.wav")
+        try TestMedia.generateTone(item, seconds: 1.3, sampleRate: 44100)
+        var configuration = QueuePlayer.Configuration()
+        configuration.passes = 5
+        let format = AudioFormat(sampleRate: 48000, channelCount: 2)
+        let player = QueuePlayer(items: [PlayerItem(path: item)], outputFormat: format, configuration: configuration)
+        try player.play(on: WAVFileDevice(path: directory.file("loop.wav"), format: format))
+        _ = try player.waitUntilFinished()
+        let output = try WAVFile(path: directory.file("loop.wav"))
+        #expect(abs(output.frameCount - 5 * 62_400) <= 1)
+        let joined = directory.file("joined.wav")
+        try TestMedia.ffmpeg(["-stream_loop", "4", "-i", item, "-c:a", "pcm_f32le", joined])
+        let reference = try TestMedia.decodeWithFFmpeg(joined, filters: "aresample=48000:resampler=soxr:precision=20")
+        let body = 48_000..<(4 * 62_400)
+        #expect(SignalCheck.rmsDifference(output.samples, reference, channels: 2, frames: body) < 1e-4)
+    }
+
+    @Test func aQueueThatNeverPlaysDoesNotLoopForever() throws {
+        let directory = try TemporaryDirectory("looper-bad")
+        defer { directory.remove() }
+        var configuration = QueuePlayer.Configuration()
+        configuration.passes = nil
+        let format = AudioFormat(sampleRate: 48000, channelCount: 2)
+        let player = QueuePlayer(items: [PlayerItem(path: directory.file("missing.flac"))], outputFormat: format, configuration: configuration)
+        try player.play(on: WAVFileDevice(path: directory.file("out.wav"), format: format))
+        let outcomes = try player.waitUntilFinished()
+        #expect(outcomes.count == 1 && outcomes[0].error?.kind == .notFound)
+    }
+}
