@@ -48,11 +48,13 @@ public final class AudioFileDecoder {
     public init(path: String, outputChannelCount: Int? = nil) throws(MediaError) {
         _ = FFmpeg.quietLogging
         var ctx: UnsafeMutablePointer<AVFormatContext>? = nil
+        let location = try InputLocation(path)
         // MP4 with a simple edit list: Tutti trims the priming and padding itself (see MP4Timing).
-        let mp4Timing = MP4Timing.soundTracks(path: path)
+        let mp4Timing = location.isStream ? nil : MP4Timing.soundTracks(path: path)
         var options: OpaquePointer? = nil
         if mp4Timing != nil { av_dict_set(&options, "ignore_editlist", "1", 0) }
-        let openStatus = avformat_open_input(&ctx, path, nil, &options)
+        let demuxer = location.demuxer(options: &options)
+        let openStatus = avformat_open_input(&ctx, location.url, demuxer, &options)
         av_dict_free(&options)
         guard openStatus >= 0, let ctx else {
             throw Self.openError(path: path, status: openStatus)
@@ -150,7 +152,7 @@ public final class AudioFileDecoder {
         // MP3's stream duration includes the encoder delay and padding that the decoder trims:
         // report the trimmed length, exactly from the LAME tag when there is one.
         let isMP3 = codecContext!.pointee.codec_id == AV_CODEC_ID_MP3
-        if isMP3, !estimated, let frames = LAMEHeader.exactFrameCount(path: path, sampleRate: rate) {
+        if isMP3, !estimated, !location.isStream, let frames = LAMEHeader.exactFrameCount(path: path, sampleRate: rate) {
             duration = MediaTime(frame: frames, sampleRate: rate)
         } else if isMP3, let d = duration, start > 0, start != FFmpeg.noPTS, !estimated {
             let delay = MediaTime(value: start * Int64(timeBase.num), timescale: timeBase.den)
@@ -339,7 +341,7 @@ public final class AudioFileDecoder {
         if status == tutti_averror(EACCES) { return MediaError(.unreadable, input: path, reason: "permission denied") }
         if status == tutti_averror(EISDIR) { return MediaError(.unreadable, input: path, reason: "is a directory") }
         var file = stat()
-        if stat(path, &file) == 0, file.st_size == 0 { return MediaError(.notAudio, input: path, reason: "empty file") }
+        if stat(path, &file) == 0, file.st_mode & S_IFMT == S_IFREG, file.st_size == 0 { return MediaError(.notAudio, input: path, reason: "empty file") }
         if status == FFmpeg.eof { return MediaError(.truncated, input: path, reason: "file ends before its first audio data (truncated)") }
         return MediaError(.notAudio, input: path, reason: "not a media file FFmpeg can read (\(FFmpeg.message(status)))")
     }

@@ -75,8 +75,10 @@ public final class QueuePlayer: @unchecked Sendable {
 
     /// Waits for the queue to play out (or for `stop`), then returns what happened to each item.
     public func waitUntilFinished() throws(DeviceError) -> [ItemOutcome] {
-        producerDone.wait()
         try device?.waitUntilFinished()
+        // After a stop the producer may sit in a read of a pipe or stdin that only its writer
+        // can end; playback is over, so do not wait for it.
+        if !stopRequested.load(ordering: .acquiring) { producerDone.wait() }
         return outcomes.withLock { $0 }
     }
 

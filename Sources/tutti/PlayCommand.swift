@@ -23,7 +23,7 @@ struct Play: ParsableCommand {
             Without --output: ALSA "default" if the machine has a sound card, else virtual:tutti-virtual.wav.
             """)
 
-    @Argument(help: "Audio files to play, in order.")
+    @Argument(help: "What to play, in order: files, - for standard input, or pipe:PATH for a named pipe (raw PCM: pipe:PATH?sampleformat=48000:16:2).")
     var files: [String]
 
     @Option(name: .shortAndLong, help: "Where to play: alsa:<pcm>, wav:<path>, virtual:<path> or null.")

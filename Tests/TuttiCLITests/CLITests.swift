@@ -143,3 +143,58 @@ struct TuttiProcess {
         #expect(wav.frameCount > 0 && wav.frameCount < 30 * 48000)
     }
 }
+
+/// Standard input and named pipes, like Snapcast's pipe source.
+@Suite struct PipeInputTests {
+    @Test func standardInputPlaysAnyFormat() throws {
+        let directory = try TemporaryDirectory("cli-stdin")
+        defer { directory.remove() }
+        let input = directory.file("in.flac")
+        try TestMedia.generateTone(input, seconds: 1.5, sampleRate: 48000)
+        let output = directory.file("out.wav")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: TuttiProcess.executable)
+        process.arguments = ["play", "-", "--output", "wav:\(output)"]
+        process.standardInput = try FileHandle(forReadingFrom: URL(fileURLWithPath: input))
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+        let wav = try WAVFile(path: output)
+        #expect(SignalCheck.maxDifference(wav.samples, try TestMedia.decodeWithFFmpeg(input)) < 1e-6)
+        #expect(wav.frameCount == 72_000)
+    }
+
+    /// Raw PCM through a FIFO, described in the spec as Snapcast does (rate:bits:channels).
+    @Test func namedPipeCarriesRawPCM() throws {
+        let directory = try TemporaryDirectory("cli-fifo")
+        defer { directory.remove() }
+        let raw = directory.file("in.raw")
+        try TestMedia.ffmpeg(["-f", "lavfi", "-i", "sine=frequency=500:sample_rate=44100:duration=1", "-ac", "2", "-f", "s16le", raw])
+        let fifo = directory.file("audio.fifo")
+        #expect(mkfifo(fifo, 0o600) == 0)
+        let output = directory.file("out.wav")
+        let player = Process()
+        player.executableURL = URL(fileURLWithPath: TuttiProcess.executable)
+        player.arguments = ["play", "pipe:\(fifo)?sampleformat=44100:16:2", "--output", "wav:\(output)", "--rate", "44100"]
+        player.standardError = FileHandle.nullDevice
+        try player.run()
+        // The writer opens the FIFO write-only (a read-write open would never see the reader).
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: raw))
+        let writer = try FileHandle(forWritingTo: URL(fileURLWithPath: fifo))
+        writer.write(bytes)
+        try writer.close()
+        player.waitUntilExit()
+        #expect(player.terminationStatus == 0)
+        let wav = try WAVFile(path: output)
+        #expect(wav.frameCount == 44_100)
+        let expected = bytes.withUnsafeBytes { Array($0.bindMemory(to: Int16.self)).map { Float($0) / 32768 } }
+        #expect(SignalCheck.maxDifference(wav.samples, expected) < 1e-6)
+    }
+
+    @Test func badPipeSpecsAreExplained() throws {
+        let result = try TuttiProcess.run(["info", "pipe:/tmp/x?sampleformat=48000:12:2"])
+        #expect(result.status == 1)
+        #expect(result.standardError.contains("sampleformat must be RATE:BITS:CHANNELS"))
+    }
+}
