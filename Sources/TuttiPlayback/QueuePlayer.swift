@@ -32,6 +32,8 @@ public final class QueuePlayer: @unchecked Sendable {
     public let outputFormat: AudioFormat
     /// Called on the producer thread as items start and fail; keep it quick.
     public var onItemEvent: (@Sendable (ItemOutcome) -> Void)?
+    /// Called on the player's monitor thread for every `PlayerEvent`, in order; set before `play`.
+    public var onEvent: (@Sendable (PlayerEvent) -> Void)?
 
     private let source: RingRenderSource
     private let stopRequested = Atomic<Bool>(false)
@@ -58,12 +60,63 @@ public final class QueuePlayer: @unchecked Sendable {
         }
         thread.name = "tutti-decode"
         thread.start()
+        emit(.status(.waitingToPlayAtSpecifiedRate, reason: .evaluatingBufferingRate, hostTime: device.position().hostTime))
         let preroll = Int(configuration.prerollDuration.frame(atSampleRate: outputFormat.sampleRate))
         let target = min(preroll, source.ring.capacityFrames)
         while source.ring.readableFrames < target && !producerFinished.load(ordering: .acquiring) {
             source.waitForFrames(timeoutNanoseconds: 5_000_000)
         }
         try device.start(source: source)
+        if onEvent != nil {
+            let monitor = Thread { [self] in monitorPlayback(device) }
+            monitor.name = "tutti-monitor"
+            monitor.start()
+        }
+    }
+
+    private func emit(_ event: PlayerEvent) { onEvent?(event) }
+
+    /// Turns device positions into events: items are reported when their first frame is
+    /// emitted, with that frame's exact host time (from the device's position report), not
+    /// when the monitor happens to look. A display-rate loop, off the audio path.
+    private func monitorPlayback(_ device: any OutputDevice) {
+        let rate = Double(outputFormat.sampleRate)
+        var announced = 0
+        var failuresReported = Set<String>()
+        var underruns = 0
+        var playing = false
+        func time(ofFrame frame: Int64, _ position: DevicePosition) -> Int64 {
+            position.hostTime + Int64((Double(frame - position.framesEmitted) * 1e9 / rate).rounded())
+        }
+        while true {
+            let finished = device.isFinished
+            let position = device.position()
+            if !playing && position.framesEmitted > 0 {
+                playing = true
+                emit(.status(.playing, reason: nil, hostTime: time(ofFrame: 0, position)))
+            }
+            let items = outcomes.withLock { $0 }
+            for item in items where item.error != nil || item.info == nil {
+                let key = "\(item.pass)/\(item.index)"
+                if failuresReported.insert(key).inserted { emit(.itemFailed(item, hostTime: position.hostTime)) }
+            }
+            let playable = items.filter { $0.info != nil && ($0.frameCount > 0 || $0.error == nil) }
+            while announced < playable.count, playable[announced].startFrame <= position.framesEmitted {
+                emit(.itemStarted(playable[announced], hostTime: time(ofFrame: playable[announced].startFrame, position)))
+                announced += 1
+            }
+            if device.underrunCount > underruns {
+                underruns = device.underrunCount
+                emit(.stalled(underruns: underruns, hostTime: position.hostTime))
+            }
+            if finished {
+                emit(.status(.paused, reason: nil, hostTime: position.hostTime))
+                emit(.ended(hostTime: position.hostTime))
+                return
+            }
+            var pause = timespec(tv_sec: 0, tv_nsec: 5_000_000)
+            nanosleep(&pause, nil)  // display-rate polling; the times reported come from the device
+        }
     }
 
     /// Stops playback now (Ctrl-C). `waitUntilFinished` then returns promptly.

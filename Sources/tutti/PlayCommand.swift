@@ -50,6 +50,9 @@ struct Play: ParsableCommand {
     @Flag(name: .long, help: "Do not show the progress line.")
     var quiet = false
 
+    @Option(help: "Write events to stdout for scripts: 'jsonl' gives one JSON object per line (status, item, stall, error, end), each with mono_ns, the CLOCK_MONOTONIC time it is heard.")
+    var events: EventFormat?
+
     func validate() throws {
         guard (8000...384_000).contains(rate) else { throw ValidationError("--rate \(rate): must be between 8000 and 384000 Hz") }
         guard (1...8).contains(channels) else { throw ValidationError("--channels \(channels): must be between 1 and 8") }
@@ -79,7 +82,8 @@ struct Play: ParsableCommand {
         let player = QueuePlayer(items: files.map(PlayerItem.init(path:)),
                                  outputFormat: .pipeline(sampleRate: device.format.sampleRate, channelCount: device.format.channelCount),
                                  configuration: configuration)
-        let showProgress = !quiet && Terminal.stderrIsTerminal
+        let showProgress = !quiet && events == nil && Terminal.stderrIsTerminal
+        if events == .jsonl { player.onEvent = { Terminal.standardOutput(EventLine.json($0) + "\n") } }
         let progress = ProgressLine(enabled: showProgress, sampleRate: device.format.sampleRate)
         player.onItemEvent = { outcome in
             if let error = outcome.error, outcome.frameCount > 0 || outcome.info == nil {
@@ -124,6 +128,37 @@ final class InterruptFlag: Sendable {
 }
 
 extension SampleFormat: ExpressibleByArgument {}
+
+enum EventFormat: String, ExpressibleByArgument {
+    case jsonl
+}
+
+/// One `--events jsonl` line.
+enum EventLine {
+    static func json(_ event: PlayerEvent) -> String {
+        var object: [String: Any]
+        switch event {
+        case .status(let status, let reason, let time):
+            object = ["event": "status", "status": status.rawValue, "mono_ns": time]
+            if let reason { object["reason"] = reason.rawValue }
+        case .itemStarted(let item, let time):
+            object = ["event": "item", "index": item.index, "pass": item.pass, "path": item.path, "mono_ns": time]
+            if let info = item.info {
+                object["title"] = info.displayTitle
+                if let d = info.duration { object["duration"] = d.seconds }
+            }
+        case .itemFailed(let item, let time):
+            object = ["event": "error", "index": item.index, "path": item.path, "reason": item.error?.reason ?? "failed",
+                      "message": item.error?.description ?? item.path, "mono_ns": time]
+        case .stalled(let underruns, let time):
+            object = ["event": "stall", "underruns": underruns, "mono_ns": time]
+        case .ended(let time):
+            object = ["event": "end", "mono_ns": time]
+        }
+        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data()
+        return String(decoding: data, as: UTF8.self)
+    }
+}
 
 /// `--loop 3` or `--loop forever`.
 enum LoopCount: ExpressibleByArgument, Equatable {

@@ -198,3 +198,35 @@ struct TuttiProcess {
         #expect(result.standardError.contains("sampleformat must be RATE:BITS:CHANNELS"))
     }
 }
+
+@Suite struct EventsTests {
+    /// `--events jsonl`: every state change on its own line, items stamped with the exact time
+    /// their first frame leaves the (virtual) sound card.
+    @Test func eventsAreJSONLinesWithExactTimes() throws {
+        let directory = try TemporaryDirectory("cli-events")
+        defer { directory.remove() }
+        let a = directory.file("a.flac"), b = directory.file("b.wav")
+        try TestMedia.generateTone(a, seconds: 0.6, sampleRate: 48000)
+        try TestMedia.generateTone(b, seconds: 0.4, sampleRate: 48000)
+        let output = directory.file("v.wav")
+        let result = try TuttiProcess.run(["play", a, directory.file("gone.mp3"), b, "--output", "virtual:\(output)", "--events", "jsonl"])
+        #expect(result.status == 1)
+        let events = try result.standardOutput.split(separator: "\n").map { try JSONSerialization.jsonObject(with: Data($0.utf8)) as! [String: Any] }
+        let kinds = events.map { $0["event"] as! String }
+        // The error is reported when found (its timing against the first item depends on decoding).
+        #expect(kinds.filter { $0 != "error" } == ["status", "status", "item", "item", "status", "end"], "\(kinds)")
+        #expect(kinds.filter { $0 == "error" }.count == 1)
+        #expect(events.allSatisfy { ($0["mono_ns"] as? NSNumber) != nil })
+        #expect(events.first?["status"] as? String == "waitingToPlayAtSpecifiedRate")
+        let items = events.filter { $0["event"] as? String == "item" }
+        #expect(items.map { $0["index"] as? Int } == [0, 2])
+        let times = items.map { ($0["mono_ns"] as! NSNumber).int64Value }
+        // The first item starts with the card's first frame; the second exactly 0.6 s later.
+        let firstPeriod = try String(contentsOfFile: output + ".timing.jsonl", encoding: .utf8).split(separator: "\n").first!
+        let firstTime = ((try JSONSerialization.jsonObject(with: Data(firstPeriod.utf8)) as! [String: Any])["mono_ns"] as! NSNumber).int64Value
+        #expect(times[0] == firstTime)
+        #expect(abs(times[1] - times[0] - 600_000_000) <= 21_000)
+        let error = try #require(events.first { $0["event"] as? String == "error" })
+        #expect(error["reason"] as? String == "no such file")
+    }
+}
