@@ -68,13 +68,19 @@ public final class QueuePlayer: @unchecked Sendable {
         }
         try device.start(source: source)
         if onEvent != nil {
-            let monitor = Thread { [self] in monitorPlayback(device) }
+            monitorRunning = true
+            let monitor = Thread { [self] in
+                monitorPlayback(device)
+                monitorDone.signal()
+            }
             monitor.name = "tutti-monitor"
             monitor.start()
         }
     }
 
     private func emit(_ event: PlayerEvent) { onEvent?(event) }
+    private let monitorDone = DispatchSemaphore(value: 0)
+    private var monitorRunning = false
 
     /// Turns device positions into events: items are reported when their first frame is
     /// emitted, with that frame's exact host time (from the device's position report), not
@@ -132,6 +138,8 @@ public final class QueuePlayer: @unchecked Sendable {
         // After a stop the producer may sit in a read of a pipe or stdin that only its writer
         // can end; playback is over, so do not wait for it.
         if !stopRequested.load(ordering: .acquiring) { producerDone.wait() }
+        // The last events (end of playback) are out before this returns.
+        if monitorRunning { monitorDone.wait() }
         return outcomes.withLock { $0 }
     }
 
