@@ -38,6 +38,7 @@ extension House {
         switch command {
         case "play":
             guard let files = request["files"] as? [String], !files.isEmpty else { throw ControlError("play needs at least one file") }
+            try checkReadable(files)
             if let names = request["rooms"] as? [String], !names.isEmpty {
                 let unknown = names.filter { name in !rooms.values.contains { $0.name == name } }
                 if !unknown.isEmpty { throw ControlError("no such room: \(unknown.joined(separator: ", ")) (connected: \(roomNames))") }
@@ -103,6 +104,7 @@ extension House {
             return ["items": queueReport(), "current": currentItem?.index ?? -1]
         case "queue-add":
             guard let file = request["file"] as? String else { throw ControlError("queue add needs a file") }
+            try checkReadable([file])
             let at = (request["at"] as? Int) ?? state.queue.count
             guard (0...state.queue.count).contains(at) else { throw ControlError("queue position \(at) is out of range 0…\(state.queue.count)") }
             state.queue.insert(file, at: at)
@@ -125,6 +127,16 @@ extension House {
             return statusReport()
         default:
             throw ControlError("unknown command \(command)")
+        }
+    }
+
+    /// Refuses files the house cannot open at all (a damaged file is found while decoding).
+    private func checkReadable(_ files: [String]) throws {
+        for file in files where !file.contains("://") && file != "-" && !file.hasPrefix("pipe:") {
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: file, isDirectory: &isDirectory) else { throw ControlError("\(file): no such file") }
+            guard !isDirectory.boolValue else { throw ControlError("\(file): is a directory") }
+            guard FileManager.default.isReadableFile(atPath: file) else { throw ControlError("\(file): permission denied") }
         }
     }
 

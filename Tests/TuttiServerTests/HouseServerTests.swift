@@ -99,15 +99,20 @@ import TuttiTestSupport
         let port = try await first.start()
         let group = MultiThreadedEventLoopGroup.singleton
         // Queue edits while stopped are kept; they need no flush.
-        _ = try await ControlClient.send(#"{"command":"queue-add","file":"/music/a.flac"}"#, host: "127.0.0.1", port: port, group: group)
-        _ = try await ControlClient.send(#"{"command":"queue-add","file":"/music/b.flac","at":0}"#, host: "127.0.0.1", port: port, group: group)
+        let a = directory.file("a.flac"), b = directory.file("b.flac")
+        try TestMedia.generateTone(a, seconds: 0.2)
+        try TestMedia.generateTone(b, seconds: 0.2)
+        _ = try await ControlClient.send(#"{"command":"queue-add","file":"\#(a)"}"#, host: "127.0.0.1", port: port, group: group)
+        _ = try await ControlClient.send(#"{"command":"queue-add","file":"\#(b)","at":0}"#, host: "127.0.0.1", port: port, group: group)
+        let missing = try await ControlClient.send(#"{"command":"queue-add","file":"/nowhere/c.flac"}"#, host: "127.0.0.1", port: port, group: group)
+        #expect(!missing.ok && missing.json.contains("/nowhere/c.flac: no such file"))
         await first.stop()
         let second = HouseServer(host: "127.0.0.1", port: 0, configuration: configuration) { _ in }
         let secondPort = try await second.start()
         let reply = try await ControlClient.send(#"{"command":"queue"}"#, host: "127.0.0.1", port: secondPort, group: group)
         let object = try JSONSerialization.jsonObject(with: Data(reply.json.utf8)) as! [String: Any]
         let paths = (object["items"] as! [[String: Any]]).map { $0["path"] as! String }
-        #expect(paths == ["/music/b.flac", "/music/a.flac"])
+        #expect(paths == [b, a])
         await second.stop()
         // A damaged state file is reported and ignored.
         try "{not json".write(toFile: directory.file("house.json"), atomically: true, encoding: .utf8)
