@@ -222,7 +222,6 @@ public final class PlayoutEngine: @unchecked Sendable {
     }
 
     private func run() {
-        let channels = device.format.channelCount
         while running.load(ordering: .acquiring) {
             if source.ring.readableFrames >= configuration.leadFrames || source.ring.writableFrames < configuration.blockFrames {
                 source.consumed.prepareToWait()
@@ -232,7 +231,6 @@ public final class PlayoutEngine: @unchecked Sendable {
             let firstFrame = source.nextWriteDeviceFrame
             renderBlock(firstFrame: firstFrame)
             _ = block.withUnsafeBufferPointer { source.ring.write($0.baseAddress!, frames: configuration.blockFrames) }
-            _ = channels
         }
     }
 
@@ -268,7 +266,7 @@ public final class PlayoutEngine: @unchecked Sendable {
             case .silence(let frames):
                 offset += frames
             case .audio(let frames, let start, let step):
-                if let start { position(at: start, stream: stream) }
+                if let start { position(at: start) }
                 let produced = renderAudio(into: offset, frames: frames, step: step, endFrame: inputs.endFrame)
                 if produced < frames {
                     if wasPlaying {
@@ -323,7 +321,7 @@ public final class PlayoutEngine: @unchecked Sendable {
 
     /// Re-seats the resampler so that the next output frame reads the timeline at `start`,
     /// refilling its input from the chunk store (starts are rare; the cost is one chunk decode).
-    private func position(at start: FramePosition, stream: PlayoutInputs.Stream) {
+    private func position(at start: FramePosition) {
         resampler.reset(firstInputFrame: start.frame - Int64(resampler.lookaheadFrames),
                         position: start)
     }
