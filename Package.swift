@@ -18,6 +18,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-atomics", from: "1.3.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
     ],
     targets: [
         // System libraries from Debian packages (see Makefile `deps`).
@@ -30,7 +31,12 @@ let package = Package(
         .target(name: "CAllocationCounter"),
 
         .target(name: "TuttiCore", dependencies: [.product(name: "Atomics", package: "swift-atomics")]),
-        .target(name: "TuttiMedia", dependencies: ["TuttiCore", "CFFmpeg", "CSoxr", "CLibOgg"]),
+        .target(name: "TuttiMedia", dependencies: [
+            "TuttiCore", "CFFmpeg", "CSoxr", "CLibOgg",
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+        ]),
         .target(name: "TuttiDevices", dependencies: ["TuttiCore", "CALSA",
                                                      .product(name: "Atomics", package: "swift-atomics")]),
         .target(name: "TuttiPlayback", dependencies: ["TuttiCore", "TuttiMedia", "TuttiDevices",
@@ -71,7 +77,12 @@ let package = Package(
         .testTarget(name: "TuttiServerTests", dependencies: ["TuttiServer", "TuttiNet", "TuttiTestSupport", "TuttiDiagnostics", "TuttiMedia"]),
         .testTarget(name: "TuttiCLITests", dependencies: ["TuttiTestSupport"]),
         // Shared test helpers: media generation with the ffmpeg CLI, WAV reading, signal checks.
-        .target(name: "TuttiTestSupport", dependencies: ["TuttiCore", "TuttiDiagnostics"], path: "Tests/TuttiTestSupport"),
+        .target(name: "TuttiTestSupport", dependencies: [
+            "TuttiCore", "TuttiDiagnostics",
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+        ], path: "Tests/TuttiTestSupport"),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -95,6 +95,7 @@ public final class ALSADevice: OutputDevice, @unchecked Sendable {
     }
 
     public var underrunCount: Int { xruns.load(ordering: .relaxed) }
+    public var isPaced: Bool { true }
     public var isFinished: Bool { finished.load(ordering: .acquiring) }
 
     public func start(source: any RenderSource) throws(DeviceError) {

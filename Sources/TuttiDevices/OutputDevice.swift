@@ -16,6 +16,10 @@ public protocol OutputDevice: AnyObject, Sendable {
     /// Frames queued between the render call and emission (the device's output latency).
     var bufferFrames: Int { get }
 
+    /// Whether a clock paces the render calls (a sound card, `virtual`, `null`). An offline
+    /// device (`wav:`) renders as fast as it can and waits for data instead of underrunning.
+    var isPaced: Bool { get }
+
     /// Called on the render thread; set before `start`.
     var renderLoopObserver: RenderLoopObserver? { get set }
 

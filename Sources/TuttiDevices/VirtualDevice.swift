@@ -90,6 +90,7 @@ public final class VirtualDevice: OutputDevice, @unchecked Sendable {
     }
 
     public var underrunCount: Int { underruns.load(ordering: .relaxed) }
+    public var isPaced: Bool { true }
     public var isFinished: Bool { finished.load(ordering: .acquiring) }
     /// Times the render thread had to wait for the capture writer (disk slower than real time).
     public var captureStallCount: Int { captureStalls.load(ordering: .relaxed) }

@@ -28,6 +28,7 @@ public final class WAVFileDevice: OutputDevice, @unchecked Sendable {
     }
 
     public var underrunCount: Int { 0 }
+    public var isPaced: Bool { false }
     public var isFinished: Bool { finished.load(ordering: .acquiring) }
 
     public func start(source: any RenderSource) throws(DeviceError) {

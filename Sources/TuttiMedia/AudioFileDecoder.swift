@@ -45,10 +45,41 @@ public final class AudioFileDecoder {
 
     public var sampleRate: Int { info.sampleRate }
 
-    public init(path: String, outputChannelCount: Int? = nil) throws(MediaError) {
+    /// The bytes FFmpeg reads when the input is not a local file (a URL), for buffering measures.
+    public var byteSource: (any MediaByteSource)? { customIO?.source }
+    /// The byte offset the demuxer reads from next (with a byte source).
+    public var bytePosition: Int64? { customIO?.position }
+    private let customIO: ByteSourceIOContext?
+
+    /// Opens `path`: a file, `-`, `pipe:PATH`, or an http(s) URL.
+    /// - Parameters:
+    ///   - byteSource: bytes to demux instead of opening `path` (which then only names them).
+    ///   - cancellation: lets another thread abort a network read this decoder is blocked in.
+    ///   - networkEvents: retries and radio titles of a URL input.
+    public init(path: String, outputChannelCount: Int? = nil, byteSource: (any MediaByteSource)? = nil,
+                cancellation: InputCancellation? = nil,
+                networkEvents: (@Sendable (HTTPByteSource.Event) -> Void)? = nil) throws(MediaError) {
         _ = FFmpeg.quietLogging
-        var ctx: UnsafeMutablePointer<AVFormatContext>? = nil
         let location = try InputLocation(path)
+        var source = byteSource
+        if source == nil, location.kind == .network {
+            let http = HTTPByteSource(url: path)
+            http.onEvent = networkEvents
+            cancellation?.register(http)
+            try http.open()
+            source = http
+        } else if let source {
+            cancellation?.register(source)
+        }
+        customIO = source.map { ByteSourceIOContext(source: $0) }
+        var ctx: UnsafeMutablePointer<AVFormatContext>? = avformat_alloc_context()
+        if let customIO {
+            ctx!.pointee.pb = customIO.context
+            // Bytes arrive over the network: probe and analyze only what the start needs
+            // (FFmpeg's defaults read up to 5 MB / 5 s before the first packet).
+            ctx!.pointee.probesize = 64 * 1024
+            ctx!.pointee.max_analyze_duration = Int64(AV_TIME_BASE) / 2
+        }
         // MP4 with a simple edit list: Tutti trims the priming and padding itself (see MP4Timing).
         let mp4Timing = location.isStream ? nil : MP4Timing.soundTracks(path: path)
         var options: OpaquePointer? = nil
@@ -57,6 +88,7 @@ public final class AudioFileDecoder {
         let openStatus = avformat_open_input(&ctx, location.url, demuxer, &options)
         av_dict_free(&options)
         guard openStatus >= 0, let ctx else {
+            if let failure = customIO?.failure { throw failure }
             throw Self.openError(path: path, status: openStatus)
         }
         format = ctx
@@ -256,7 +288,11 @@ public final class AudioFileDecoder {
         while true {
             let status = av_read_frame(format, packet)
             if status < 0 {
-                if status != FFmpeg.eof { readError = FFmpeg.message(status) }
+                if let failure = customIO?.failure {
+                    readError = failure.reason
+                } else if status != FFmpeg.eof {
+                    readError = FFmpeg.message(status)
+                }
                 draining = true
                 avcodec_send_packet(codec, nil)
                 return

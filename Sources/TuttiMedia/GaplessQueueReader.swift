@@ -28,6 +28,12 @@ public final class GaplessQueueReader {
     public let quality: Resampler.Quality
     /// Called on the reading thread when an item starts (with `frameCount` 0), fails, or ends.
     public var onItem: ((QueueItemReport) -> Void)?
+    /// Called on a network task with an item's retries and radio titles (item index, event).
+    public var onNetworkEvent: (@Sendable (Int, HTTPByteSource.Event) -> Void)?
+    /// Cancels network reads of this reader from another thread (a stopping player).
+    public let cancellation = InputCancellation()
+    /// The decoder of the item being read, for buffering measures (reading thread only).
+    public var currentDecoder: AudioFileDecoder? { decoder }
 
     private var nextIndex: Int
     private var startOffset: MediaTime
@@ -137,7 +143,12 @@ public final class GaplessQueueReader {
             var report = QueueItemReport(index: index, path: paths[index], info: nil, startFrame: inputPosition, frameCount: 0, error: nil, pass: pass)
             let opened: AudioFileDecoder
             do throws(MediaError) {
-                opened = try AudioFileDecoder(path: paths[index], outputChannelCount: channelCount)
+                var networkEvents: (@Sendable (HTTPByteSource.Event) -> Void)? = nil
+                if let report = onNetworkEvent {
+                    networkEvents = { event in report(index, event) }
+                }
+                opened = try AudioFileDecoder(path: paths[index], outputChannelCount: channelCount, cancellation: cancellation,
+                                              networkEvents: networkEvents)
                 if startOffset > .zero {
                     try opened.seek(toFrame: startOffset.frame(atSampleRate: opened.sampleRate, rounding: .toNearestOrAwayFromZero))
                 }

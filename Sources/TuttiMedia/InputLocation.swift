@@ -8,6 +8,8 @@ public struct InputLocation: Sendable, Equatable {
         case file
         case standardInput
         case namedPipe
+        /// An http:// or https:// URL, fetched by Tutti (`HTTPByteSource`).
+        case network
     }
 
     /// Raw PCM layout for pipes that carry no header.
@@ -28,6 +30,13 @@ public struct InputLocation: Sendable, Equatable {
         if spec == "-" {
             kind = .standardInput
             url = "pipe:0"
+            raw = nil
+            return
+        }
+        let lowered = spec.lowercased()
+        if lowered.hasPrefix("http://") || lowered.hasPrefix("https://") {
+            kind = .network
+            url = spec
             raw = nil
             return
         }
@@ -63,7 +72,7 @@ public struct InputLocation: Sendable, Equatable {
     /// A name for messages: the path, or "stdin".
     public var displayName: String { kind == .standardInput ? "stdin" : spec }
 
-    /// Whether the input can be read only once, front to back (no seeking, no file inspection).
+    /// Whether the input is not a local file that can be inspected by path (gapless boxes, tags).
     public var isStream: Bool { kind != .file }
 
     /// FFmpeg's demuxer and options for a raw PCM pipe, else nil and no options.

@@ -2,6 +2,10 @@
 public struct MediaError: Error, Sendable, CustomStringConvertible, Equatable {
     public enum Kind: String, Sendable {
         case notFound, unreadable, notAudio, unsupported, corrupt, truncated, invalidArgument
+        /// The network failed: unreachable host, HTTP error, a transfer that kept failing.
+        case network
+        /// Stopped on request.
+        case cancelled
     }
 
     public let input: String

@@ -4,26 +4,42 @@ import TuttiCore
 import TuttiDevices
 import TuttiMedia
 
-/// Plays a queue of items gaplessly on one output device.
+/// Plays a queue of items gaplessly on one output device, with AVPlayer's semantics for rate,
+/// status and buffering.
 ///
-/// A producer thread decodes each item, converts it to the device's rate and channel count,
-/// and writes it into a `RingRenderSource` that the device pulls from. Items follow each other
-/// with no added or missing frames: one resampler is kept across consecutive items of the same
-/// source rate, so the joins are continuous. An item that cannot be played is reported and
-/// skipped; the rest of the queue plays.
+/// Three threads: a producer decodes each item, converts it to the device's rate and channel
+/// count and writes it into a `RingRenderSource`; the device's render thread pulls from it; a
+/// supervisor turns the render source's timebase log and the device's position reports into
+/// status, buffering and item events stamped with the host time at which they are heard, and
+/// decides when playback is likely to keep up.
 ///
-/// Thread-safety: control methods may be called from any thread.
+/// - Automatic waiting (`automaticallyWaitsToMinimizeStalling`, on by default): the device
+///   starts only once playback is likely to keep up (`BufferingEvaluation`), and after a stall
+///   the player waits, playing silence with its timeline stopped, until it is likely to keep up
+///   again. Nothing is lost or repeated: the timeline resumes at the frame where it stalled.
+/// - `rate` is the desired rate (0 paused, 1 playing); `timebaseRate` is the actual one, 0 while
+///   waiting.
+///
+/// Items follow each other with no added or missing frames; an item that cannot be played is
+/// reported and skipped; the rest of the queue plays.
+///
+/// Thread-safety: control methods and properties may be used from any thread.
 public final class QueuePlayer: @unchecked Sendable {
     public struct Configuration: Sendable {
         /// Audio decoded ahead of the device.
         public var ringDuration: MediaTime = MediaTime(value: 4, timescale: 1)
-        /// Audio buffered before the device starts, so the first periods never underrun.
+        /// Audio buffered before a local item starts, so the first periods never underrun.
         public var prerollDuration: MediaTime = MediaTime(value: 1, timescale: 10)
+        /// Audio buffered ahead before a network item starts or resumes, at the least.
+        public var networkPrerollDuration: MediaTime = MediaTime(value: 1, timescale: 1)
         public var resamplerQuality: Resampler.Quality = .high
         /// Where to start in the first item.
         public var startTime: MediaTime = .zero
         /// How many times the queue plays, joined seamlessly (nil: until stopped): the looper.
         public var passes: Int? = 1
+        /// Start and resume only when playback is likely to keep up (AVPlayer's default).
+        /// When false, playback starts after the preroll and resumes as soon as audio arrives.
+        public var automaticallyWaitsToMinimizeStalling = true
         public init() {}
     }
 
@@ -32,141 +48,233 @@ public final class QueuePlayer: @unchecked Sendable {
     public let outputFormat: AudioFormat
     /// Called on the producer thread as items start and fail; keep it quick.
     public var onItemEvent: (@Sendable (ItemOutcome) -> Void)?
-    /// Called on the player's monitor thread for every `PlayerEvent`, in order; set before `play`.
+    /// Called on the player's supervisor thread for every `PlayerEvent`, in order; set before `play`.
     public var onEvent: (@Sendable (PlayerEvent) -> Void)?
 
     private let source: RingRenderSource
     private let stopRequested = Atomic<Bool>(false)
     private let outcomes = Mutex<[ItemOutcome]>([])
     private let producerDone = DispatchSemaphore(value: 0)
-    private var device: (any OutputDevice)?
+    private let supervisorDone = DispatchSemaphore(value: 0)
+    private let producerFinished = Atomic<Bool>(false)
+    private let reader: GaplessQueueReader
+    private let shared = Mutex(SharedState())
+
+    /// State the supervisor publishes and control methods read.
+    private struct SharedState {
+        var device: (any OutputDevice)?
+        var rate: Double = 0
+        var status: TimeControlStatus = .paused
+        var waitingReason: WaitingReason?
+        var buffering = ItemBufferingState()
+        var timeline = PlaybackTimeline()
+        var deviceStarted = false
+        var startError: DeviceError?
+        var itemNetwork: ItemNetwork?
+        var subscribers: [UUID: AsyncStream<PlayerEvent>.Continuation] = [:]
+        var timeObservers: [UUID: TimeObserver] = [:]
+    }
+
+    /// What the producer knows about the current item's bytes, for buffering decisions.
+    private struct ItemNetwork {
+        var source: any MediaByteSource
+        var bytePosition: Int64
+        var bytesPerMediaSecond: Double?
+    }
+
+    private struct TimeObserver {
+        var continuation: AsyncStream<MediaTime>.Continuation
+        var interval: Int64?
+        var boundaries: [Int64]
+        var next: Int64
+    }
 
     public init(items: [PlayerItem], outputFormat: AudioFormat, configuration: Configuration = Configuration()) {
         self.items = items
         self.outputFormat = outputFormat
         self.configuration = configuration
         let capacity = Int(configuration.ringDuration.frame(atSampleRate: outputFormat.sampleRate))
-        source = RingRenderSource(channelCount: outputFormat.channelCount, capacityFrames: max(capacity, 4096))
+        source = RingRenderSource(channelCount: outputFormat.channelCount, capacityFrames: max(capacity, 4096),
+                                  waitsAfterStall: configuration.automaticallyWaitsToMinimizeStalling)
+        reader = GaplessQueueReader(paths: items.map(\.path), outputRate: outputFormat.sampleRate, channelCount: outputFormat.channelCount,
+                                    quality: configuration.resamplerQuality, offset: configuration.startTime,
+                                    passes: configuration.passes)
     }
 
-    /// Starts decoding, waits for the preroll, then starts `device`. Returns once audio is flowing.
+    // MARK: Control
+
+    /// Starts playing on `device` (rate 1). Returns at once: the device starts when playback is
+    /// likely to keep up (see `timeControlStatus`). Device errors surface from `waitUntilFinished`.
     public func play(on device: any OutputDevice) throws(DeviceError) {
         precondition(device.format.sampleRate == outputFormat.sampleRate && device.format.channelCount == outputFormat.channelCount,
                      "device format must match the player's output format")
-        self.device = device
+        shared.withLock {
+            $0.device = device
+            $0.rate = 1
+            $0.status = .waitingToPlayAtSpecifiedRate
+            $0.waitingReason = .evaluatingBufferingRate
+        }
+        emit(.status(.waitingToPlayAtSpecifiedRate, reason: .evaluatingBufferingRate, hostTime: MonotonicClock().now()))
+        source.isPaced = device.isPaced
+        startProducer()
+        if !device.isPaced {
+            // An offline device waits for data itself: it cannot stall, so it starts at once.
+            try device.start(source: source)
+            shared.withLock { $0.deviceStarted = true }
+        }
+        let supervisor = Thread { [self] in
+            supervise(device)
+            finished.store(true, ordering: .releasing)
+            supervisorDone.signal()
+        }
+        supervisor.name = "tutti-supervisor"
+        supervisor.start()
+    }
+
+    /// Pauses: silence at the next period, timeline stopped (rate 0).
+    public func pause() {
+        shared.withLock { $0.rate = 0 }
+        source.setPaused(true)
+    }
+
+    /// Resumes after `pause` (rate 1); with automatic waiting, only once likely to keep up.
+    public func resume() {
+        shared.withLock { $0.rate = 1 }
+        source.setPaused(false)
+    }
+
+    /// Stops playback now (Ctrl-C). `waitUntilFinished` then returns promptly.
+    public func stop() {
+        stopRequested.store(true, ordering: .releasing)
+        reader.cancellation.cancel()
+        source.cancel()
+        shared.withLock { $0.device }?.stop()
+    }
+
+    /// True once playback has ended (played out, stopped, or nothing could play).
+    public var isFinished: Bool { finished.load(ordering: .acquiring) }
+    private let finished = Atomic<Bool>(false)
+
+    /// Waits for the queue to play out (or for `stop`), then returns what happened to each item.
+    public func waitUntilFinished() throws(DeviceError) -> [ItemOutcome] {
+        supervisorDone.wait()
+        let (device, startError) = shared.withLock { ($0.device, $0.startError) }
+        if let startError { throw startError }
+        try device?.waitUntilFinished()
+        // After a stop the producer may sit in a read of a pipe or stdin that only its writer
+        // can end; playback is over, so do not wait for it.
+        if !stopRequested.load(ordering: .acquiring) { producerDone.wait() }
+        return outcomes.withLock { $0 }
+    }
+
+    // MARK: State
+
+    /// The desired rate: 1 after `play`/`resume`, 0 after `pause`.
+    public var rate: Double { shared.withLock { $0.rate } }
+    /// The rate at which the timeline actually moves: 0 while paused or waiting.
+    public var timebaseRate: Double { timeControlStatus == .playing ? 1 : 0 }
+    public var timeControlStatus: TimeControlStatus { shared.withLock { $0.status } }
+    public var reasonForWaitingToPlay: WaitingReason? { shared.withLock { $0.waitingReason } }
+    /// The current item's buffering.
+    public var bufferingState: ItemBufferingState { shared.withLock { $0.buffering } }
+
+    /// Items started so far, with their timeline positions; for progress displays.
+    public var startedItems: [ItemOutcome] { outcomes.withLock { $0 } }
+
+    /// The playhead on the queue's timeline (output frames), as heard now.
+    public var playheadFrame: Int64 {
+        let (device, timeline) = shared.withLock { ($0.device, $0.timeline) }
+        guard let device else { return 0 }
+        return timeline.mediaFrame(atDeviceFrame: device.position().framesEmitted)
+    }
+
+    /// The playhead as a media time on the queue's timeline.
+    public var currentTime: MediaTime { MediaTime(frame: playheadFrame, sampleRate: outputFormat.sampleRate) }
+
+    // MARK: Observers
+
+    /// Every `PlayerEvent` from now on, in order, until playback ends.
+    public func events() -> AsyncStream<PlayerEvent> {
+        let (stream, continuation) = AsyncStream<PlayerEvent>.makeStream(bufferingPolicy: .unbounded)
+        let id = UUID()
+        shared.withLock { $0.subscribers[id] = continuation }
+        continuation.onTermination = { [weak self] _ in self?.shared.withLock { _ = $0.subscribers.removeValue(forKey: id) } }
+        return stream
+    }
+
+    /// The playhead every `interval` of queue time while it moves (AVPlayer's periodic time
+    /// observer), yielded when that time is heard.
+    public func periodicTimes(interval: MediaTime) -> AsyncStream<MediaTime> {
+        let frames = max(1, interval.frame(atSampleRate: outputFormat.sampleRate))
+        return addTimeObserver(TimeObserverSpec(interval: frames, boundaries: []))
+    }
+
+    /// Each of `times` (queue time) once, when it is heard (AVPlayer's boundary time observer).
+    public func boundaryTimes(_ times: [MediaTime]) -> AsyncStream<MediaTime> {
+        let frames = times.map { $0.frame(atSampleRate: outputFormat.sampleRate) }.sorted()
+        return addTimeObserver(TimeObserverSpec(interval: nil, boundaries: frames))
+    }
+
+    private struct TimeObserverSpec {
+        var interval: Int64?
+        var boundaries: [Int64]
+    }
+
+    private func addTimeObserver(_ spec: TimeObserverSpec) -> AsyncStream<MediaTime> {
+        let (stream, continuation) = AsyncStream<MediaTime>.makeStream(bufferingPolicy: .unbounded)
+        let id = UUID()
+        let observer = TimeObserver(continuation: continuation, interval: spec.interval, boundaries: spec.boundaries,
+                                    next: spec.interval.map { _ in 0 } ?? spec.boundaries.first ?? .max)
+        shared.withLock { $0.timeObservers[id] = observer }
+        continuation.onTermination = { [weak self] _ in self?.shared.withLock { _ = $0.timeObservers.removeValue(forKey: id) } }
+        return stream
+    }
+
+    // MARK: Producer
+
+    private func startProducer() {
         let thread = Thread { [self] in
             produce()
             producerDone.signal()
         }
         thread.name = "tutti-decode"
         thread.start()
-        emit(.status(.waitingToPlayAtSpecifiedRate, reason: .evaluatingBufferingRate, hostTime: device.position().hostTime))
-        let preroll = Int(configuration.prerollDuration.frame(atSampleRate: outputFormat.sampleRate))
-        let target = min(preroll, source.ring.capacityFrames)
-        while source.ring.readableFrames < target && !producerFinished.load(ordering: .acquiring) {
-            source.waitForFrames(timeoutNanoseconds: 5_000_000)
-        }
-        try device.start(source: source)
-        if onEvent != nil {
-            monitorRunning = true
-            let monitor = Thread { [self] in
-                monitorPlayback(device)
-                monitorDone.signal()
-            }
-            monitor.name = "tutti-monitor"
-            monitor.start()
-        }
     }
-
-    private func emit(_ event: PlayerEvent) { onEvent?(event) }
-    private let monitorDone = DispatchSemaphore(value: 0)
-    private var monitorRunning = false
-
-    /// Turns device positions into events: items are reported when their first frame is
-    /// emitted, with that frame's exact host time (from the device's position report), not
-    /// when the monitor happens to look. A display-rate loop, off the audio path.
-    private func monitorPlayback(_ device: any OutputDevice) {
-        let rate = Double(outputFormat.sampleRate)
-        var announced = 0
-        var failuresReported = Set<String>()
-        var underruns = 0
-        var playing = false
-        func time(ofFrame frame: Int64, _ position: DevicePosition) -> Int64 {
-            position.hostTime + Int64((Double(frame - position.framesEmitted) * 1e9 / rate).rounded())
-        }
-        while true {
-            let finished = device.isFinished
-            let position = device.position()
-            if !playing && position.framesEmitted > 0 {
-                playing = true
-                emit(.status(.playing, reason: nil, hostTime: time(ofFrame: 0, position)))
-            }
-            let items = outcomes.withLock { $0 }
-            for item in items where item.error != nil || item.info == nil {
-                let key = "\(item.pass)/\(item.index)"
-                if failuresReported.insert(key).inserted { emit(.itemFailed(item, hostTime: position.hostTime)) }
-            }
-            let playable = items.filter { $0.info != nil && ($0.frameCount > 0 || $0.error == nil) }
-            while announced < playable.count, playable[announced].startFrame <= position.framesEmitted {
-                emit(.itemStarted(playable[announced], hostTime: time(ofFrame: playable[announced].startFrame, position)))
-                announced += 1
-            }
-            if device.underrunCount > underruns {
-                underruns = device.underrunCount
-                emit(.stalled(underruns: underruns, hostTime: position.hostTime))
-            }
-            if finished {
-                emit(.status(.paused, reason: nil, hostTime: position.hostTime))
-                emit(.ended(hostTime: position.hostTime))
-                return
-            }
-            var pause = timespec(tv_sec: 0, tv_nsec: 5_000_000)
-            nanosleep(&pause, nil)  // display-rate polling; the times reported come from the device
-        }
-    }
-
-    /// Stops playback now (Ctrl-C). `waitUntilFinished` then returns promptly.
-    public func stop() {
-        stopRequested.store(true, ordering: .releasing)
-        source.cancel()
-        device?.stop()
-    }
-
-    /// Waits for the queue to play out (or for `stop`), then returns what happened to each item.
-    public func waitUntilFinished() throws(DeviceError) -> [ItemOutcome] {
-        try device?.waitUntilFinished()
-        // After a stop the producer may sit in a read of a pipe or stdin that only its writer
-        // can end; playback is over, so do not wait for it.
-        if !stopRequested.load(ordering: .acquiring) { producerDone.wait() }
-        // The last events (end of playback) are out before this returns.
-        if monitorRunning { monitorDone.wait() }
-        return outcomes.withLock { $0 }
-    }
-
-    /// Items started so far, with their timeline positions; for progress displays.
-    public var startedItems: [ItemOutcome] { outcomes.withLock { $0 } }
-
-    /// Output frames the device has emitted: the playhead on the queue's timeline.
-    public var playheadFrame: Int64 { device?.position().framesEmitted ?? 0 }
-
-    // MARK: Producer
-
-    private let producerFinished = Atomic<Bool>(false)
 
     private func produce() {
         defer {
             source.finish()
             producerFinished.store(true, ordering: .releasing)
         }
-        let reader = GaplessQueueReader(paths: items.map(\.path), outputRate: outputFormat.sampleRate, channelCount: outputFormat.channelCount,
-                                        quality: configuration.resamplerQuality, offset: configuration.startTime,
-                                        passes: configuration.passes)
         reader.onItem = { [self] in record($0) }
+        reader.onNetworkEvent = { [self] index, event in
+            let now = MonotonicClock().now()
+            switch event {
+            case .retrying(let attempt, let delay, let reason):
+                emit(.retrying(index: index, attempt: attempt, delay: delay, reason: reason, hostTime: now))
+            case .title(let title):
+                emit(.title(index: index, title, hostTime: now))
+            }
+        }
         var block: [Float] = []
         while !stopRequested.load(ordering: .acquiring) {
             if reader.read(into: &block) == 0 { break }
+            publishNetworkProgress()
             if !source.write(block) { break }
         }
+    }
+
+    private func publishNetworkProgress() {
+        let decoder = reader.currentDecoder
+        let network = decoder.flatMap { decoder -> ItemNetwork? in
+            guard let byteSource = decoder.byteSource, let position = decoder.bytePosition else { return nil }
+            var byteRate = decoder.info.bitRate.map { Double($0) / 8 }
+            if let length = byteSource.length, let duration = decoder.info.duration, duration > .zero {
+                byteRate = Double(length) / duration.seconds
+            }
+            return ItemNetwork(source: byteSource, bytePosition: position, bytesPerMediaSecond: byteRate)
+        }
+        shared.withLock { $0.itemNetwork = network }
     }
 
     private func record(_ outcome: ItemOutcome) {
@@ -179,5 +287,185 @@ public final class QueuePlayer: @unchecked Sendable {
         }
         onItemEvent?(outcome)
     }
-}
 
+    // MARK: Supervisor
+
+    private func emit(_ event: PlayerEvent) {
+        onEvent?(event)
+        let subscribers = shared.withLock { Array($0.subscribers.values) }
+        for subscriber in subscribers {
+            subscriber.yield(event)
+            if case .ended = event { subscriber.finish() }
+        }
+    }
+
+    /// Evaluates buffering for the current item.
+    private func evaluateBuffering() -> (state: ItemBufferingState, waitingReason: WaitingReason?) {
+        let rate = Double(outputFormat.sampleRate)
+        let network = shared.withLock { $0.itemNetwork }
+        let byteState = network.map { $0.source.bufferingState(from: $0.bytePosition) }
+        var toDownload: Int64? = nil
+        if let network, let byteState, let length = network.source.length {
+            toDownload = max(0, length - network.bytePosition - byteState.bytesAhead)
+        }
+        let evaluation = BufferingEvaluation(
+            ringSeconds: Double(source.ring.readableFrames) / rate,
+            ringIsFull: source.ring.readableFrames >= source.ring.capacityFrames - 4096,
+            producerFinished: producerFinished.load(ordering: .acquiring),
+            network: byteState, bytesPerMediaSecond: network?.bytesPerMediaSecond, bytesToDownload: toDownload)
+        let minimum = network == nil ? configuration.prerollDuration : configuration.networkPrerollDuration
+        let preroll = min(minimum.seconds, Double(source.ring.capacityFrames) / rate / 2)
+        return evaluation.evaluate(minimumAhead: preroll)
+    }
+
+    /// A display-rate loop, off the audio path: starts the device when playback is likely to
+    /// keep up, ends stall holds, and turns the timebase log and device positions into events
+    /// stamped with the exact host time of the device frame they concern.
+    private func supervise(_ device: any OutputDevice) {
+        let rate = Double(outputFormat.sampleRate)
+        var announced = 0
+        var failuresReported = Set<String>()
+        var stalls = 0
+        var pending: [Transition] = []
+        var lastBufferingFlags: [Bool] = []
+        var record = [Int64](repeating: 0, count: 3)
+        var announcedPlaying = false
+        let autoWait = configuration.automaticallyWaitsToMinimizeStalling
+        func hostTime(ofFrame frame: Int64, _ position: DevicePosition) -> Int64 {
+            position.hostTime + Int64((Double(frame - position.framesEmitted) * 1e9 / rate).rounded())
+        }
+        func setStatus(_ status: TimeControlStatus, _ reason: WaitingReason?, at time: Int64) {
+            let changed = shared.withLock { state -> Bool in
+                guard state.status != status || state.waitingReason != reason else { return false }
+                state.status = status
+                state.waitingReason = reason
+                return true
+            }
+            if changed { emit(.status(status, reason: reason, hostTime: time)) }
+        }
+
+        while true {
+            let stopping = stopRequested.load(ordering: .acquiring)
+            let started = shared.withLock { $0.deviceStarted }
+            let evaluation = evaluateBuffering()
+            let now = started ? device.position() : DevicePosition(framesEmitted: 0, hostTime: MonotonicClock().now())
+            if evaluation.state.flags != lastBufferingFlags {
+                lastBufferingFlags = evaluation.state.flags
+                emit(.buffering(evaluation.state, hostTime: now.hostTime))
+            }
+            shared.withLock { $0.buffering = evaluation.state }
+
+            if !started {
+                if stopping { return }
+                let ready = autoWait ? evaluation.state.isPlaybackLikelyToKeepUp
+                                     : (producerFinished.load(ordering: .acquiring) || Double(source.ring.readableFrames) / rate >= min(configuration.prerollDuration.seconds, Double(source.ring.capacityFrames) / rate / 2))
+                let nothingToPlay = producerFinished.load(ordering: .acquiring) && source.ring.readableFrames == 0
+                if nothingToPlay {
+                    // Every item failed: report them and end without starting the device.
+                    reportItems(position: now, announced: &announced, failuresReported: &failuresReported, hostTime: hostTime)
+                    setStatus(.waitingToPlayAtSpecifiedRate, .noItemToPlay, at: now.hostTime)
+                    setStatus(.paused, nil, at: now.hostTime)
+                    emit(.ended(hostTime: now.hostTime))
+                    finishTimeObservers()
+                    return
+                } else if ready {
+                    do throws(DeviceError) {
+                        try device.start(source: source)
+                        shared.withLock { $0.deviceStarted = true }
+                    } catch {
+                        shared.withLock { $0.startError = error }
+                        source.cancel()
+                        reader.cancellation.cancel()
+                        return
+                    }
+                } else {
+                    setStatus(.waitingToPlayAtSpecifiedRate, evaluation.waitingReason ?? .evaluatingBufferingRate, at: now.hostTime)
+                }
+            } else {
+                // Timebase changes, in device order; each is reported when it is heard.
+                while record.withUnsafeMutableBufferPointer({ source.transitions.read(into: $0.baseAddress!, frames: 1) }) == 1 {
+                    let transition = Transition(deviceFrame: record[0], mediaFrame: record[1], kind: Transition.Kind(rawValue: record[2]) ?? .playing)
+                    pending.append(transition)
+                    shared.withLock { $0.timeline.append(transition) }
+                }
+                if !announcedPlaying && (now.framesEmitted > 0 || device.isFinished) {
+                    announcedPlaying = true
+                    setStatus(.playing, nil, at: hostTime(ofFrame: 0, now))
+                }
+                while let first = pending.first, first.deviceFrame <= now.framesEmitted || device.isFinished {
+                    pending.removeFirst()
+                    let time = hostTime(ofFrame: first.deviceFrame, now)
+                    switch first.kind {
+                    case .playing: setStatus(.playing, nil, at: time)
+                    case .paused: setStatus(.paused, nil, at: time)
+                    case .stalled:
+                        stalls += 1
+                        emit(.stalled(stalls: stalls, hostTime: time))
+                        setStatus(.waitingToPlayAtSpecifiedRate, autoWait ? (evaluation.waitingReason ?? .toMinimizeStalls) : .toMinimizeStalls, at: time)
+                    case .ended: break
+                    }
+                }
+                if source.isHoldingAfterStall && evaluation.state.isPlaybackLikelyToKeepUp && !stopping {
+                    source.resumeAfterStall()
+                }
+                reportItems(position: now, announced: &announced, failuresReported: &failuresReported, hostTime: hostTime)
+                notifyTimeObservers(position: now)
+                if device.isFinished {
+                    setStatus(.paused, nil, at: now.hostTime)
+                    emit(.ended(hostTime: now.hostTime))
+                    finishTimeObservers()
+                    return
+                }
+            }
+            var pause = timespec(tv_sec: 0, tv_nsec: 5_000_000)
+            nanosleep(&pause, nil)  // display-rate polling; the times reported come from the device
+        }
+    }
+
+    /// Items are reported when their first frame is emitted, with that frame's exact host time.
+    private func reportItems(position: DevicePosition, announced: inout Int, failuresReported: inout Set<String>,
+                             hostTime: (Int64, DevicePosition) -> Int64) {
+        let items = outcomes.withLock { $0 }
+        for item in items where item.error != nil || item.info == nil {
+            let key = "\(item.pass)/\(item.index)"
+            if failuresReported.insert(key).inserted { emit(.itemFailed(item, hostTime: position.hostTime)) }
+        }
+        let playable = items.filter { $0.info != nil && ($0.frameCount > 0 || $0.error == nil) }
+        let timeline = shared.withLock { $0.timeline }
+        while announced < playable.count, let frame = timeline.deviceFrame(forMediaFrame: playable[announced].startFrame),
+              frame <= position.framesEmitted {
+            emit(.itemStarted(playable[announced], hostTime: hostTime(frame, position)))
+            announced += 1
+        }
+    }
+
+    private func notifyTimeObservers(position: DevicePosition) {
+        let (timeline, observers) = shared.withLock { ($0.timeline, $0.timeObservers) }
+        guard !observers.isEmpty else { return }
+        let heard = timeline.mediaFrame(atDeviceFrame: position.framesEmitted)
+        var updated: [UUID: TimeObserver] = [:]
+        for (id, var observer) in observers {
+            while observer.next <= heard {
+                observer.continuation.yield(MediaTime(frame: observer.next, sampleRate: outputFormat.sampleRate))
+                if let interval = observer.interval {
+                    observer.next += interval
+                } else {
+                    observer.boundaries.removeFirst()
+                    observer.next = observer.boundaries.first ?? .max
+                }
+            }
+            updated[id] = observer
+        }
+        shared.withLock { state in
+            for (id, observer) in updated where state.timeObservers[id] != nil { state.timeObservers[id] = observer }
+        }
+    }
+
+    private func finishTimeObservers() {
+        let observers = shared.withLock { state -> [TimeObserver] in
+            defer { state.timeObservers.removeAll() }
+            return Array(state.timeObservers.values)
+        }
+        for observer in observers { observer.continuation.finish() }
+    }
+}

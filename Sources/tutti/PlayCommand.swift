@@ -102,7 +102,7 @@ struct Play: ParsableCommand {
             Terminal.standardError("tutti: \(error)\n")
             throw ExitCode(2)
         }
-        while !device.isFinished {
+        while !player.isFinished {
             progress.update(player: player)
             Thread.sleep(forTimeInterval: 0.1)  // display refresh only
         }
@@ -150,8 +150,17 @@ enum EventLine {
         case .itemFailed(let item, let time):
             object = ["event": "error", "index": item.index, "path": item.path, "reason": item.error?.reason ?? "failed",
                       "message": item.error?.description ?? item.path, "mono_ns": time]
-        case .stalled(let underruns, let time):
-            object = ["event": "stall", "underruns": underruns, "mono_ns": time]
+        case .buffering(let state, let time):
+            object = ["event": "buffering", "likely_to_keep_up": state.isPlaybackLikelyToKeepUp, "full": state.isPlaybackBufferFull,
+                      "empty": state.isPlaybackBufferEmpty, "ahead_s": (state.bufferedAheadSeconds * 1000).rounded() / 1000, "mono_ns": time]
+            if let rate = state.arrivalRate { object["arrival_rate"] = (rate * 1000).rounded() / 1000 }
+        case .stalled(let stalls, let time):
+            object = ["event": "stall", "stalls": stalls, "mono_ns": time]
+        case .retrying(let index, let attempt, let delay, let reason, let time):
+            object = ["event": "retry", "index": index, "attempt": attempt, "delay_s": Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18,
+                      "reason": reason, "mono_ns": time]
+        case .title(let index, let title, let time):
+            object = ["event": "title", "index": index, "title": title, "mono_ns": time]
         case .ended(let time):
             object = ["event": "end", "mono_ns": time]
         }
