@@ -61,7 +61,9 @@ let package = Package(
         // Reads virtual-device captures back and measures sync; for tests and benchmarks.
         .target(name: "TuttiDiagnostics"),
         .executableTarget(name: "tutti-bench", dependencies: [
-            "TuttiCore", "TuttiMedia", "TuttiNet", "TuttiDiagnostics",
+            "TuttiCore", "TuttiMedia", "TuttiNet", "TuttiDiagnostics", "TuttiDevices", "TuttiPlayback",
+            // Its HTTP media server serves the startup benchmark's URLs.
+            "TuttiTestSupport",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),

@@ -22,6 +22,8 @@ struct BufferingEvaluation {
     var bytesToDownload: Int64?
 
     static let rateMargin = 1.2
+    /// Seconds buffered ahead that make playback likely to keep up whatever the arrival rate.
+    static let plentyAhead = 10.0
 
     /// - Parameter minimumAhead: seconds that must be buffered before (re)starting.
     func evaluate(minimumAhead: Double) -> (state: ItemBufferingState, waitingReason: WaitingReason?) {
@@ -42,6 +44,9 @@ struct BufferingEvaluation {
         if complete {
             likely = producerFinished || ringIsFull || ahead >= minimumAhead
             reason = likely ? nil : .evaluatingBufferingRate
+        } else if ahead >= Self.plentyAhead {
+            // Far more than a stall could eat before the rate is even known.
+            likely = true
         } else if let arrival, arrival > 0 {
             let toDownload = bytesToDownload.map { Double($0) / byteRate } ?? .infinity
             let effective = arrival / Self.rateMargin

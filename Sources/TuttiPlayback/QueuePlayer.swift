@@ -417,8 +417,13 @@ public final class QueuePlayer: @unchecked Sendable {
                     return
                 }
             }
-            var pause = timespec(tv_sec: 0, tv_nsec: 5_000_000)
-            nanosleep(&pause, nil)  // display-rate polling; the times reported come from the device
+            if !shared.withLock({ $0.deviceStarted }) && !producerFinished.load(ordering: .acquiring) {
+                // Waiting to start: look again as soon as more audio is decoded (start latency).
+                source.waitForWrites(beyond: source.ring.totalFramesWritten, timeoutNanoseconds: 5_000_000)
+            } else {
+                var pause = timespec(tv_sec: 0, tv_nsec: 5_000_000)
+                nanosleep(&pause, nil)  // display-rate polling; the times reported come from the device
+            }
         }
     }
 

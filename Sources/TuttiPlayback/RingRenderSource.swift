@@ -116,6 +116,14 @@ public final class RingRenderSource: RenderSource, @unchecked Sendable {
 
     // MARK: Supervisor
 
+    /// Blocks until the producer writes past `frames` frames in total (or finishes), or the
+    /// timeout passes: lets a waiting start react to the preroll at once, without polling.
+    public func waitForWrites(beyond frames: Int, timeoutNanoseconds: Int64) {
+        dataAvailable.prepareToWait()
+        if ring.totalFramesWritten > frames || ended.load(ordering: .acquiring) { dataAvailable.signal(); return }
+        dataAvailable.wait(timeoutNanoseconds: timeoutNanoseconds)
+    }
+
     /// Pauses (silence, timebase stopped) or unpauses at the next period.
     public func setPaused(_ value: Bool) { paused.store(value, ordering: .releasing) }
 

@@ -14,7 +14,8 @@ struct Bench: AsyncParsableCommand {
               swift run -c release tutti-bench decode
               swift run -c release tutti-bench decode --format flac --format mp3 --json
               swift build -c release && .build/release/tutti-bench sync --speakers 4 --seconds 180
+              .build/release/tutti-bench startup
             Progress goes to stderr, results to stdout.
             """,
-        subcommands: [DecodeBenchmark.self, SyncBenchmark.self])
+        subcommands: [DecodeBenchmark.self, SyncBenchmark.self, StartupBenchmark.self])
 }

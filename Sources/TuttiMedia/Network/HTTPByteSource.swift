@@ -154,7 +154,8 @@ public final class HTTPByteSource: MediaByteSource, @unchecked Sendable {
         guard let transfer else { return nil }
         let window: Int64 = 2_000_000_000
         let span = min(window, now - transfer.startTime)
-        guard span >= 100_000_000 else { return nil }
+        // A rate over less than a few packets' time would be noise.
+        guard span >= 25_000_000 else { return nil }
         let bytes = arrivals.reduce(0) { $0 + ($1.time >= now - span ? $1.bytes : 0) }
         return Double(bytes) * 1e9 / Double(span)
     }
