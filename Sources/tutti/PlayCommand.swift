@@ -8,12 +8,17 @@ import TuttiPlayback
 
 struct Play: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Play files as one gapless queue.",
+        abstract: "Play files and URLs as one gapless queue.",
         discussion: """
             Every item is decoded with FFmpeg, trimmed of encoder delay and padding, and converted to \
             the output rate and format, so consecutive tracks of one recording play as one signal.
             A file that cannot be played is reported on one line and skipped; the exit status is 1 \
             if any item failed.
+
+            URLs (http://, https://) stream as they download, with range requests for --start; \
+            playback waits until it is likely to keep up and, after a network stall, resumes by \
+            itself with nothing lost. Failed transfers are retried with backoff (0.25 s to 4 s). \
+            Internet radio (ICY) titles are reported as events.
 
             Outputs (--output):
               alsa:<pcm>       ALSA playback, e.g. alsa:default or alsa:hw:0
@@ -23,7 +28,7 @@ struct Play: ParsableCommand {
             Without --output: ALSA "default" if the machine has a sound card, else virtual:tutti-virtual.wav.
             """)
 
-    @Argument(help: "What to play, in order: files, - for standard input, or pipe:PATH for a named pipe (raw PCM: pipe:PATH?sampleformat=48000:16:2).")
+    @Argument(help: "What to play, in order: files, http(s) URLs, - for standard input, or pipe:PATH for a named pipe (raw PCM: pipe:PATH?sampleformat=48000:16:2).")
     var files: [String]
 
     @Option(name: .shortAndLong, help: "Where to play: alsa:<pcm>, wav:<path>, virtual:<path> or null.")
@@ -50,7 +55,7 @@ struct Play: ParsableCommand {
     @Flag(name: .long, help: "Do not show the progress line.")
     var quiet = false
 
-    @Option(help: "Write events to stdout for scripts: 'jsonl' gives one JSON object per line (status, item, stall, error, end), each with mono_ns, the CLOCK_MONOTONIC time it is heard.")
+    @Option(help: "Write events to stdout for scripts: 'jsonl' gives one JSON object per line (status, buffering, item, stall, retry, title, error, end), each with mono_ns, the CLOCK_MONOTONIC time it is heard.")
     var events: EventFormat?
 
     func validate() throws {

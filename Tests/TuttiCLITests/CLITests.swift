@@ -231,3 +231,28 @@ struct TuttiProcess {
         #expect(error["reason"] as? String == "no such file")
     }
 }
+
+@Suite struct URLPlayTests {
+    /// `tutti play URL`: a server error is retried (reported as a retry event), and the output
+    /// is the served audio, exactly.
+    @Test func playsAURLAndReportsRetries() async throws {
+        let directory = try TemporaryDirectory("cli-url")
+        defer { directory.remove() }
+        let tone = ToneWAV(seconds: 1)
+        let server = try await MediaHTTPServer.start(files: ["/song.wav": tone.bytes])
+        server.failNext(path: "/song.wav", count: 1, status: 503)
+        let output = directory.file("out.wav")
+        let url = server.url(for: "/song.wav")
+        let result = try await onOwnThread { try TuttiProcess.run(["play", url, "--output", "wav:\(output)", "--events", "jsonl"]) }
+        try await server.shutdown()
+        #expect(result.status == 0, "\(result.standardError)")
+        let events = try result.standardOutput.split(separator: "\n").map { try JSONSerialization.jsonObject(with: Data($0.utf8)) as! [String: Any] }
+        let retry = try #require(events.first { $0["event"] as? String == "retry" })
+        #expect(retry["reason"] as? String == "HTTP 503 Service Unavailable")
+        #expect(retry["attempt"] as? Int == 1)
+        #expect(events.contains { $0["event"] as? String == "item" && $0["path"] as? String == url })
+        let played = try WAVFile(path: output)
+        #expect(played.samples.count == tone.samples.count)
+        #expect(played.samples.elementsEqual(tone.samples))
+    }
+}
