@@ -1,9 +1,11 @@
 import CFFmpeg
 
 /// Decodes the packets of an `AudioStreamParser` stream with libavcodec, configured only from
-/// its `StreamDescription`: a check that the description and packets are complete, and a
-/// starting point for players of pushed streams. Counts the decoded frames (no gapless
-/// trimming: MP3 delay/padding and Opus pre-skip are in the count).
+/// its `StreamDescription`: for players of pushed streams (`SampleBufferRenderer`), which get
+/// interleaved Float32 at the stream's own rate and channel count, and as a check that a
+/// description and its packets are complete. Counts the decoded frames (no gapless trimming:
+/// MP3 delay/padding and Opus pre-skip are in the count). Packets the codec rejects are counted
+/// and skipped, so one bad packet costs its own audio only.
 ///
 /// Not thread-safe: use from one thread at a time.
 public final class ParsedPacketDecoder {
@@ -56,28 +58,95 @@ public final class ParsedPacketDecoder {
     /// Decodes one packet; returns the frames it produced (decoders may lag by a packet).
     @discardableResult
     public func decode(_ bytes: [UInt8]) -> Int {
-        guard let packet, !bytes.isEmpty, av_new_packet(packet, Int32(bytes.count)) >= 0 else { return 0 }
-        bytes.withUnsafeBytes { packet.pointee.data.update(from: $0.bindMemory(to: UInt8.self).baseAddress!, count: bytes.count) }
-        let status = avcodec_send_packet(context, packet)
-        av_packet_unref(packet)
-        if status < 0 { rejectedPacketCount += 1 }
-        return receive()
+        var discarded: [Float]? = nil
+        return decode(bytes, into: &discarded)
+    }
+
+    /// Decodes one packet, appending the frames the codec released (interleaved Float32) to
+    /// `output`. Returns the frames appended.
+    @discardableResult
+    public func decode(_ bytes: [UInt8], appendingTo output: inout [Float]) -> Int {
+        var kept: [Float]? = output
+        output = []
+        defer { output = kept! }
+        return decode(bytes, into: &kept)
     }
 
     /// End of stream: drains the decoder; returns the frames it still produced.
     @discardableResult
     public func finish() -> Int {
-        _ = avcodec_send_packet(context, nil)
-        return receive()
+        var discarded: [Float]? = nil
+        return finish(into: &discarded)
     }
 
-    private func receive() -> Int {
+    /// End of the stream (or of a contiguous run): appends the frames the codec still holds.
+    @discardableResult
+    public func finish(appendingTo output: inout [Float]) -> Int {
+        var kept: [Float]? = output
+        output = []
+        defer { output = kept! }
+        return finish(into: &kept)
+    }
+
+    private func decode(_ bytes: [UInt8], into output: inout [Float]?) -> Int {
+        guard let packet, !bytes.isEmpty, av_new_packet(packet, Int32(bytes.count)) >= 0 else { return 0 }
+        bytes.withUnsafeBytes { packet.pointee.data.update(from: $0.bindMemory(to: UInt8.self).baseAddress!, count: bytes.count) }
+        let status = avcodec_send_packet(context, packet)
+        av_packet_unref(packet)
+        if status < 0 { rejectedPacketCount += 1 }
+        return receive(into: &output)
+    }
+
+    private func finish(into output: inout [Float]?) -> Int {
+        _ = avcodec_send_packet(context, nil)
+        return receive(into: &output)
+    }
+
+    private func receive(into output: inout [Float]?) -> Int {
+        guard let frame else { return 0 }
         var produced = 0
         while avcodec_receive_frame(context, frame) == 0 {
-            produced += Int(frame?.pointee.nb_samples ?? 0)
+            if output != nil {
+                produced += append(frame, to: &output!)
+            } else {
+                produced += Int(frame.pointee.nb_samples)
+            }
             av_frame_unref(frame)
         }
         frameCount += Int64(produced)
         return produced
+    }
+
+    /// Interleaves any of libavcodec's sample formats into Float32 with the usual scalings
+    /// (integer full scale maps to ±1, as libswresample does), so FLAC and PCM stay exact.
+    private func append(_ frame: UnsafeMutablePointer<AVFrame>, to output: inout [Float]) -> Int {
+        let frames = Int(frame.pointee.nb_samples)
+        let channels = Int(frame.pointee.ch_layout.nb_channels)
+        guard frames > 0, channels == description.channelCount else { return 0 }
+        let format = AVSampleFormat(rawValue: frame.pointee.format)
+        let planar = av_sample_fmt_is_planar(format) != 0
+        let base = output.count
+        output.append(contentsOf: repeatElement(0, count: frames * channels))
+        let planes = frame.pointee.extended_data!
+        output.withUnsafeMutableBufferPointer { buffer in
+            let out = buffer.baseAddress! + base
+            func convert<T>(_ type: T.Type, _ value: (T) -> Float) {
+                for c in 0..<channels {
+                    let plane = UnsafeRawPointer(planes[planar ? c : 0]!).assumingMemoryBound(to: T.self)
+                    for i in 0..<frames {
+                        out[i * channels + c] = value(planar ? plane[i] : plane[i * channels + c])
+                    }
+                }
+            }
+            switch format {
+            case AV_SAMPLE_FMT_FLT, AV_SAMPLE_FMT_FLTP: convert(Float.self) { $0 }
+            case AV_SAMPLE_FMT_DBL, AV_SAMPLE_FMT_DBLP: convert(Double.self) { Float($0) }
+            case AV_SAMPLE_FMT_S16, AV_SAMPLE_FMT_S16P: convert(Int16.self) { Float($0) * (1.0 / 32768.0) }
+            case AV_SAMPLE_FMT_S32, AV_SAMPLE_FMT_S32P: convert(Int32.self) { Float($0) * (1.0 / 2_147_483_648.0) }
+            case AV_SAMPLE_FMT_U8, AV_SAMPLE_FMT_U8P: convert(UInt8.self) { (Float($0) - 128) * (1.0 / 128.0) }
+            default: break  // not produced by any audio decoder Tutti opens
+            }
+        }
+        return frames
     }
 }
