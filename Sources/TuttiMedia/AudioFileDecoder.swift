@@ -51,11 +51,11 @@ public final class AudioFileDecoder {
     public var bytePosition: Int64? { customIO?.position }
     private let customIO: ByteSourceIOContext?
 
-    /// Opens `path`: a file, `-`, `pipe:PATH`, or an http(s) URL.
+    /// Opens `path`: a file, `-`, `pipe:PATH`, an http(s) URL, or an HLS playlist URL (`HLSByteSource`).
     /// - Parameters:
     ///   - byteSource: bytes to demux instead of opening `path` (which then only names them).
     ///   - cancellation: lets another thread abort a network read this decoder is blocked in.
-    ///   - networkEvents: retries and radio titles of a URL input.
+    ///   - networkEvents: retries and radio titles of a URL input (for HLS: its retries).
     public init(path: String, outputChannelCount: Int? = nil, byteSource: (any MediaByteSource)? = nil,
                 cancellation: InputCancellation? = nil,
                 networkEvents: (@Sendable (HTTPByteSource.Event) -> Void)? = nil) throws(MediaError) {
@@ -67,10 +67,24 @@ public final class AudioFileDecoder {
             http.onEvent = networkEvents
             cancellation?.register(http)
             try http.open()
-            source = http
+            // An HLS playlist at a URL that does not say so is recognized by its first bytes.
+            if HLSByteSource.isPlaylist(http) { http.cancel() } else { source = http }
         } else if let source {
             cancellation?.register(source)
         }
+        if source == nil, location.kind == .hls || location.kind == .network {
+            let hls = HLSByteSource(url: path)
+            // The player knows retries; variant changes are on the source's own events.
+            if let networkEvents {
+                hls.onEvent = { event in
+                    if case .retrying(let attempt, let delay, let reason) = event { networkEvents(.retrying(attempt: attempt, delay: delay, reason: reason)) }
+                }
+            }
+            cancellation?.register(hls)
+            source = hls
+        }
+        let hls = source as? HLSByteSource
+        try hls?.open()
         customIO = source.map { ByteSourceIOContext(source: $0) }
         var ctx: UnsafeMutablePointer<AVFormatContext>? = avformat_alloc_context()
         if let customIO {
@@ -150,7 +164,8 @@ public final class AudioFileDecoder {
         let isMP4Family = containerName.hasPrefix("mov,")
         let smpbFrames = smpb.flatMap(Self.originalLength(fromITunSMPB:))
         var exactFrames: Int64? = nil
-        if isMP4Family {
+        // HLS fMP4: the first fragment's boxes do not describe the whole stream.
+        if isMP4Family, hls == nil {
             if let smpbFrames {
                 exactFrames = smpbFrames
             } else if let trackTiming {
@@ -191,6 +206,12 @@ public final class AudioFileDecoder {
             if delay < d { duration = d - delay }
         }
 
+        // HLS: the playlist's sum of segment durations beats libavformat's guess from the first bytes.
+        if let playlistDuration = hls?.duration {
+            duration = playlistDuration
+            estimated = false
+        }
+
         // Opus pre-skip is counted in the stream duration but trimmed by the decoder.
         let preSkip = Int64(parameters.pointee.initial_padding)
         if !isMP4Family, preSkip > 0, let d = duration, !estimated {
@@ -213,7 +234,7 @@ public final class AudioFileDecoder {
             sampleRate: rate,
             channelCount: channels,
             bitsPerSample: bits > 0 ? bits : (parameters.pointee.bits_per_coded_sample > 0 && containerName == "wav" ? Int(parameters.pointee.bits_per_coded_sample) : nil),
-            bitRate: ctx.pointee.bit_rate > 0 ? Int(ctx.pointee.bit_rate) : nil,
+            bitRate: hls?.currentBandwidth ?? (ctx.pointee.bit_rate > 0 ? Int(ctx.pointee.bit_rate) : nil),
             duration: duration,
             durationIsEstimate: estimated,
             title: tag("title"),

@@ -1,8 +1,9 @@
 import CFFmpeg
 
-/// Where audio comes from, as a user writes it: a file path, `-` for standard input, or
-/// `pipe:PATH` for a named pipe (like Snapcast's pipe source). A pipe carries any format FFmpeg
-/// can probe, or raw PCM described as `pipe:PATH?sampleformat=RATE:BITS:CHANNELS`.
+/// Where audio comes from, as a user writes it: a file path, `-` for standard input, an
+/// http(s) URL (HLS when its path ends in `.m3u8`), or `pipe:PATH` for a named pipe (like
+/// Snapcast's pipe source). A pipe carries any format FFmpeg can probe, or raw PCM described as
+/// `pipe:PATH?sampleformat=RATE:BITS:CHANNELS`.
 public struct InputLocation: Sendable, Equatable {
     public enum Kind: Sendable, Equatable {
         case file
@@ -10,6 +11,8 @@ public struct InputLocation: Sendable, Equatable {
         case namedPipe
         /// An http:// or https:// URL, fetched by Tutti (`HTTPByteSource`).
         case network
+        /// An http(s) URL of an HLS playlist (its path ends in `.m3u8`), fetched by `HLSByteSource`.
+        case hls
     }
 
     /// Raw PCM layout for pipes that carry no header.
@@ -35,7 +38,8 @@ public struct InputLocation: Sendable, Equatable {
         }
         let lowered = spec.lowercased()
         if lowered.hasPrefix("http://") || lowered.hasPrefix("https://") {
-            kind = .network
+            let path = lowered.prefix { $0 != "?" && $0 != "#" }
+            kind = path.hasSuffix(".m3u8") ? .hls : .network
             url = spec
             raw = nil
             return
