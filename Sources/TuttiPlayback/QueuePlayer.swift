@@ -314,8 +314,12 @@ public final class QueuePlayer: @unchecked Sendable {
             producerFinished: producerFinished.load(ordering: .acquiring),
             network: byteState, bytesPerMediaSecond: network?.bytesPerMediaSecond, bytesToDownload: toDownload)
         let minimum = network == nil ? configuration.prerollDuration : configuration.networkPrerollDuration
-        let preroll = min(minimum.seconds, Double(source.ring.capacityFrames) / rate / 2)
-        return evaluation.evaluate(minimumAhead: preroll)
+        return evaluation.evaluate(minimumAhead: prerollSeconds(minimum))
+    }
+
+    /// A preroll in seconds, capped at half the ring so a small ring can still start.
+    private func prerollSeconds(_ duration: MediaTime) -> Double {
+        min(duration.seconds, Double(source.ring.capacityFrames) / Double(outputFormat.sampleRate) / 2)
     }
 
     /// A display-rate loop, off the audio path: starts the device when playback is likely to
@@ -358,7 +362,7 @@ public final class QueuePlayer: @unchecked Sendable {
             if !started {
                 if stopping { return }
                 let ready = autoWait ? evaluation.state.isPlaybackLikelyToKeepUp
-                                     : (producerFinished.load(ordering: .acquiring) || Double(source.ring.readableFrames) / rate >= min(configuration.prerollDuration.seconds, Double(source.ring.capacityFrames) / rate / 2))
+                                     : (producerFinished.load(ordering: .acquiring) || Double(source.ring.readableFrames) / rate >= prerollSeconds(configuration.prerollDuration))
                 let nothingToPlay = producerFinished.load(ordering: .acquiring) && source.ring.readableFrames == 0
                 if nothingToPlay {
                     // Every item failed: report them and end without starting the device.

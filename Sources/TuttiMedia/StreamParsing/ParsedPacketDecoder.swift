@@ -58,59 +58,49 @@ public final class ParsedPacketDecoder {
     /// Decodes one packet; returns the frames it produced (decoders may lag by a packet).
     @discardableResult
     public func decode(_ bytes: [UInt8]) -> Int {
-        var discarded: [Float]? = nil
-        return decode(bytes, into: &discarded)
+        var unused: [Float] = []
+        return decode(bytes, keeping: false, appendingTo: &unused)
     }
 
     /// Decodes one packet, appending the frames the codec released (interleaved Float32) to
     /// `output`. Returns the frames appended.
     @discardableResult
     public func decode(_ bytes: [UInt8], appendingTo output: inout [Float]) -> Int {
-        var kept: [Float]? = output
-        output = []
-        defer { output = kept! }
-        return decode(bytes, into: &kept)
+        decode(bytes, keeping: true, appendingTo: &output)
     }
 
     /// End of stream: drains the decoder; returns the frames it still produced.
     @discardableResult
     public func finish() -> Int {
-        var discarded: [Float]? = nil
-        return finish(into: &discarded)
+        var unused: [Float] = []
+        return finish(keeping: false, appendingTo: &unused)
     }
 
     /// End of the stream (or of a contiguous run): appends the frames the codec still holds.
     @discardableResult
     public func finish(appendingTo output: inout [Float]) -> Int {
-        var kept: [Float]? = output
-        output = []
-        defer { output = kept! }
-        return finish(into: &kept)
+        finish(keeping: true, appendingTo: &output)
     }
 
-    private func decode(_ bytes: [UInt8], into output: inout [Float]?) -> Int {
+    private func decode(_ bytes: [UInt8], keeping: Bool, appendingTo output: inout [Float]) -> Int {
         guard let packet, !bytes.isEmpty, av_new_packet(packet, Int32(bytes.count)) >= 0 else { return 0 }
         bytes.withUnsafeBytes { packet.pointee.data.update(from: $0.bindMemory(to: UInt8.self).baseAddress!, count: bytes.count) }
         let status = avcodec_send_packet(context, packet)
         av_packet_unref(packet)
         if status < 0 { rejectedPacketCount += 1 }
-        return receive(into: &output)
+        return receive(keeping: keeping, appendingTo: &output)
     }
 
-    private func finish(into output: inout [Float]?) -> Int {
+    private func finish(keeping: Bool, appendingTo output: inout [Float]) -> Int {
         _ = avcodec_send_packet(context, nil)
-        return receive(into: &output)
+        return receive(keeping: keeping, appendingTo: &output)
     }
 
-    private func receive(into output: inout [Float]?) -> Int {
+    private func receive(keeping: Bool, appendingTo output: inout [Float]) -> Int {
         guard let frame else { return 0 }
         var produced = 0
         while avcodec_receive_frame(context, frame) == 0 {
-            if output != nil {
-                produced += append(frame, to: &output!)
-            } else {
-                produced += Int(frame.pointee.nb_samples)
-            }
+            produced += keeping ? append(frame, to: &output) : Int(frame.pointee.nb_samples)
             av_frame_unref(frame)
         }
         frameCount += Int64(produced)
