@@ -94,6 +94,15 @@ public final class SPSCRing<Element: BitwiseCopyable>: @unchecked Sendable {
         return count
     }
 
+    /// Forgets frames written at or beyond total position `position`, so the next write lands
+    /// there. Producer side, and only while the consumer is known not to read at or beyond
+    /// `position` (the caller fences it; see `RingRenderSource.truncate(from:)`).
+    public func truncateWrites(to position: Int) {
+        let written = writePosition.load(ordering: .relaxed)
+        precondition(position >= readPosition.load(ordering: .acquiring), "cannot truncate frames already read")
+        if position < written { writePosition.store(position, ordering: .releasing) }
+    }
+
     /// Drops up to `frames` readable frames; returns how many were dropped. Consumer side.
     @inlinable
     @discardableResult

@@ -13,6 +13,11 @@ public struct QueueItemReport: Sendable {
     public var error: MediaError?
     /// Which pass over the queue this is, from 0 (the looper repeats the queue).
     public var pass: Int = 0
+    /// The caller's tag of the queue entry (`GaplessQueueReader.Entry.tag`); the index for a
+    /// reader made from paths.
+    public var tag: Int = 0
+    /// The item's own time of its first frame: zero, or where a seek started it.
+    public var itemStartTime: MediaTime = .zero
 }
 
 /// Reads a queue of files as one continuous PCM stream at an output rate and channel count:
@@ -22,7 +27,23 @@ public struct QueueItemReport: Sendable {
 /// consecutive items of the same source rate, so joins are continuous through its filter. An
 /// item that cannot be played is reported and skipped. Not thread-safe: one reading thread.
 public final class GaplessQueueReader {
-    public let paths: [String]
+    /// One queue entry: what to play, where to stop, and the caller's tag for it.
+    public struct Entry: Sendable, Equatable {
+        public var path: String
+        /// The item's forward playback end time: it is cut there (nil: plays to its end).
+        public var endTime: MediaTime?
+        /// Reported back in `QueueItemReport.tag`, so a caller that edits its queue knows which
+        /// entry a report is about.
+        public var tag: Int
+        public init(path: String, endTime: MediaTime? = nil, tag: Int) {
+            self.path = path
+            self.endTime = endTime
+            self.tag = tag
+        }
+    }
+
+    public private(set) var entries: [Entry]
+    public var paths: [String] { entries.map(\.path) }
     public let outputRate: Int
     public let channelCount: Int
     public let quality: Resampler.Quality
@@ -31,7 +52,7 @@ public final class GaplessQueueReader {
     /// Called on a network task with an item's retries and radio titles (item index, event).
     public var onNetworkEvent: (@Sendable (Int, HTTPByteSource.Event) -> Void)?
     /// Cancels network reads of this reader from another thread (a stopping player).
-    public let cancellation = InputCancellation()
+    public let cancellation: InputCancellation
     /// The decoder of the item being read, for buffering measures (reading thread only).
     public var currentDecoder: AudioFileDecoder? { decoder }
 
@@ -40,6 +61,8 @@ public final class GaplessQueueReader {
     private var decoder: AudioFileDecoder?
     private var current: QueueItemReport?
     private var itemFrames: Int64 = 0
+    /// The current item's end in its own frames (its forward playback end time), if cut.
+    private var itemEndFrame: Int64?
     private var resampler: Resampler?
     private var segmentRate: Int
     private var segmentOutputStart: Int64
@@ -56,11 +79,22 @@ public final class GaplessQueueReader {
     public let passes: Int?
     private var pass = 0
 
-    public init(paths: [String], outputRate: Int, channelCount: Int, quality: Resampler.Quality = .high,
-                firstItem: Int = 0, offset: MediaTime = .zero, firstFrame: Int64 = 0, passes: Int? = 1) {
-        precondition(passes.map { $0 >= 1 } ?? true, "a queue plays at least once")
+    public convenience init(paths: [String], outputRate: Int, channelCount: Int, quality: Resampler.Quality = .high,
+                            firstItem: Int = 0, offset: MediaTime = .zero, firstFrame: Int64 = 0, passes: Int? = 1) {
+        self.init(entries: paths.enumerated().map { Entry(path: $1, tag: $0) }, outputRate: outputRate, channelCount: channelCount,
+                  quality: quality, firstItem: firstItem, offset: offset, firstFrame: firstFrame, passes: passes)
+    }
+
+    /// - Parameter firstPass: the pass number of the first item (a reader that takes over a
+    ///   looping queue midway); `passes` counts from it.
+    public init(entries: [Entry], outputRate: Int, channelCount: Int, quality: Resampler.Quality = .high,
+                firstItem: Int = 0, offset: MediaTime = .zero, firstFrame: Int64 = 0, passes: Int? = 1, firstPass: Int = 0,
+                cancellation: InputCancellation = InputCancellation()) {
+        precondition(passes.map { $0 > firstPass } ?? true, "a queue plays at least once")
+        self.cancellation = cancellation
         self.passes = passes
-        self.paths = paths
+        self.entries = entries
+        pass = firstPass
         self.outputRate = outputRate
         self.channelCount = channelCount
         self.quality = quality
@@ -73,6 +107,16 @@ public final class GaplessQueueReader {
 
     /// The output frame the next `read` starts at.
     public var position: Int64 { written }
+
+    /// Replaces the entries still to come: the next item opened is `entries[nextIndex]` (in
+    /// pass `pass`), and passes wrap around the new list. The item being read goes on. For a
+    /// player whose queue was edited beyond what it has read.
+    public func replaceUpcoming(_ entries: [Entry], nextIndex: Int, pass: Int) {
+        precondition(nextIndex >= 0 && nextIndex <= entries.count, "the next index must be in the new entries")
+        self.entries = entries
+        self.nextIndex = nextIndex
+        self.pass = pass
+    }
 
     /// Replaces `output` with the next block of interleaved frames; returns the frame count,
     /// 0 once the queue is exhausted.
@@ -94,7 +138,7 @@ public final class GaplessQueueReader {
                 finished = true
                 break
             }
-            let frames: Int
+            var frames: Int
             do throws(MediaError) {
                 frames = try decoder!.read(into: &decoded)
             } catch {
@@ -107,8 +151,20 @@ public final class GaplessQueueReader {
                 if !output.isEmpty { break }
                 continue
             }
+            var reachedEndTime = false
+            if let end = itemEndFrame, decoder!.position >= end {
+                // The forward playback end time: keep what precedes it, then end the item.
+                frames = max(0, frames - Int(decoder!.position - end))
+                decoded.removeSubrange((frames * channelCount)...)
+                reachedEndTime = true
+            }
             itemFrames += Int64(frames)
             segmentInput += Int64(frames)
+            if reachedEndTime { finishItem() }
+            if frames == 0 {
+                if !output.isEmpty { break }
+                continue
+            }
             if let resampler {
                 decoded.withUnsafeBufferPointer { resampler.process($0.baseAddress!, frames: frames, appendingTo: &output) }
                 if output.isEmpty { continue }
@@ -130,24 +186,26 @@ public final class GaplessQueueReader {
     private func openNext() -> Bool {
         var failuresThisPass = 0
         while true {
-            if nextIndex == paths.count {
+            if nextIndex == entries.count {
                 // Another pass, unless done — or unless a whole pass failed (nothing would ever play).
-                let playedSomething = failuresThisPass < paths.count
-                guard !paths.isEmpty, playedSomething, passes.map({ pass + 1 < $0 }) ?? true else { return false }
+                let playedSomething = failuresThisPass < entries.count
+                guard !entries.isEmpty, playedSomething, passes.map({ pass + 1 < $0 }) ?? true else { return false }
                 pass += 1
                 nextIndex = 0
                 failuresThisPass = 0
             }
             let index = nextIndex
+            let entry = entries[index]
             nextIndex += 1
-            var report = QueueItemReport(index: index, path: paths[index], info: nil, startFrame: inputPosition, frameCount: 0, error: nil, pass: pass)
+            var report = QueueItemReport(index: index, path: entry.path, info: nil, startFrame: inputPosition, frameCount: 0, error: nil,
+                                         pass: pass, tag: entry.tag, itemStartTime: startOffset)
             let opened: AudioFileDecoder
             do throws(MediaError) {
                 var networkEvents: (@Sendable (HTTPByteSource.Event) -> Void)? = nil
                 if let report = onNetworkEvent {
                     networkEvents = { event in report(index, event) }
                 }
-                opened = try AudioFileDecoder(path: paths[index], outputChannelCount: channelCount, cancellation: cancellation,
+                opened = try AudioFileDecoder(path: entry.path, outputChannelCount: channelCount, cancellation: cancellation,
                                               networkEvents: networkEvents)
                 if startOffset > .zero {
                     try opened.seek(toFrame: startOffset.frame(atSampleRate: opened.sampleRate, rounding: .toNearestOrAwayFromZero))
@@ -176,6 +234,7 @@ public final class GaplessQueueReader {
             decoder = opened
             current = report
             itemFrames = 0
+            itemEndFrame = entry.endTime.map { $0.frame(atSampleRate: opened.sampleRate, rounding: .toNearestOrAwayFromZero) }
             onItem?(report)
             return true
         }
@@ -197,7 +256,8 @@ public final class GaplessQueueReader {
 
     private func finishItem() {
         if var report = current, let decoder {
-            if report.error == nil { report.error = Self.problem(with: decoder, framesDecoded: itemFrames) }
+            let cut = itemEndFrame.map { decoder.position >= $0 } ?? false
+            if report.error == nil { report.error = Self.problem(with: decoder, framesDecoded: itemFrames, cutShort: cut) }
             report.frameCount = inputPosition - report.startFrame
             onItem?(report)
         }
@@ -206,7 +266,7 @@ public final class GaplessQueueReader {
     }
 
     /// Partial failures found after decoding: the item played, but not all of it.
-    static func problem(with decoder: AudioFileDecoder, framesDecoded: Int64) -> MediaError? {
+    static func problem(with decoder: AudioFileDecoder, framesDecoded: Int64, cutShort: Bool = false) -> MediaError? {
         let input = decoder.info.input
         if let readError = decoder.readError {
             return MediaError(.corrupt, input: input, reason: "read error after \(formatSeconds(framesDecoded, decoder.sampleRate)): \(readError)")
@@ -214,7 +274,7 @@ public final class GaplessQueueReader {
         if decoder.corruptPacketCount > 0 {
             return MediaError(.corrupt, input: input, reason: "\(decoder.corruptPacketCount) corrupt packet(s) skipped")
         }
-        if !decoder.info.durationIsEstimate, let expected = decoder.expectedFrameCount, decoder.position < expected - Int64(decoder.sampleRate / 5) {
+        if !cutShort, !decoder.info.durationIsEstimate, let expected = decoder.expectedFrameCount, decoder.position < expected - Int64(decoder.sampleRate / 5) {
             return MediaError(.truncated, input: input, reason: "truncated: decoded \(formatSeconds(decoder.position, decoder.sampleRate)) of \(formatSeconds(expected, decoder.sampleRate))")
         }
         if framesDecoded == 0 {

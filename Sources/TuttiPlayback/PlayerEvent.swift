@@ -23,6 +23,9 @@ public enum PlayerEvent: Sendable {
     case buffering(ItemBufferingState, hostTime: Int64)
     /// An item's first frame leaves the device.
     case itemStarted(QueueItemReport, hostTime: Int64)
+    /// An item's last frame leaves the device (AVPlayerItemDidPlayToEndTime), or the last frame
+    /// before an advance or a removal cut it; `frameCount` says how much of it played.
+    case itemEnded(QueueItemReport, hostTime: Int64)
     /// An item could not be played (or only partly); reported when found.
     case itemFailed(QueueItemReport, hostTime: Int64)
     /// Playback ran out of audio and stopped its timeline (the `stalls`-th time) at `hostTime`.

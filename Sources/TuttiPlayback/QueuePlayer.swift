@@ -23,6 +23,12 @@ import TuttiMedia
 /// Items follow each other with no added or missing frames; an item that cannot be played is
 /// reported and skipped; the rest of the queue plays.
 ///
+/// The queue can be edited while it plays (AVQueuePlayer): `insert(_:after:)`, `remove(_:)`,
+/// `move(_:after:)`, `advanceToNextItem()`. The producer decodes seconds ahead, so an edit that
+/// changes audio already decoded flushes the ring from the first frame that changes — an item
+/// boundary, or for an advance the playhead plus `editLead` — and decodes on from there; the
+/// timeline (`currentTime`) runs on without a jump. Edits beyond what is decoded cost nothing.
+///
 /// Thread-safety: control methods and properties may be used from any thread.
 public final class QueuePlayer: @unchecked Sendable {
     public struct Configuration: Sendable {
@@ -40,10 +46,14 @@ public final class QueuePlayer: @unchecked Sendable {
         /// Start and resume only when playback is likely to keep up (AVPlayer's default).
         /// When false, playback starts after the preroll and resumes as soon as audio arrives.
         public var automaticallyWaitsToMinimizeStalling = true
+        /// What happens when an item ends; can be changed while playing (`actionAtItemEnd`).
+        public var actionAtItemEnd: ActionAtItemEnd = .advance
+        /// How far ahead of the device's read position an advance or a removal of the playing
+        /// item cuts: enough for the next item's first frames to be decoded in time.
+        public var editLead: MediaTime = MediaTime(value: 1, timescale: 20)
         public init() {}
     }
 
-    public let items: [PlayerItem]
     public let configuration: Configuration
     public let outputFormat: AudioFormat
     /// Called on the producer thread as items start and fail; keep it quick.
@@ -57,8 +67,43 @@ public final class QueuePlayer: @unchecked Sendable {
     private let producerDone = DispatchSemaphore(value: 0)
     private let supervisorDone = DispatchSemaphore(value: 0)
     private let producerFinished = Atomic<Bool>(false)
-    private let reader: GaplessQueueReader
+    private let cancellation = InputCancellation()
     private let shared = Mutex(SharedState())
+    private let queue: Mutex<QueueState>
+    private let queueGeneration = Atomic<Int>(0)
+
+    /// The queue as edited by the control methods; the producer follows it.
+    private struct QueueState {
+        var entries: [GaplessQueueReader.Entry] = []
+        var items: [Int: PlayerItem] = [:]
+        var nextTag = 0
+        var action: ActionAtItemEnd
+        var advanceRequests = 0
+        var seekTime: MediaTime?
+
+        mutating func makeEntry(_ item: PlayerItem) -> GaplessQueueReader.Entry {
+            defer { nextTag += 1 }
+            items[nextTag] = item
+            return GaplessQueueReader.Entry(path: item.path, endTime: item.forwardPlaybackEndTime, tag: nextTag)
+        }
+
+        func index(of item: PlayerItem) -> Int? { entries.firstIndex { items[$0.tag]?.id == item.id } }
+    }
+
+    // Producer-thread state.
+    private var reader: GaplessQueueReader?
+    /// What the reader has put on the timeline since it was made: items with their frames.
+    private var segments: [Segment] = []
+    /// The entries the reader was given, to find where a removed item stood.
+    private var plannedEntries: [GaplessQueueReader.Entry] = []
+    private var lastStopPosted: Int64 = -1
+
+    private struct Segment {
+        var tag: Int
+        var pass: Int
+        var start: Int64
+        var end: Int64?
+    }
 
     /// State the supervisor publishes and control methods read.
     private struct SharedState {
@@ -90,15 +135,14 @@ public final class QueuePlayer: @unchecked Sendable {
     }
 
     public init(items: [PlayerItem], outputFormat: AudioFormat, configuration: Configuration = Configuration()) {
-        self.items = items
+        var state = QueueState(action: configuration.actionAtItemEnd)
+        state.entries = items.map { state.makeEntry($0) }
+        queue = Mutex(state)
         self.outputFormat = outputFormat
         self.configuration = configuration
         let capacity = Int(configuration.ringDuration.frame(atSampleRate: outputFormat.sampleRate))
         source = RingRenderSource(channelCount: outputFormat.channelCount, capacityFrames: max(capacity, 4096),
                                   waitsAfterStall: configuration.automaticallyWaitsToMinimizeStalling)
-        reader = GaplessQueueReader(paths: items.map(\.path), outputRate: outputFormat.sampleRate, channelCount: outputFormat.channelCount,
-                                    quality: configuration.resamplerQuality, offset: configuration.startTime,
-                                    passes: configuration.passes)
     }
 
     // MARK: Control
@@ -146,7 +190,7 @@ public final class QueuePlayer: @unchecked Sendable {
     /// Stops playback now (Ctrl-C). `waitUntilFinished` then returns promptly.
     public func stop() {
         stopRequested.store(true, ordering: .releasing)
-        reader.cancellation.cancel()
+        cancellation.cancel()
         source.cancel()
         shared.withLock { $0.device }?.stop()
     }
@@ -165,6 +209,119 @@ public final class QueuePlayer: @unchecked Sendable {
         // can end; playback is over, so do not wait for it.
         if !stopRequested.load(ordering: .acquiring) { producerDone.wait() }
         return outcomes.withLock { $0 }
+    }
+
+    // MARK: Queue
+
+    /// The queue, played and to come (with passes, the queue each pass plays).
+    public var items: [PlayerItem] {
+        queue.withLock { state in state.entries.compactMap { state.items[$0.tag] } }
+    }
+
+    /// The item heard now (nil before the first starts and after the queue ends).
+    public var currentItem: PlayerItem? {
+        let heard = playheadFrame
+        guard let outcome = outcomes.withLock({ list in list.last { $0.info != nil && $0.startFrame <= heard } }) else { return nil }
+        return queue.withLock { $0.items[outcome.tag] }
+    }
+
+    /// What happens when an item ends. Changing it while playing applies to the next item end
+    /// not yet reached.
+    public var actionAtItemEnd: ActionAtItemEnd {
+        get { queue.withLock { $0.action } }
+        set {
+            queue.withLock { $0.action = newValue }
+            queueChanged()
+        }
+    }
+
+    /// Inserts `item` after `other` (nil: at the end), like AVQueuePlayer. If the audio after
+    /// `other` is already decoded, it is flushed from `other`'s end and decoded anew.
+    public func insert(_ item: PlayerItem, after other: PlayerItem?) {
+        queue.withLock { state in
+            let entry = state.makeEntry(item)
+            let position = other.flatMap { state.index(of: $0).map { $0 + 1 } } ?? state.entries.count
+            state.entries.insert(entry, at: position)
+        }
+        queueChanged()
+    }
+
+    /// Removes `item`. Removing the item that plays advances to the next one.
+    public func remove(_ item: PlayerItem) {
+        queue.withLock { state in
+            if let index = state.index(of: item) { state.entries.remove(at: index) }
+        }
+        queueChanged()
+    }
+
+    /// Moves `item` after `other` (nil: to the end): the queue reordered while playing.
+    public func move(_ item: PlayerItem, after other: PlayerItem?) {
+        queue.withLock { state in
+            guard let from = state.index(of: item) else { return }
+            let entry = state.entries.remove(at: from)
+            let position = other.flatMap { state.index(of: $0).map { $0 + 1 } } ?? state.entries.count
+            state.entries.insert(entry, at: position)
+        }
+        queueChanged()
+    }
+
+    /// Ends the current item now (at the device's read position plus `editLead`) and plays
+    /// the next one; the end of the queue if there is none. At a hold (`actionAtItemEnd`
+    /// none) the next item plays at once.
+    public func advanceToNextItem() {
+        if source.isHeldAtItemEnd {
+            source.releaseHold()
+            return
+        }
+        queue.withLock { $0.advanceRequests += 1 }
+        queueChanged()
+    }
+
+    /// Synchronizes playback with an external timeline, like AVPlayer's
+    /// `setRate(_:time:atHostTime:)`: from host time `hostTime` (CLOCK_MONOTONIC of the device's
+    /// clock) the player plays at `rate` (0 or 1), to the device frame; with `time`, the current
+    /// item is cued at that time of its own first (playback pauses at once until `hostTime`).
+    ///
+    /// Fails when automatic waiting is on (the player could not promise to be playing at
+    /// `hostTime`), before `play(on:)`, or when `hostTime` is sooner than the device's buffer.
+    public func setRate(_ rate: Double, time: MediaTime? = nil, atHostTime hostTime: Int64) throws(PlayerError) {
+        if configuration.automaticallyWaitsToMinimizeStalling {
+            throw PlayerError(.automaticWaitingIsOn, "setRate(_:time:atHostTime:) needs automaticallyWaitsToMinimizeStalling off: with automatic waiting the player cannot promise to play at a given host time")
+        }
+        guard rate == 0 || rate == 1 else { throw PlayerError(.unsupportedRate, "rate \(rate): only 0 and 1 are supported") }
+        guard let device = shared.withLock({ $0.deviceStarted ? $0.device : nil }) else {
+            throw PlayerError(.notStarted, "setRate(_:time:atHostTime:): the player has not started; call play(on:) first")
+        }
+        let now = device.position()
+        let sampleRate = Int64(outputFormat.sampleRate)
+        let frame = now.framesEmitted + WideMath.multiplyDivide(hostTime - now.hostTime, sampleRate, 1_000_000_000, rounding: .toNearestOrAwayFromZero)
+        let earliest = now.framesEmitted + Int64(device.bufferFrames + device.periodFrames)
+        guard frame >= earliest else {
+            let lead = Double(earliest - now.framesEmitted) / Double(sampleRate) * 1000
+            throw PlayerError(.hostTimeTooSoon, "setRate(_:time:atHostTime:): host time \(hostTime) is too soon; the device needs \(String(format: "%.1f", lead)) ms of lead")
+        }
+        if rate == 1, let time {
+            source.setPaused(true)
+            queue.withLock { $0.seekTime = time }
+            queueChanged()
+        }
+        shared.withLock { $0.rate = rate }
+        source.schedule(playing: rate == 1, atDeviceFrame: frame)
+    }
+
+    /// Waits (5 s at most) until the producer has decoded `frames` frames of the timeline, or
+    /// finished; returns how many it has. For tests that edit what is already decoded.
+    func waitUntilDecoded(frames: Int) -> Int {
+        let deadline = MonotonicClock().now() + 5_000_000_000
+        while source.ring.totalFramesWritten < frames && !source.isFinished && MonotonicClock().now() < deadline {
+            source.waitForWrites(beyond: source.ring.totalFramesWritten, timeoutNanoseconds: 10_000_000)
+        }
+        return source.ring.totalFramesWritten
+    }
+
+    private func queueChanged() {
+        queueGeneration.add(1, ordering: .releasing)
+        source.wake()
     }
 
     // MARK: State
@@ -246,26 +403,192 @@ public final class QueuePlayer: @unchecked Sendable {
             source.finish()
             producerFinished.store(true, ordering: .releasing)
         }
+        let initial = queue.withLock { $0.entries }
+        plannedEntries = initial
+        reader = initial.isEmpty ? nil : makeReader(initial, firstItem: 0, offset: configuration.startTime, firstFrame: 0, firstPass: 0)
+        var seenGeneration = 0
+        var block: [Float] = []
+        var blockOffset = 0
+        var exhausted = reader == nil
+        let channels = outputFormat.channelCount
+        while !stopRequested.load(ordering: .acquiring) {
+            let generation = queueGeneration.load(ordering: .acquiring)
+            if generation != seenGeneration {
+                seenGeneration = generation
+                if applyQueueEdits(exhausted: exhausted) {
+                    block.removeAll(keepingCapacity: true)
+                    blockOffset = 0
+                    exhausted = reader == nil
+                }
+            }
+            postItemEndStop()
+            if blockOffset * channels == block.count {
+                if exhausted {
+                    // The queue is out: an edit may still add to it until its end is about to play.
+                    if !source.isPaced || source.ring.readableFrames <= editLeadFrames || source.isPaused && source.ring.readableFrames == 0 { break }
+                    source.waitForSpace(timeoutNanoseconds: 20_000_000, evenIfWritable: true)
+                    continue
+                }
+                blockOffset = 0
+                if reader!.read(into: &block) == 0 {
+                    exhausted = true
+                    continue
+                }
+                publishNetworkProgress()
+            }
+            // Frames past an item end whose stop is not posted yet must wait for it.
+            var frames = block.count / channels - blockOffset
+            if let boundary = unpostedStop() {
+                frames = min(frames, max(0, Int(boundary) - source.ring.totalFramesWritten))
+            }
+            let written = frames == 0 ? 0 : block.withUnsafeBufferPointer {
+                source.writeAvailable($0.baseAddress! + blockOffset * channels, frames: frames)
+            }
+            blockOffset += written
+            if written == 0 { source.waitForSpace(timeoutNanoseconds: 100_000_000, evenIfWritable: frames == 0) }
+        }
+    }
+
+    private var editLeadFrames: Int {
+        Int(configuration.editLead.frame(atSampleRate: outputFormat.sampleRate))
+    }
+
+    private func makeReader(_ entries: [GaplessQueueReader.Entry], firstItem: Int, offset: MediaTime, firstFrame: Int64,
+                            firstPass: Int) -> GaplessQueueReader {
+        let reader = GaplessQueueReader(entries: entries, outputRate: outputFormat.sampleRate, channelCount: outputFormat.channelCount,
+                                        quality: configuration.resamplerQuality, firstItem: firstItem, offset: offset,
+                                        firstFrame: firstFrame, passes: configuration.passes, firstPass: firstPass,
+                                        cancellation: cancellation)
         reader.onItem = { [self] in record($0) }
-        reader.onNetworkEvent = { [self] index, event in
+        reader.onNetworkEvent = { [self] tag, event in
             let now = MonotonicClock().now()
             switch event {
             case .retrying(let attempt, let delay, let reason):
-                emit(.retrying(index: index, attempt: attempt, delay: delay, reason: reason, hostTime: now))
+                emit(.retrying(index: tag, attempt: attempt, delay: delay, reason: reason, hostTime: now))
             case .title(let title):
-                emit(.title(index: index, title, hostTime: now))
+                emit(.title(index: tag, title, hostTime: now))
             }
         }
-        var block: [Float] = []
-        while !stopRequested.load(ordering: .acquiring) {
-            if reader.read(into: &block) == 0 { break }
-            publishNetworkProgress()
-            if !source.write(block) { break }
+        return reader
+    }
+
+    /// Where the queue goes after `tag` (in `pass`) in `entries`: the next entry, or the first
+    /// of another pass; for an entry no longer there, the first entry after it in the previous
+    /// plan that still is.
+    private func successor(of tag: Int, pass: Int, in entries: [GaplessQueueReader.Entry]) -> (index: Int, pass: Int)? {
+        func following(_ index: Int) -> (index: Int, pass: Int)? {
+            if index < entries.count { return (index, pass) }
+            guard !entries.isEmpty, configuration.passes.map({ pass + 1 < $0 }) ?? true else { return nil }
+            return (0, pass + 1)
+        }
+        if let index = entries.firstIndex(where: { $0.tag == tag }) { return following(index + 1) }
+        if let old = plannedEntries.firstIndex(where: { $0.tag == tag }) {
+            for later in plannedEntries[(old + 1)...] {
+                if let index = entries.firstIndex(where: { $0.tag == later.tag }) { return (index, pass) }
+            }
+        }
+        return following(entries.count)
+    }
+
+    /// Brings the producer in line with the edited queue. Returns true if the reader was
+    /// replaced (the caller drops the block it holds).
+    private func applyQueueEdits(exhausted: Bool) -> Bool {
+        let (entries, advances, seekTime) = queue.withLock { state -> ([GaplessQueueReader.Entry], Int, MediaTime?) in
+            defer {
+                state.advanceRequests = 0
+                state.seekTime = nil
+            }
+            return (state.entries, state.advanceRequests, state.seekTime)
+        }
+        if lastStopPosted >= 0 && actionAtItemEnd == .advance { source.withdrawStop() }
+        let readPosition = Int64(source.ring.totalFramesRead)
+        let horizon = source.isPaused || !source.isPaced ? readPosition : readPosition + Int64(editLeadFrames)
+        let written = Int64(source.ring.totalFramesWritten)
+        // The item at the horizon, and what the edited queue plays from there on.
+        guard let current = segments.lastIndex(where: { $0.start <= horizon }) ?? segments.indices.first else {
+            plannedEntries = entries
+            if reader == nil && !entries.isEmpty {
+                reader = makeReader(entries, firstItem: 0, offset: .zero, firstFrame: written, firstPass: 0)
+                return true
+            }
+            reader?.replaceUpcoming(entries, nextIndex: 0, pass: 0)
+            return false
+        }
+        let playing = segments[current]
+        var cut: Int64?
+        var restart: (index: Int, pass: Int, offset: MediaTime)?
+        if let seekTime, let index = entries.firstIndex(where: { $0.tag == playing.tag }) {
+            cut = max(horizon, playing.start)
+            restart = (index, playing.pass, seekTime)
+        } else if advances > 0 || !entries.contains(where: { $0.tag == playing.tag }) {
+            cut = max(horizon, playing.start)
+            var next = successor(of: playing.tag, pass: playing.pass, in: entries)
+            for _ in 1..<max(advances, 1) {
+                guard let step = next else { break }
+                next = successor(of: entries[step.index].tag, pass: step.pass, in: entries)
+            }
+            restart = next.map { ($0.index, $0.pass, .zero) }
+        } else {
+            var expected = successor(of: playing.tag, pass: playing.pass, in: entries)
+            for segment in segments[(current + 1)...] {
+                guard let next = expected, entries[next.index].tag == segment.tag, next.pass == segment.pass else {
+                    cut = segment.start
+                    restart = expected.map { ($0.index, $0.pass, .zero) }
+                    break
+                }
+                expected = successor(of: segment.tag, pass: segment.pass, in: entries)
+            }
+            if cut == nil {
+                if let reader, !exhausted {
+                    reader.replaceUpcoming(entries, nextIndex: expected?.index ?? entries.count,
+                                           pass: expected?.pass ?? (configuration.passes.map { $0 - 1 } ?? 0))
+                    plannedEntries = entries
+                    return false
+                }
+                guard let next = expected else { plannedEntries = entries; return false }
+                // The queue had run out; the new items follow what is decoded.
+                cut = written
+                restart = (next.index, next.pass, .zero)
+            }
+        }
+        let cutFrame = Int64(source.truncate(from: Int(min(cut!, written))))
+        forgetTimeline(from: cutFrame)
+        plannedEntries = entries
+        reader = restart.map { makeReader(entries, firstItem: $0.index, offset: $0.offset, firstFrame: cutFrame, firstPass: $0.pass) }
+        return true
+    }
+
+    /// Drops what was decoded from `frame` on from the producer's and the player's records:
+    /// items that will not play, and the end of the item cut there.
+    private func forgetTimeline(from frame: Int64) {
+        segments.removeAll { $0.start >= frame }
+        if let last = segments.indices.last, segments[last].end.map({ $0 > frame }) ?? true { segments[last].end = frame }
+        if lastStopPosted >= frame { lastStopPosted = frame - 1 }
+        outcomes.withLock { list in
+            list.removeAll { $0.startFrame >= frame }
+            if let last = list.indices.last, list[last].info != nil,
+               list[last].startFrame + list[last].frameCount > frame || (list[last].frameCount == 0 && list[last].error == nil) {
+                list[last].frameCount = frame - list[last].startFrame
+            }
+        }
+    }
+
+    /// The next item end that needs a stop (`actionAtItemEnd` pause or none on a paced device)
+    /// and has none yet.
+    private func unpostedStop() -> Int64? {
+        guard source.isPaced, actionAtItemEnd != .advance else { return nil }
+        return segments.first { ($0.end ?? .max) > lastStopPosted && $0.end != nil && $0.end! >= Int64(source.ring.totalFramesRead) }?.end
+    }
+
+    private func postItemEndStop() {
+        guard let boundary = unpostedStop(), !source.hasPendingStop else { return }
+        if source.postStop(at: Int(boundary), holds: actionAtItemEnd == .none) || Int64(source.ring.totalFramesRead) > boundary {
+            lastStopPosted = boundary
         }
     }
 
     private func publishNetworkProgress() {
-        let decoder = reader.currentDecoder
+        let decoder = reader?.currentDecoder
         let network = decoder.flatMap { decoder -> ItemNetwork? in
             guard let byteSource = decoder.byteSource, let position = decoder.bytePosition else { return nil }
             var byteRate = decoder.info.bitRate.map { Double($0) / 8 }
@@ -279,11 +602,21 @@ public final class QueuePlayer: @unchecked Sendable {
 
     private func record(_ outcome: ItemOutcome) {
         outcomes.withLock { list in
-            if let last = list.indices.last, list[last].index == outcome.index && list[last].pass == outcome.pass {
+            if let last = list.indices.last, list[last].tag == outcome.tag && list[last].pass == outcome.pass
+                && list[last].startFrame == outcome.startFrame {
                 list[last] = outcome
             } else {
                 list.append(outcome)
             }
+        }
+        if outcome.info != nil {
+            let end = outcome.frameCount > 0 || outcome.error != nil ? outcome.startFrame + outcome.frameCount : nil
+            if let last = segments.indices.last, segments[last].tag == outcome.tag, segments[last].start == outcome.startFrame {
+                segments[last].end = end
+            } else {
+                segments.append(Segment(tag: outcome.tag, pass: outcome.pass, start: outcome.startFrame, end: end))
+            }
+            if segments.count > 4096 { segments.removeFirst(2048) }
         }
         onItemEvent?(outcome)
     }
@@ -328,6 +661,7 @@ public final class QueuePlayer: @unchecked Sendable {
     private func supervise(_ device: any OutputDevice) {
         let rate = Double(outputFormat.sampleRate)
         var announced = 0
+        var endsReported = 0
         var failuresReported = Set<String>()
         var stalls = 0
         var pending: [Transition] = []
@@ -366,7 +700,7 @@ public final class QueuePlayer: @unchecked Sendable {
                 let nothingToPlay = producerFinished.load(ordering: .acquiring) && source.ring.readableFrames == 0
                 if nothingToPlay {
                     // Every item failed: report them and end without starting the device.
-                    reportItems(position: now, announced: &announced, failuresReported: &failuresReported, hostTime: hostTime)
+                    reportItems(position: now, announced: &announced, endsReported: &endsReported, failuresReported: &failuresReported, hostTime: hostTime)
                     setStatus(.waitingToPlayAtSpecifiedRate, .noItemToPlay, at: now.hostTime)
                     setStatus(.paused, nil, at: now.hostTime)
                     emit(.ended(hostTime: now.hostTime))
@@ -379,7 +713,7 @@ public final class QueuePlayer: @unchecked Sendable {
                     } catch {
                         shared.withLock { $0.startError = error }
                         source.cancel()
-                        reader.cancellation.cancel()
+                        cancellation.cancel()
                         return
                     }
                 } else {
@@ -406,13 +740,16 @@ public final class QueuePlayer: @unchecked Sendable {
                         stalls += 1
                         emit(.stalled(stalls: stalls, hostTime: time))
                         setStatus(.waitingToPlayAtSpecifiedRate, autoWait ? (evaluation.waitingReason ?? .toMinimizeStalls) : .toMinimizeStalls, at: time)
-                    case .ended: break
+                    case .pausedAtItemEnd:
+                        if source.isPaused { shared.withLock { $0.rate = 0 } }
+                        setStatus(.paused, nil, at: time)
+                    case .heldAtItemEnd, .ended: break
                     }
                 }
                 if source.isHoldingAfterStall && evaluation.state.isPlaybackLikelyToKeepUp && !stopping {
                     source.resumeAfterStall()
                 }
-                reportItems(position: now, announced: &announced, failuresReported: &failuresReported, hostTime: hostTime)
+                reportItems(position: now, announced: &announced, endsReported: &endsReported, failuresReported: &failuresReported, hostTime: hostTime)
                 notifyTimeObservers(position: now)
                 if device.isFinished {
                     setStatus(.paused, nil, at: now.hostTime)
@@ -432,19 +769,35 @@ public final class QueuePlayer: @unchecked Sendable {
     }
 
     /// Items are reported when their first frame is emitted, with that frame's exact host time.
-    private func reportItems(position: DevicePosition, announced: inout Int, failuresReported: inout Set<String>,
+    private func reportItems(position: DevicePosition, announced: inout Int, endsReported: inout Int, failuresReported: inout Set<String>,
                              hostTime: (Int64, DevicePosition) -> Int64) {
         let items = outcomes.withLock { $0 }
         for item in items where item.error != nil || item.info == nil {
-            let key = "\(item.pass)/\(item.index)"
+            let key = "\(item.pass)/\(item.tag)/\(item.startFrame)"
             if failuresReported.insert(key).inserted { emit(.itemFailed(item, hostTime: position.hostTime)) }
         }
-        let playable = items.filter { $0.info != nil && ($0.frameCount > 0 || $0.error == nil) }
+        // Items that put frames on the timeline, and the one being decoded (an item cut to
+        // nothing adds none: it neither starts nor ends).
+        let playable = items.enumerated().filter { index, item in
+            item.info != nil && (item.frameCount > 0 || (item.error == nil && index == items.count - 1))
+        }.map(\.element)
         let timeline = shared.withLock { $0.timeline }
-        while announced < playable.count, let frame = timeline.deviceFrame(forMediaFrame: playable[announced].startFrame),
-              frame <= position.framesEmitted {
-            emit(.itemStarted(playable[announced], hostTime: hostTime(frame, position)))
-            announced += 1
+        // Starts and ends in the order they are heard: an item's end (its last frame is out;
+        // the frame after it may come much later, after a pause at the item's end) before the
+        // next item's start.
+        while true {
+            if endsReported < announced, playable[endsReported].frameCount > 0,
+               let last = timeline.deviceFrame(forMediaFrame: playable[endsReported].startFrame + playable[endsReported].frameCount - 1),
+               last < position.framesEmitted {
+                emit(.itemEnded(playable[endsReported], hostTime: hostTime(last + 1, position)))
+                endsReported += 1
+            } else if announced < playable.count, endsReported == announced,
+                      let frame = timeline.deviceFrame(forMediaFrame: playable[announced].startFrame), frame <= position.framesEmitted {
+                emit(.itemStarted(playable[announced], hostTime: hostTime(frame, position)))
+                announced += 1
+            } else {
+                break
+            }
         }
     }
 

@@ -152,6 +152,10 @@ enum EventLine {
                 object["title"] = info.displayTitle
                 if let d = info.duration { object["duration"] = d.seconds }
             }
+        case .itemEnded(let item, let time):
+            object = ["event": "item_end", "index": item.index, "pass": item.pass, "path": item.path,
+                      "frames": item.frameCount,
+                      "mono_ns": time]
         case .itemFailed(let item, let time):
             object = ["event": "error", "index": item.index, "path": item.path, "reason": item.error?.reason ?? "failed",
                       "message": item.error?.description ?? item.path, "mono_ns": time]

@@ -214,7 +214,9 @@ struct TuttiProcess {
         let events = try result.standardOutput.split(separator: "\n").map { try JSONSerialization.jsonObject(with: Data($0.utf8)) as! [String: Any] }
         let kinds = events.map { $0["event"] as! String }
         // The error is reported when found (its timing against the first item depends on decoding).
-        #expect(kinds.filter { $0 != "error" && $0 != "buffering" } == ["status", "status", "item", "item", "status", "end"], "\(kinds)")
+        #expect(kinds.filter { $0 != "error" && $0 != "buffering" } == ["status", "status", "item", "item_end", "item", "item_end", "status", "end"], "\(kinds)")
+        // Each item's end says how much of it played: all of it.
+        #expect(events.filter { $0["event"] as? String == "item_end" }.map { $0["frames"] as? Int } == [28800, 19200])
         #expect(kinds.contains("buffering"))
         #expect(kinds.filter { $0 == "error" }.count == 1)
         #expect(events.allSatisfy { ($0["mono_ns"] as? NSNumber) != nil })
