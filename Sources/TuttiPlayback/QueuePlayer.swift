@@ -517,6 +517,7 @@ public final class QueuePlayer: @unchecked Sendable {
         let playing = segments[current]
         var cut: Int64?
         var restart: (index: Int, pass: Int, offset: MediaTime)?
+        let cutsInsideItem = seekTime != nil || advances > 0 || !entries.contains(where: { $0.tag == playing.tag })
         if let seekTime, let index = entries.firstIndex(where: { $0.tag == playing.tag }) {
             cut = max(horizon, playing.start)
             restart = (index, playing.pass, seekTime)
@@ -551,8 +552,13 @@ public final class QueuePlayer: @unchecked Sendable {
                 restart = (next.index, next.pass, .zero)
             }
         }
-        let cutFrame = Int64(source.truncate(from: Int(min(cut!, written))))
+        let target = min(cut!, written)
+        let cutFrame = Int64(source.truncate(from: Int(target)))
         forgetTimeline(from: cutFrame)
+        if cutsInsideItem || cutFrame != target {
+            // Cut inside an item (an advance, a removal, a seek): that is no item end to stop at.
+            lastStopPosted = max(lastStopPosted, cutFrame)
+        }
         plannedEntries = entries
         reader = restart.map { makeReader(entries, firstItem: $0.index, offset: $0.offset, firstFrame: cutFrame, firstPass: $0.pass) }
         return true
