@@ -23,6 +23,12 @@ public final class AudioFileDecoder {
     public private(set) var readError: String?
     /// Frames delivered so far, counted from the track start (after a seek, from the seek target).
     public private(set) var position: Int64 = 0
+    /// `read` gathers decoded frames until it has at least this many (or the input ends):
+    /// fewer, larger blocks for the resampler and the ring. Local files read 16384 frames at a
+    /// time; streams (network, pipes) 0, so each decoded frame is delivered as soon as it is
+    /// there. `position` counts what was delivered.
+    public var preferredBlockFrames: Int
+    private var pendingError: MediaError?
 
     private var format: UnsafeMutablePointer<AVFormatContext>?
     private var codec: UnsafeMutablePointer<AVCodecContext>?
@@ -61,6 +67,7 @@ public final class AudioFileDecoder {
                 networkEvents: (@Sendable (HTTPByteSource.Event) -> Void)? = nil) throws(MediaError) {
         _ = FFmpeg.quietLogging
         let location = try InputLocation(path)
+        preferredBlockFrames = location.isStream || byteSource != nil ? 0 : 16384
         var source = byteSource
         if source == nil, location.kind == .network {
             let http = HTTPByteSource(url: path)
@@ -261,12 +268,20 @@ public final class AudioFileDecoder {
     /// Throws only when the input cannot be read at all; corrupt packets are skipped and counted.
     public func read(into samples: inout [Float]) throws(MediaError) -> Int {
         samples.removeAll(keepingCapacity: true)
+        if let pending = pendingError {
+            pendingError = nil
+            throw pending
+        }
         while !finished {
             let received = avcodec_receive_frame(codec, frame)
             if received == 0 {
                 defer { av_frame_unref(frame) }
-                let count = try deliver(into: &samples)
-                if count > 0 { return count }
+                do {
+                    try deliver(into: &samples)
+                } catch {
+                    return try deferring(error, after: samples)
+                }
+                if samples.count >= preferredBlockFrames * outputChannelCount { break }
                 continue
             }
             if received == FFmpeg.eof { finished = true; break }
@@ -275,9 +290,20 @@ public final class AudioFileDecoder {
                 continue
             }
             if draining { finished = true; break }
-            try feedPacket()
+            do {
+                try feedPacket()
+            } catch {
+                return try deferring(error, after: samples)
+            }
         }
-        return 0
+        return samples.count / outputChannelCount
+    }
+
+    /// Frames gathered before an error are delivered first; the error comes with the next read.
+    private func deferring(_ error: MediaError, after samples: [Float]) throws(MediaError) -> Int {
+        if samples.isEmpty { throw error }
+        pendingError = error
+        return samples.count / outputChannelCount
     }
 
     /// Positions decoding so that the next frame delivered is `frame` (sample-accurate for
@@ -329,11 +355,11 @@ public final class AudioFileDecoder {
         }
     }
 
-    /// Converts the decoded `frame` and applies seek and end trimming. Returns frames appended.
-    private func deliver(into samples: inout [Float]) throws(MediaError) -> Int {
+    /// Converts the decoded `frame`, appending it to `samples`, and applies seek and end trimming.
+    private func deliver(into samples: inout [Float]) throws(MediaError) {
         let decoded = frame!.pointee
         var frames = Int(decoded.nb_samples)
-        if frames <= 0 { return 0 }
+        if frames <= 0 { return }
         if needsPositionFromTimestamp {
             let pts = decoded.best_effort_timestamp
             if pts != FFmpeg.noPTS {
@@ -347,14 +373,14 @@ public final class AudioFileDecoder {
         }
         if let exact = exactFrameCount, position + Int64(frames) > exact {
             frames = Int(max(0, exact - position))
-            if frames == 0 { finished = true; return 0 }
+            if frames == 0 { finished = true; return }
         }
+        let base = samples.count
         try convert(frameCount: frames, into: &samples)
         position += Int64(frames)
         if skip > 0 {
-            samples.removeFirst(min(skip, frames) * outputChannelCount)
+            samples.removeSubrange(base..<min(samples.count, base + skip * outputChannelCount))
         }
-        return samples.count / outputChannelCount
     }
 
     private func convert(frameCount: Int, into samples: inout [Float]) throws(MediaError) {
