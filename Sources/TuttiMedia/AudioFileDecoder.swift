@@ -27,7 +27,13 @@ public final class AudioFileDecoder {
     /// fewer, larger blocks for the resampler and the ring. Local files read 16384 frames at a
     /// time; streams (network, pipes) 0, so each decoded frame is delivered as soon as it is
     /// there. `position` counts what was delivered.
+    ///
+    /// The first read after opening or seeking returns the first decoded frame alone, and the
+    /// block doubles from read to read up to this size: a player starts (and a house streams)
+    /// as soon as the first frame is decoded, not a block later.
     public var preferredBlockFrames: Int
+    /// This read's gathering goal, ramping up to `preferredBlockFrames`.
+    private var blockFramesGoal = 0
     private var pendingError: MediaError?
 
     private var format: UnsafeMutablePointer<AVFormatContext>?
@@ -281,7 +287,8 @@ public final class AudioFileDecoder {
                 } catch {
                     return try deferring(error, after: samples)
                 }
-                if samples.count >= preferredBlockFrames * outputChannelCount { break }
+                // A frame wholly trimmed (pre-roll, a seek's lead-in) adds nothing: go on.
+                if !samples.isEmpty && samples.count >= blockFramesGoal * outputChannelCount { break }
                 continue
             }
             if received == FFmpeg.eof { finished = true; break }
@@ -296,6 +303,7 @@ public final class AudioFileDecoder {
                 return try deferring(error, after: samples)
             }
         }
+        blockFramesGoal = min(preferredBlockFrames, max(1024, blockFramesGoal * 2))
         return samples.count / outputChannelCount
     }
 
@@ -329,6 +337,7 @@ public final class AudioFileDecoder {
         discardBefore = target
         needsPositionFromTimestamp = true
         position = target
+        blockFramesGoal = 0
     }
 
     private func feedPacket() throws(MediaError) {

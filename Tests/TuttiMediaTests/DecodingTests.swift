@@ -74,6 +74,25 @@ import TuttiTestSupport
         #expect(maxDifferenceSameLength(tutti.samples, wav.samples) == 0)
         #expect(decoder.info.bitsPerSample == (pcm == .wav24 ? 24 : 16))
     }
+
+    /// A local file's first read returns the first decoded frame alone (a player or a house
+    /// starts at once), later reads gather up to the preferred block; a seek starts over.
+    @Test(arguments: [Codec.flac, .mp3, .wav16])
+    func blocksStartSmallAndGrow(_ codec: Codec) throws {
+        let dir = try TemporaryDirectory("tutti-media")
+        defer { dir.remove() }
+        let decoder = try AudioFileDecoder(path: try makeFile(codec, in: dir, frames: 200_000))
+        #expect(decoder.preferredBlockFrames == 16384)
+        var block = [Float]()
+        var sizes: [Int] = []
+        for _ in 0..<8 { sizes.append(try decoder.read(into: &block)) }
+        #expect(sizes[0] > 0 && sizes[0] <= 4608, "first read \(sizes[0]) frames: one codec frame")
+        #expect(sizes[1] >= 1024 && sizes[1] < 16384, "second read \(sizes[1])")
+        #expect(sizes.last! >= 16384, "reads grew to \(sizes)")
+        try decoder.seek(toFrame: 100_000)
+        let afterSeek = try decoder.read(into: &block)
+        #expect(afterSeek > 0 && afterSeek <= 4608, "first read after a seek: \(afterSeek) frames")
+    }
 }
 
 /// Sample rates and channel layouts, and conversion to the output layout.
