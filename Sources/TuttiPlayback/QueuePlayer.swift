@@ -93,17 +93,10 @@ public final class QueuePlayer: @unchecked Sendable {
     // Producer-thread state.
     private var reader: GaplessQueueReader?
     /// What the reader has put on the timeline since it was made: items with their frames.
-    private var segments: [Segment] = []
+    private var segments: [QueueEditPlan.Segment] = []
     /// The entries the reader was given, to find where a removed item stood.
     private var plannedEntries: [GaplessQueueReader.Entry] = []
     private var lastStopPosted: Int64 = -1
-
-    private struct Segment {
-        var tag: Int
-        var pass: Int
-        var start: Int64
-        var end: Int64?
-    }
 
     /// State the supervisor publishes and control methods read.
     private struct SharedState {
@@ -472,26 +465,8 @@ public final class QueuePlayer: @unchecked Sendable {
         return reader
     }
 
-    /// Where the queue goes after `tag` (in `pass`) in `entries`: the next entry, or the first
-    /// of another pass; for an entry no longer there, the first entry after it in the previous
-    /// plan that still is.
-    private func successor(of tag: Int, pass: Int, in entries: [GaplessQueueReader.Entry]) -> (index: Int, pass: Int)? {
-        func following(_ index: Int) -> (index: Int, pass: Int)? {
-            if index < entries.count { return (index, pass) }
-            guard !entries.isEmpty, configuration.passes.map({ pass + 1 < $0 }) ?? true else { return nil }
-            return (0, pass + 1)
-        }
-        if let index = entries.firstIndex(where: { $0.tag == tag }) { return following(index + 1) }
-        if let old = plannedEntries.firstIndex(where: { $0.tag == tag }) {
-            for later in plannedEntries[(old + 1)...] {
-                if let index = entries.firstIndex(where: { $0.tag == later.tag }) { return (index, pass) }
-            }
-        }
-        return following(entries.count)
-    }
-
-    /// Brings the producer in line with the edited queue. Returns true if the reader was
-    /// replaced (the caller drops the block it holds).
+    /// Brings the producer in line with the edited queue (the rule is `QueueEditPlan`'s).
+    /// Returns true if the reader was replaced (the caller drops the block it holds).
     private func applyQueueEdits(exhausted: Bool) -> Bool {
         let (entries, advances, seekTime) = queue.withLock { state -> ([GaplessQueueReader.Entry], Int, MediaTime?) in
             defer {
@@ -504,64 +479,27 @@ public final class QueuePlayer: @unchecked Sendable {
         let readPosition = Int64(source.ring.totalFramesRead)
         let horizon = source.isPaused || !source.isPaced ? readPosition : readPosition + Int64(editLeadFrames)
         let written = Int64(source.ring.totalFramesWritten)
-        // The item at the horizon, and what the edited queue plays from there on.
-        guard let current = segments.lastIndex(where: { $0.start <= horizon }) ?? segments.indices.first else {
-            plannedEntries = entries
-            if reader == nil && !entries.isEmpty {
-                reader = makeReader(entries, firstItem: 0, offset: .zero, firstFrame: written, firstPass: 0)
-                return true
-            }
-            reader?.replaceUpcoming(entries, nextIndex: 0, pass: 0)
-            return false
-        }
-        let playing = segments[current]
-        var cut: Int64?
-        var restart: (index: Int, pass: Int, offset: MediaTime)?
-        let cutsInsideItem = seekTime != nil || advances > 0 || !entries.contains(where: { $0.tag == playing.tag })
-        if let seekTime, let index = entries.firstIndex(where: { $0.tag == playing.tag }) {
-            cut = max(horizon, playing.start)
-            restart = (index, playing.pass, seekTime)
-        } else if advances > 0 || !entries.contains(where: { $0.tag == playing.tag }) {
-            cut = max(horizon, playing.start)
-            var next = successor(of: playing.tag, pass: playing.pass, in: entries)
-            for _ in 1..<max(advances, 1) {
-                guard let step = next else { break }
-                next = successor(of: entries[step.index].tag, pass: step.pass, in: entries)
-            }
-            restart = next.map { ($0.index, $0.pass, .zero) }
-        } else {
-            var expected = successor(of: playing.tag, pass: playing.pass, in: entries)
-            for segment in segments[(current + 1)...] {
-                guard let next = expected, entries[next.index].tag == segment.tag, next.pass == segment.pass else {
-                    cut = segment.start
-                    restart = expected.map { ($0.index, $0.pass, .zero) }
-                    break
-                }
-                expected = successor(of: segment.tag, pass: segment.pass, in: entries)
-            }
-            if cut == nil {
-                if let reader, !exhausted {
-                    reader.replaceUpcoming(entries, nextIndex: expected?.index ?? entries.count,
-                                           pass: expected?.pass ?? (configuration.passes.map { $0 - 1 } ?? 0))
-                    plannedEntries = entries
-                    return false
-                }
-                guard let next = expected else { plannedEntries = entries; return false }
-                // The queue had run out; the new items follow what is decoded.
-                cut = written
-                restart = (next.index, next.pass, .zero)
-            }
-        }
-        let target = min(cut!, written)
-        let cutFrame = Int64(source.truncate(from: Int(target)))
-        forgetTimeline(from: cutFrame)
-        if cutsInsideItem || cutFrame != target {
-            // Cut inside an item (an advance, a removal, a seek): that is no item end to stop at.
-            lastStopPosted = max(lastStopPosted, cutFrame)
-        }
+        let plan = QueueEditPlan(entries: entries, previousEntries: plannedEntries, segments: segments, passes: configuration.passes,
+                                 horizon: horizon, written: written, readerExhausted: exhausted || reader == nil,
+                                 advances: advances, seekTime: seekTime)
         plannedEntries = entries
-        reader = restart.map { makeReader(entries, firstItem: $0.index, offset: $0.offset, firstFrame: cutFrame, firstPass: $0.pass) }
-        return true
+        switch plan.action {
+        case .unchanged:
+            return false
+        case .continueReading(let nextIndex, let pass):
+            reader?.replaceUpcoming(entries, nextIndex: nextIndex, pass: pass)
+            return false
+        case .cut(let frame, let restart, let insideItem):
+            let target = min(frame, written)
+            let cutFrame = Int64(source.truncate(from: Int(target)))
+            forgetTimeline(from: cutFrame)
+            if insideItem || cutFrame != target {
+                // Cut inside an item (an advance, a removal, a seek): that is no item end to stop at.
+                lastStopPosted = max(lastStopPosted, cutFrame)
+            }
+            reader = restart.map { makeReader(entries, firstItem: $0.index, offset: $0.offset, firstFrame: cutFrame, firstPass: $0.pass) }
+            return true
+        }
     }
 
     /// Drops what was decoded from `frame` on from the producer's and the player's records:
@@ -620,7 +558,7 @@ public final class QueuePlayer: @unchecked Sendable {
             if let last = segments.indices.last, segments[last].tag == outcome.tag, segments[last].start == outcome.startFrame {
                 segments[last].end = end
             } else {
-                segments.append(Segment(tag: outcome.tag, pass: outcome.pass, start: outcome.startFrame, end: end))
+                segments.append(QueueEditPlan.Segment(tag: outcome.tag, pass: outcome.pass, start: outcome.startFrame, end: end))
             }
             if segments.count > 4096 { segments.removeFirst(2048) }
         }
