@@ -33,6 +33,9 @@ final class ServerStream: @unchecked Sendable {
         var items: [QueueItemReport] = []
         var endFrame: Int64?
         var failures: [MediaError] = []
+        /// Bumped by every truncation. A producer writes under the epoch it was made in, so a
+        /// cancelled producer still finishing a block cannot add to the stream after the cut.
+        var epoch = 0
     }
     private let produced = Mutex(Produced())
 
@@ -48,10 +51,19 @@ final class ServerStream: @unchecked Sendable {
 
     // MARK: Producer side
 
-    func append(_ chunk: ServerChunk) { produced.withLock { $0.chunks.append(chunk) } }
+    /// The epoch a producer made now writes under.
+    var epoch: Int { produced.withLock { $0.epoch } }
 
-    func record(_ item: QueueItemReport) {
+    func append(_ chunk: ServerChunk, epoch: Int) {
         produced.withLock { p in
+            guard p.epoch == epoch else { return }
+            p.chunks.append(chunk)
+        }
+    }
+
+    func record(_ item: QueueItemReport, epoch: Int) {
+        produced.withLock { p in
+            guard p.epoch == epoch else { return }
             if let error = item.error, !p.failures.contains(error) { p.failures.append(error) }
             if let i = p.items.lastIndex(where: { $0.index == item.index && $0.startFrame == item.startFrame }) {
                 p.items[i] = item
@@ -61,7 +73,11 @@ final class ServerStream: @unchecked Sendable {
         }
     }
 
-    func finish(at frame: Int64) { produced.withLock { $0.endFrame = frame } }
+    func finish(at frame: Int64, epoch: Int) {
+        produced.withLock { p in
+            if p.epoch == epoch { p.endFrame = frame }
+        }
+    }
 
     // MARK: House side
 
@@ -99,6 +115,7 @@ final class ServerStream: @unchecked Sendable {
             }
             p.items.removeAll { $0.startFrame >= frame }
             p.endFrame = nil
+            p.epoch += 1
         }
     }
 
@@ -128,10 +145,13 @@ final class StreamProducer: @unchecked Sendable {
     private let cancelled = Atomic<Bool>(false)
     private let wake = WakeSignal()
     private var thread: Thread?
+    /// The stream's epoch at creation: what this producer writes counts only until a truncation.
+    private let epoch: Int
 
     init(stream: ServerStream, encoder: ChunkEncoder, firstItem: Int, offset: MediaTime, firstFrame: Int64,
          chunkFrames: Int, depthFrames: Int64, playhead: @escaping @Sendable () -> Int64, notify: @escaping @Sendable () -> Void) {
         self.stream = stream
+        epoch = stream.epoch
         reader = GaplessQueueReader(paths: stream.paths, outputRate: stream.sampleRate, channelCount: stream.channelCount,
                                     firstItem: firstItem, offset: offset, firstFrame: firstFrame)
         self.encoder = encoder
@@ -159,7 +179,8 @@ final class StreamProducer: @unchecked Sendable {
 
     private func run() {
         let stream = self.stream
-        reader.onItem = { stream.record($0) }
+        let epoch = self.epoch
+        reader.onItem = { stream.record($0, epoch: epoch) }
         var block: [Float] = []
         var pending: [Float] = []
         var packet: [UInt8] = []
@@ -184,14 +205,14 @@ final class StreamProducer: @unchecked Sendable {
                     // Our own encoder failing is a broken invariant, not bad input.
                     fatalError("stream encoder failed: \(error)")
                 }
-                stream.append(ServerChunk(firstFrame: pendingStart, frameCount: count, payload: packet))
+                stream.append(ServerChunk(firstFrame: pendingStart, frameCount: count, payload: packet), epoch: epoch)
                 pendingStart += Int64(count)
                 pending.removeFirst(count * channels)
                 emitted = true
             }
             if emitted { notify() }
             if frames == 0 {
-                stream.finish(at: pendingStart)
+                stream.finish(at: pendingStart, epoch: epoch)
                 notify()
                 return
             }
