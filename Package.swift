@@ -48,7 +48,7 @@ let package = Package(
             .product(name: "Atomics", package: "swift-atomics"),
         ]),
         .target(name: "TuttiServer", dependencies: [
-            "TuttiCore", "TuttiMedia", "TuttiNet",
+            "TuttiCore", "TuttiMedia", "TuttiNet", "TuttiPlayback",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
         ]),

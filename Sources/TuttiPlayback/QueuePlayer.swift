@@ -7,8 +7,9 @@ import TuttiMedia
 /// Plays a queue of items gaplessly on one output device, with AVPlayer's semantics for rate,
 /// status and buffering.
 ///
-/// Three threads: a producer decodes each item, converts it to the device's rate and channel
-/// count and writes it into a `RingRenderSource`; the device's render thread pulls from it; a
+/// Three threads: the engine's producer (`QueueProducer`, the same one the house server streams
+/// to its rooms with) decodes each item, converts it to the device's rate and channel count and
+/// writes it into a `RingRenderSource`; the device's render thread pulls from it; a
 /// supervisor turns the render source's timebase log and the device's position reports into
 /// status, buffering and item events stamped with the host time at which they are heard, and
 /// decides when playback is likely to keep up.
@@ -62,41 +63,30 @@ public final class QueuePlayer: @unchecked Sendable {
     public var onEvent: (@Sendable (PlayerEvent) -> Void)?
 
     private let source: RingRenderSource
+    /// The engine: decodes the queue into `source` and applies queue edits.
+    private let engine: QueueProducer
     private let stopRequested = Atomic<Bool>(false)
-    private let outcomes = Mutex<[ItemOutcome]>([])
-    private let producerDone = DispatchSemaphore(value: 0)
     private let supervisorDone = DispatchSemaphore(value: 0)
-    private let producerFinished = Atomic<Bool>(false)
-    private let cancellation = InputCancellation()
     private let shared = Mutex(SharedState())
-    private let queue: Mutex<QueueState>
-    private let queueGeneration = Atomic<Int>(0)
+    private let catalog = Mutex(Catalog())
+    private let ringOutput: DeviceRingOutput
 
-    /// The queue as edited by the control methods; the producer follows it.
-    private struct QueueState {
-        var entries: [GaplessQueueReader.Entry] = []
+    /// The items behind the engine's entries (an entry's tag names its item).
+    private struct Catalog {
         var items: [Int: PlayerItem] = [:]
         var nextTag = 0
-        var action: ActionAtItemEnd
-        var advanceRequests = 0
-        var seekTime: MediaTime?
 
         mutating func makeEntry(_ item: PlayerItem) -> GaplessQueueReader.Entry {
             defer { nextTag += 1 }
             items[nextTag] = item
             return GaplessQueueReader.Entry(path: item.path, endTime: item.forwardPlaybackEndTime, tag: nextTag)
         }
-
-        func index(of item: PlayerItem) -> Int? { entries.firstIndex { items[$0.tag]?.id == item.id } }
     }
 
-    // Producer-thread state.
-    private var reader: GaplessQueueReader?
-    /// What the reader has put on the timeline since it was made: items with their frames.
-    private var segments: [QueueEditPlan.Segment] = []
-    /// The entries the reader was given, to find where a removed item stood.
-    private var plannedEntries: [GaplessQueueReader.Entry] = []
-    private var lastStopPosted: Int64 = -1
+    /// The position of `item` in `entries`, given the catalog's `items`.
+    private static func index(of item: PlayerItem, in entries: [GaplessQueueReader.Entry], items: [Int: PlayerItem]) -> Int? {
+        entries.firstIndex { items[$0.tag]?.id == item.id }
+    }
 
     /// State the supervisor publishes and control methods read.
     private struct SharedState {
@@ -128,14 +118,32 @@ public final class QueuePlayer: @unchecked Sendable {
     }
 
     public init(items: [PlayerItem], outputFormat: AudioFormat, configuration: Configuration = Configuration()) {
-        var state = QueueState(action: configuration.actionAtItemEnd)
-        state.entries = items.map { state.makeEntry($0) }
-        queue = Mutex(state)
+        let entries = catalog.withLock { catalog in items.map { catalog.makeEntry($0) } }
         self.outputFormat = outputFormat
         self.configuration = configuration
         let capacity = Int(configuration.ringDuration.frame(atSampleRate: outputFormat.sampleRate))
         source = RingRenderSource(channelCount: outputFormat.channelCount, capacityFrames: max(capacity, 4096),
                                   waitsAfterStall: configuration.automaticallyWaitsToMinimizeStalling)
+        let output = DeviceRingOutput(source: source,
+                                      editLeadFrames: Int(configuration.editLead.frame(atSampleRate: outputFormat.sampleRate)),
+                                      actionAtItemEnd: configuration.actionAtItemEnd)
+        ringOutput = output
+        var engineConfiguration = QueueProducer.Configuration(outputFormat: outputFormat)
+        engineConfiguration.resamplerQuality = configuration.resamplerQuality
+        engineConfiguration.passes = configuration.passes
+        engineConfiguration.startTime = configuration.startTime
+        engine = QueueProducer(entries: entries, configuration: engineConfiguration, output: output)
+        engine.onItem = { [weak self] outcome in self?.onItemEvent?(outcome) }
+        engine.onRead = { [weak self] decoder in self?.publishNetworkProgress(decoder) }
+        engine.onNetworkEvent = { [weak self] tag, event in
+            let now = MonotonicClock().now()
+            switch event {
+            case .retrying(let attempt, let delay, let reason):
+                self?.emit(.retrying(index: tag, attempt: attempt, delay: delay, reason: reason, hostTime: now))
+            case .title(let title):
+                self?.emit(.title(index: tag, title, hostTime: now))
+            }
+        }
     }
 
     // MARK: Control
@@ -153,7 +161,7 @@ public final class QueuePlayer: @unchecked Sendable {
         }
         emit(.status(.waitingToPlayAtSpecifiedRate, reason: .evaluatingBufferingRate, hostTime: MonotonicClock().now()))
         source.isPaced = device.isPaced
-        startProducer()
+        engine.start()
         if !device.isPaced {
             // An offline device waits for data itself: it cannot stall, so it starts at once.
             try device.start(source: source)
@@ -183,7 +191,7 @@ public final class QueuePlayer: @unchecked Sendable {
     /// Stops playback now (Ctrl-C). `waitUntilFinished` then returns promptly.
     public func stop() {
         stopRequested.store(true, ordering: .releasing)
-        cancellation.cancel()
+        engine.stop()
         source.cancel()
         shared.withLock { $0.device }?.stop()
     }
@@ -200,62 +208,61 @@ public final class QueuePlayer: @unchecked Sendable {
         try device?.waitUntilFinished()
         // After a stop the producer may sit in a read of a pipe or stdin that only its writer
         // can end; playback is over, so do not wait for it.
-        if !stopRequested.load(ordering: .acquiring) { producerDone.wait() }
-        return outcomes.withLock { $0 }
+        if !stopRequested.load(ordering: .acquiring) { engine.waitUntilFinished() }
+        return engine.outcomes
     }
 
     // MARK: Queue
 
     /// The queue, played and to come (with passes, the queue each pass plays).
     public var items: [PlayerItem] {
-        queue.withLock { state in state.entries.compactMap { state.items[$0.tag] } }
+        let items = catalog.withLock { $0.items }
+        return engine.entries.compactMap { items[$0.tag] }
     }
 
     /// The item heard now (nil before the first starts and after the queue ends).
     public var currentItem: PlayerItem? {
-        let heard = playheadFrame
-        guard let outcome = outcomes.withLock({ list in list.last { $0.info != nil && $0.startFrame <= heard } }) else { return nil }
-        return queue.withLock { $0.items[outcome.tag] }
+        guard let outcome = engine.outcome(atFrame: playheadFrame) else { return nil }
+        return catalog.withLock { $0.items[outcome.tag] }
     }
 
     /// What happens when an item ends. Changing it while playing applies to the next item end
     /// not yet reached.
     public var actionAtItemEnd: ActionAtItemEnd {
-        get { queue.withLock { $0.action } }
+        get { ringOutput.actionAtItemEnd }
         set {
-            queue.withLock { $0.action = newValue }
-            queueChanged()
+            ringOutput.actionAtItemEnd = newValue
+            engine.replan()
         }
     }
 
     /// Inserts `item` after `other` (nil: at the end), like AVQueuePlayer. If the audio after
     /// `other` is already decoded, it is flushed from `other`'s end and decoded anew.
     public func insert(_ item: PlayerItem, after other: PlayerItem?) {
-        queue.withLock { state in
-            let entry = state.makeEntry(item)
-            let position = other.flatMap { state.index(of: $0).map { $0 + 1 } } ?? state.entries.count
-            state.entries.insert(entry, at: position)
+        let (entry, items) = catalog.withLock { state in (state.makeEntry(item), state.items) }
+        engine.edit { entries in
+            let position = other.flatMap { Self.index(of: $0, in: entries, items: items).map { $0 + 1 } } ?? entries.count
+            entries.insert(entry, at: position)
         }
-        queueChanged()
     }
 
     /// Removes `item`. Removing the item that plays advances to the next one.
     public func remove(_ item: PlayerItem) {
-        queue.withLock { state in
-            if let index = state.index(of: item) { state.entries.remove(at: index) }
+        let items = catalog.withLock { $0.items }
+        engine.edit { entries in
+            if let index = Self.index(of: item, in: entries, items: items) { entries.remove(at: index) }
         }
-        queueChanged()
     }
 
     /// Moves `item` after `other` (nil: to the end): the queue reordered while playing.
     public func move(_ item: PlayerItem, after other: PlayerItem?) {
-        queue.withLock { state in
-            guard let from = state.index(of: item) else { return }
-            let entry = state.entries.remove(at: from)
-            let position = other.flatMap { state.index(of: $0).map { $0 + 1 } } ?? state.entries.count
-            state.entries.insert(entry, at: position)
+        let items = catalog.withLock { $0.items }
+        engine.edit { entries in
+            guard let from = Self.index(of: item, in: entries, items: items) else { return }
+            let entry = entries.remove(at: from)
+            let position = other.flatMap { Self.index(of: $0, in: entries, items: items).map { $0 + 1 } } ?? entries.count
+            entries.insert(entry, at: position)
         }
-        queueChanged()
     }
 
     /// Ends the current item now (at the device's read position plus `editLead`) and plays
@@ -266,8 +273,7 @@ public final class QueuePlayer: @unchecked Sendable {
             source.releaseHold()
             return
         }
-        queue.withLock { $0.advanceRequests += 1 }
-        queueChanged()
+        engine.advanceToNextItem()
     }
 
     /// Synchronizes playback with an external timeline, like AVPlayer's
@@ -295,8 +301,7 @@ public final class QueuePlayer: @unchecked Sendable {
         }
         if rate == 1, let time {
             source.setPaused(true)
-            queue.withLock { $0.seekTime = time }
-            queueChanged()
+            engine.seek(to: time)
         }
         shared.withLock { $0.rate = rate }
         source.schedule(playing: rate == 1, atDeviceFrame: frame)
@@ -312,11 +317,6 @@ public final class QueuePlayer: @unchecked Sendable {
         return source.ring.totalFramesWritten
     }
 
-    private func queueChanged() {
-        queueGeneration.add(1, ordering: .releasing)
-        source.wake()
-    }
-
     // MARK: State
 
     /// The desired rate: 1 after `play`/`resume`, 0 after `pause`.
@@ -329,7 +329,7 @@ public final class QueuePlayer: @unchecked Sendable {
     public var bufferingState: ItemBufferingState { shared.withLock { $0.buffering } }
 
     /// Items started so far, with their timeline positions; for progress displays.
-    public var startedItems: [ItemOutcome] { outcomes.withLock { $0 } }
+    public var startedItems: [ItemOutcome] { engine.outcomes }
 
     /// The playhead on the queue's timeline (output frames), as heard now.
     public var playheadFrame: Int64 {
@@ -380,159 +380,9 @@ public final class QueuePlayer: @unchecked Sendable {
         return stream
     }
 
-    // MARK: Producer
+    // MARK: Network progress
 
-    private func startProducer() {
-        let thread = Thread { [self] in
-            produce()
-            producerDone.signal()
-        }
-        thread.name = "tutti-decode"
-        thread.start()
-    }
-
-    private func produce() {
-        defer {
-            source.finish()
-            producerFinished.store(true, ordering: .releasing)
-        }
-        let initial = queue.withLock { $0.entries }
-        plannedEntries = initial
-        reader = initial.isEmpty ? nil : makeReader(initial, firstItem: 0, offset: configuration.startTime, firstFrame: 0, firstPass: 0)
-        var seenGeneration = 0
-        var block: [Float] = []
-        var blockOffset = 0
-        var exhausted = reader == nil
-        let channels = outputFormat.channelCount
-        while !stopRequested.load(ordering: .acquiring) {
-            let generation = queueGeneration.load(ordering: .acquiring)
-            if generation != seenGeneration {
-                seenGeneration = generation
-                if applyQueueEdits(exhausted: exhausted) {
-                    block.removeAll(keepingCapacity: true)
-                    blockOffset = 0
-                    exhausted = reader == nil
-                }
-            }
-            postItemEndStop()
-            if blockOffset * channels == block.count {
-                if exhausted {
-                    // The queue is out: an edit may still add to it until its end is about to play.
-                    if !source.isPaced || source.ring.readableFrames <= editLeadFrames || source.isPaused && source.ring.readableFrames == 0 { break }
-                    source.waitForSpace(timeoutNanoseconds: 20_000_000, evenIfWritable: true)
-                    continue
-                }
-                blockOffset = 0
-                if reader!.read(into: &block) == 0 {
-                    exhausted = true
-                    continue
-                }
-                publishNetworkProgress()
-            }
-            // Frames past an item end whose stop is not posted yet must wait for it.
-            var frames = block.count / channels - blockOffset
-            if let boundary = unpostedStop() {
-                frames = min(frames, max(0, Int(boundary) - source.ring.totalFramesWritten))
-            }
-            let written = frames == 0 ? 0 : block.withUnsafeBufferPointer {
-                source.writeAvailable($0.baseAddress! + blockOffset * channels, frames: frames)
-            }
-            blockOffset += written
-            if written == 0 { source.waitForSpace(timeoutNanoseconds: 100_000_000, evenIfWritable: frames == 0) }
-        }
-    }
-
-    private var editLeadFrames: Int {
-        Int(configuration.editLead.frame(atSampleRate: outputFormat.sampleRate))
-    }
-
-    private func makeReader(_ entries: [GaplessQueueReader.Entry], firstItem: Int, offset: MediaTime, firstFrame: Int64,
-                            firstPass: Int) -> GaplessQueueReader {
-        let reader = GaplessQueueReader(entries: entries, outputRate: outputFormat.sampleRate, channelCount: outputFormat.channelCount,
-                                        quality: configuration.resamplerQuality, firstItem: firstItem, offset: offset,
-                                        firstFrame: firstFrame, passes: configuration.passes, firstPass: firstPass,
-                                        cancellation: cancellation)
-        reader.onItem = { [self] in record($0) }
-        reader.onNetworkEvent = { [self] tag, event in
-            let now = MonotonicClock().now()
-            switch event {
-            case .retrying(let attempt, let delay, let reason):
-                emit(.retrying(index: tag, attempt: attempt, delay: delay, reason: reason, hostTime: now))
-            case .title(let title):
-                emit(.title(index: tag, title, hostTime: now))
-            }
-        }
-        return reader
-    }
-
-    /// Brings the producer in line with the edited queue (the rule is `QueueEditPlan`'s).
-    /// Returns true if the reader was replaced (the caller drops the block it holds).
-    private func applyQueueEdits(exhausted: Bool) -> Bool {
-        let (entries, advances, seekTime) = queue.withLock { state -> ([GaplessQueueReader.Entry], Int, MediaTime?) in
-            defer {
-                state.advanceRequests = 0
-                state.seekTime = nil
-            }
-            return (state.entries, state.advanceRequests, state.seekTime)
-        }
-        if lastStopPosted >= 0 && actionAtItemEnd == .advance { source.withdrawStop() }
-        let readPosition = Int64(source.ring.totalFramesRead)
-        let horizon = source.isPaused || !source.isPaced ? readPosition : readPosition + Int64(editLeadFrames)
-        let written = Int64(source.ring.totalFramesWritten)
-        let plan = QueueEditPlan(entries: entries, previousEntries: plannedEntries, segments: segments, passes: configuration.passes,
-                                 horizon: horizon, written: written, readerExhausted: exhausted || reader == nil,
-                                 advances: advances, seekTime: seekTime)
-        plannedEntries = entries
-        switch plan.action {
-        case .unchanged:
-            return false
-        case .continueReading(let nextIndex, let pass):
-            reader?.replaceUpcoming(entries, nextIndex: nextIndex, pass: pass)
-            return false
-        case .cut(let frame, let restart, let insideItem):
-            let target = min(frame, written)
-            let cutFrame = Int64(source.truncate(from: Int(target)))
-            forgetTimeline(from: cutFrame)
-            if insideItem || cutFrame != target {
-                // Cut inside an item (an advance, a removal, a seek): that is no item end to stop at.
-                lastStopPosted = max(lastStopPosted, cutFrame)
-            }
-            reader = restart.map { makeReader(entries, firstItem: $0.index, offset: $0.offset, firstFrame: cutFrame, firstPass: $0.pass) }
-            return true
-        }
-    }
-
-    /// Drops what was decoded from `frame` on from the producer's and the player's records:
-    /// items that will not play, and the end of the item cut there.
-    private func forgetTimeline(from frame: Int64) {
-        segments.removeAll { $0.start >= frame }
-        if let last = segments.indices.last, segments[last].end.map({ $0 > frame }) ?? true { segments[last].end = frame }
-        if lastStopPosted >= frame { lastStopPosted = frame - 1 }
-        outcomes.withLock { list in
-            list.removeAll { $0.startFrame >= frame }
-            if let last = list.indices.last, list[last].info != nil,
-               list[last].startFrame + list[last].frameCount > frame || (list[last].frameCount == 0 && list[last].error == nil) {
-                list[last].frameCount = frame - list[last].startFrame
-            }
-        }
-    }
-
-    /// The next item end that needs a stop (`actionAtItemEnd` pause or none on a paced device)
-    /// and has none yet.
-    private func unpostedStop() -> Int64? {
-        guard source.isPaced, actionAtItemEnd != .advance else { return nil }
-        return segments.first { ($0.end ?? .max) > lastStopPosted && $0.end != nil && $0.end! >= Int64(source.ring.totalFramesRead) }?.end
-    }
-
-    private func postItemEndStop() {
-        guard let boundary = unpostedStop(), !source.hasPendingStop else { return }
-        if source.postStop(at: Int(boundary), holds: actionAtItemEnd == .none) || Int64(source.ring.totalFramesRead) > boundary {
-            lastStopPosted = boundary
-        }
-    }
-
-    private func publishNetworkProgress() {
-        let decoder = reader?.currentDecoder
+    private func publishNetworkProgress(_ decoder: AudioFileDecoder?) {
         let network = decoder.flatMap { decoder -> ItemNetwork? in
             guard let byteSource = decoder.byteSource, let position = decoder.bytePosition else { return nil }
             var byteRate = decoder.info.bitRate.map { Double($0) / 8 }
@@ -542,27 +392,6 @@ public final class QueuePlayer: @unchecked Sendable {
             return ItemNetwork(source: byteSource, bytePosition: position, bytesPerMediaSecond: byteRate)
         }
         shared.withLock { $0.itemNetwork = network }
-    }
-
-    private func record(_ outcome: ItemOutcome) {
-        outcomes.withLock { list in
-            if let last = list.indices.last, list[last].tag == outcome.tag && list[last].pass == outcome.pass
-                && list[last].startFrame == outcome.startFrame {
-                list[last] = outcome
-            } else {
-                list.append(outcome)
-            }
-        }
-        if outcome.info != nil {
-            let end = outcome.frameCount > 0 || outcome.error != nil ? outcome.startFrame + outcome.frameCount : nil
-            if let last = segments.indices.last, segments[last].tag == outcome.tag, segments[last].start == outcome.startFrame {
-                segments[last].end = end
-            } else {
-                segments.append(QueueEditPlan.Segment(tag: outcome.tag, pass: outcome.pass, start: outcome.startFrame, end: end))
-            }
-            if segments.count > 4096 { segments.removeFirst(2048) }
-        }
-        onItemEvent?(outcome)
     }
 
     // MARK: Supervisor
@@ -588,7 +417,7 @@ public final class QueuePlayer: @unchecked Sendable {
         let evaluation = BufferingEvaluation(
             ringSeconds: Double(source.ring.readableFrames) / rate,
             ringIsFull: source.ring.readableFrames >= source.ring.capacityFrames - 4096,
-            producerFinished: producerFinished.load(ordering: .acquiring),
+            producerFinished: engine.isFinished,
             network: byteState, bytesPerMediaSecond: network?.bytesPerMediaSecond, bytesToDownload: toDownload)
         let minimum = network == nil ? configuration.prerollDuration : configuration.networkPrerollDuration
         return evaluation.evaluate(minimumAhead: prerollSeconds(minimum))
@@ -640,8 +469,8 @@ public final class QueuePlayer: @unchecked Sendable {
             if !started {
                 if stopping { return }
                 let ready = autoWait ? evaluation.state.isPlaybackLikelyToKeepUp
-                                     : (producerFinished.load(ordering: .acquiring) || Double(source.ring.readableFrames) / rate >= prerollSeconds(configuration.prerollDuration))
-                let nothingToPlay = producerFinished.load(ordering: .acquiring) && source.ring.readableFrames == 0
+                                     : (engine.isFinished || Double(source.ring.readableFrames) / rate >= prerollSeconds(configuration.prerollDuration))
+                let nothingToPlay = engine.isFinished && source.ring.readableFrames == 0
                 if nothingToPlay {
                     // Every item failed: report them and end without starting the device.
                     reportItems(position: now, announced: &announced, endsReported: &endsReported, failuresReported: &failuresReported, hostTime: hostTime)
@@ -657,7 +486,7 @@ public final class QueuePlayer: @unchecked Sendable {
                     } catch {
                         shared.withLock { $0.startError = error }
                         source.cancel()
-                        cancellation.cancel()
+                        engine.stop()
                         return
                     }
                 } else {
@@ -696,13 +525,18 @@ public final class QueuePlayer: @unchecked Sendable {
                 reportItems(position: now, announced: &announced, endsReported: &endsReported, failuresReported: &failuresReported, hostTime: hostTime)
                 notifyTimeObservers(position: now)
                 if device.isFinished {
-                    setStatus(.paused, nil, at: now.hostTime)
-                    emit(.ended(hostTime: now.hostTime))
+                    // The device may have finished after `now` was read: report what its last
+                    // frames ended (the last item's end) from its final position.
+                    let final = device.position()
+                    reportItems(position: final, announced: &announced, endsReported: &endsReported, failuresReported: &failuresReported, hostTime: hostTime)
+                    notifyTimeObservers(position: final)
+                    setStatus(.paused, nil, at: final.hostTime)
+                    emit(.ended(hostTime: final.hostTime))
                     finishTimeObservers()
                     return
                 }
             }
-            if !shared.withLock({ $0.deviceStarted }) && !producerFinished.load(ordering: .acquiring) {
+            if !shared.withLock({ $0.deviceStarted }) && !engine.isFinished {
                 // Waiting to start: look again as soon as more audio is decoded (start latency).
                 source.waitForWrites(beyond: source.ring.totalFramesWritten, timeoutNanoseconds: 5_000_000)
             } else {
@@ -715,7 +549,7 @@ public final class QueuePlayer: @unchecked Sendable {
     /// Items are reported when their first frame is emitted, with that frame's exact host time.
     private func reportItems(position: DevicePosition, announced: inout Int, endsReported: inout Int, failuresReported: inout Set<String>,
                              hostTime: (Int64, DevicePosition) -> Int64) {
-        let items = outcomes.withLock { $0 }
+        let items = engine.outcomes
         for item in items where item.error != nil || item.info == nil {
             let key = "\(item.pass)/\(item.tag)/\(item.startFrame)"
             if failuresReported.insert(key).inserted { emit(.itemFailed(item, hostTime: position.hostTime)) }

@@ -1,10 +1,17 @@
 import Foundation
 import NIOCore
+import Synchronization
 import TuttiCore
 import TuttiMedia
 import TuttiNet
+import TuttiPlayback
 
 /// The house: rooms, the queue, the stream that plays it and the timeline every room follows.
+///
+/// The queue plays through the playback engine `QueuePlayer` uses (`QueueProducer`), writing
+/// into a `StreamTimelineOutput` instead of a device's ring: items join gaplessly, broken
+/// items are skipped, and queue edits, seeks and skips cut the stream's timeline by the same
+/// rule (`QueueEditPlan`); the rooms are told `flush(from:)` for each cut.
 ///
 /// Thread-safety: confined to `loop`; every method must be called on it (the network handlers
 /// and the producer hop there). The server runs it on a one-thread event loop group.
@@ -22,8 +29,9 @@ public final class House: @unchecked Sendable {
         public var startDelayNanoseconds: Int64 = 90_000_000
         /// Pauses take effect this far ahead, so every room stops on the same frame.
         public var pauseDelayNanoseconds: Int64 = 90_000_000
-        /// A queue edit may flush audio only this far ahead of the playhead; closer it would be
-        /// heard as a glitch (the rooms have decoded that audio already).
+        /// A queue edit that cuts the stream at least this far ahead of the playhead is seamless
+        /// in every room; closer (down to the start delay) the rooms may have decoded past the
+        /// cut, and the reply says so.
         public var flushMarginNanoseconds: Int64 = 500_000_000
         /// A joining room starts this far after the playhead (the data must reach it first).
         public var joinMarginNanoseconds: Int64 = 200_000_000
@@ -37,6 +45,10 @@ public final class House: @unchecked Sendable {
     var rooms: [UInt32: RoomLink] = [:]
     private var nextClientID: UInt32 = 1
     var state: HouseState
+    /// Tags naming the queue's entries for the engine, parallel to `state.queue`: an edit
+    /// moves an item's tag with it, so the engine knows which decoded item is which.
+    var queueTags: [Int] = []
+    private var nextTag = 0
     var stream: ServerStream?
     private var nextStreamID: UInt32 = 1
 
@@ -48,6 +60,17 @@ public final class House: @unchecked Sendable {
         let (loaded, problem) = HouseState.load(from: configuration.stateDirectory)
         state = loaded
         if let problem { log(problem) }
+        queueTags = state.queue.map { _ in makeTag() }
+    }
+
+    func makeTag() -> Int {
+        defer { nextTag += 1 }
+        return nextTag
+    }
+
+    /// The queue as the engine plays it.
+    var queueEntries: [QueueProducer.Entry] {
+        zip(state.queue, queueTags).map { QueueProducer.Entry(path: $0, tag: $1) }
     }
 
     var sampleRate: Int { configuration.sampleRate }
@@ -91,10 +114,7 @@ public final class House: @unchecked Sendable {
 
     /// The timeline frame heard now (frozen while paused), if a stream exists.
     func playhead(at time: Int64? = nil) -> Int64 {
-        guard let stream else { return 0 }
-        let t = time ?? now
-        if let position = stream.schedule.position(atServer: t) { return position.frame }
-        return stream.schedule.anchor(atServer: t)?.timelineFrame ?? stream.schedule.anchors.first?.timelineFrame ?? 0
+        stream?.schedule.heardFrame(atServer: time ?? now) ?? 0
     }
 
     var isPlaying: Bool { stream?.schedule.anchors.last?.isPlaying ?? false }
@@ -103,40 +123,48 @@ public final class House: @unchecked Sendable {
     var groupRooms: [RoomLink] { rooms.values.filter(inGroup).sorted { $0.name < $1.name } }
     var largestLatency: Int64 { groupRooms.map(\.latencyNanoseconds).max() ?? 0 }
 
-    /// Starts a new stream of the queue from `item` at `offset`, heard from `startTime`.
+    /// Starts a new stream of the queue from `item` at `offset`, heard after the start delay.
     func startStream(item: Int, offset: MediaTime = .zero) throws(MediaError) {
         stopStream()
         let encoder = try ChunkEncoder(codec: configuration.codec, sampleRate: sampleRate, channelCount: configuration.channelCount)
         let id = nextStreamID
         nextStreamID += 1
         let stream = ServerStream(id: id, codec: configuration.codec, sampleRate: sampleRate, channelCount: configuration.channelCount,
-                                  codecHeader: encoder.codecHeader, paths: state.queue)
+                                  codecHeader: encoder.codecHeader)
         let startTime = now + configuration.startDelayNanoseconds + largestLatency
         stream.schedule.apply(TimelineAnchor(timelineFrame: 0, serverTime: startTime, isPlaying: true), now: now)
         self.stream = stream
-        startProducer(stream: stream, encoder: encoder, item: item, offset: offset, frame: 0)
+        publishListening()
+        let loop = self.loop
+        let output = StreamTimelineOutput(stream: stream, encoder: encoder, chunkFrames: configuration.chunkFrames,
+                                          depthFrames: frames(configuration.bufferDepthNanoseconds), clock: clock,
+                                          notify: { [weak self] in loop.execute { [weak self] in self?.produced(streamID: id) } })
+        var engineConfiguration = QueueProducer.Configuration(outputFormat: AudioFormat(sampleRate: sampleRate, channelCount: configuration.channelCount))
+        engineConfiguration.startTag = queueTags.indices.contains(item) ? queueTags[item] : nil
+        engineConfiguration.startTime = offset
+        let engine = QueueProducer(entries: queueEntries, configuration: engineConfiguration, output: output)
+        let log = self.log
+        let reported = Mutex(Set<String>())
+        engine.onItem = { outcome in
+            guard let error = outcome.error else { return }
+            if reported.withLock({ $0.insert("\(outcome.tag)/\(outcome.startFrame)/\(error)").inserted }) { log("\(error)") }
+        }
+        stream.engine = engine
+        engine.start(threadName: "tutti-produce")
         for room in rooms.values { pump(room) }
     }
 
-    private func startProducer(stream: ServerStream, encoder: ChunkEncoder, item: Int, offset: MediaTime, frame: Int64) {
-        let loop = self.loop
-        let playhead = sharedPlayhead
-        let producer = StreamProducer(stream: stream, encoder: encoder, firstItem: item, offset: offset, firstFrame: frame,
-                                      chunkFrames: configuration.chunkFrames, depthFrames: frames(configuration.bufferDepthNanoseconds),
-                                      playhead: { playhead.value },
-                                      notify: { [weak self] in
-                                          loop.execute { [weak self] in self?.produced(streamID: stream.id) }
-                                      })
-        stream.producer = producer
-        producer.start()
+    /// Tells the stream's producer what it needs of the timeline: the anchors and the lead an
+    /// edit needs to reach every room.
+    func publishListening() {
+        guard let stream else { return }
+        let lead = configuration.startDelayNanoseconds + largestLatency
+        stream.listening.withLock { $0 = ServerStream.Listening(schedule: stream.schedule, editLeadNanoseconds: lead) }
     }
-
-    /// The playhead as the producer thread may read it (updated by the house loop).
-    let sharedPlayhead = PlayheadCell()
 
     func stopStream() {
         guard let old = stream else { return }
-        old.producer?.cancel()
+        old.engine?.stop()
         stream = nil
         for room in rooms.values where room.streamID == old.id {
             send(.flush(.init(streamID: old.id, fromFrame: .min)), to: room)
@@ -146,15 +174,15 @@ public final class House: @unchecked Sendable {
 
     private func produced(streamID: UInt32) {
         guard let stream, stream.id == streamID else { return }
-        for failure in stream.takeFailures() { log("\(failure)") }
         for room in rooms.values { pump(room) }
     }
 
     /// Sends a room what it is missing of the current stream, as far as its connection takes.
     func pump(_ room: RoomLink) {
         loop.preconditionInEventLoop()
-        sharedPlayhead.value = playhead()
-        stream?.producer?.playheadMoved()
+        // The playhead moved: production may go on if it waited at the buffer depth.
+        stream?.engine?.output.wake()
+        publishListening()
         guard let stream, inGroup(room) else { return }
         let channel = room.channel
         if room.streamID != stream.id {
@@ -166,18 +194,25 @@ public final class House: @unchecked Sendable {
             // A room joining a playing stream starts a little after the playhead.
             let startFrame = isPlaying && stream.schedule.anchors.first.map({ $0.serverTime < now }) == true
                 ? playhead() + frames(configuration.joinMarginNanoseconds) : playhead()
-            room.nextChunk = stream.chunkIndex(containing: startFrame)
+            (room.nextChunk, room.epoch) = stream.joinPoint(at: startFrame)
         }
+        // Queue edits cut the stream: the room drops its audio from each cut before it is sent
+        // what follows.
+        let (cuts, epoch) = stream.cuts(after: room.epoch)
+        for cut in cuts {
+            channel.write(WireMessage.flush(.init(streamID: stream.id, fromFrame: cut.frame)), promise: nil)
+            room.nextChunk = min(room.nextChunk, cut.chunkCount)
+            room.sentEnd = false
+        }
+        room.epoch = epoch
         let limit = playhead() + frames(configuration.bufferDepthNanoseconds)
-        let count = stream.chunkCount
-        while channel.isWritable && room.nextChunk < count {
-            let chunk = stream.chunk(at: room.nextChunk)
+        while channel.isWritable, let chunk = stream.chunk(at: room.nextChunk, epoch: epoch) {
             if chunk.firstFrame > limit { break }
             channel.write(WireMessage.audioChunk(.init(streamID: stream.id, firstFrame: chunk.firstFrame, frameCount: UInt32(chunk.frameCount), payload: chunk.payload)), promise: nil)
             room.nextChunk += 1
             room.sentUntilFrame = chunk.endFrame
         }
-        if !room.sentEnd, let end = stream.endFrame, room.nextChunk >= stream.chunkCount {
+        if !room.sentEnd, let (end, count) = stream.end(epoch: epoch), room.nextChunk >= count {
             channel.write(WireMessage.streamEnd(.init(streamID: stream.id, endFrame: end)), promise: nil)
             room.sentEnd = true
         }
@@ -191,6 +226,7 @@ public final class House: @unchecked Sendable {
     func apply(_ anchor: TimelineAnchor) {
         guard let stream else { return }
         stream.schedule.apply(anchor, now: now)
+        publishListening()
         for room in rooms.values where room.streamID == stream.id {
             send(.anchor(wire(anchor, stream)), to: room)
         }
@@ -200,22 +236,6 @@ public final class House: @unchecked Sendable {
         room.channel.writeAndFlush(message, promise: nil)
     }
 
-    /// Restarts production at timeline frame `frame` with the queue as it is now, from queue
-    /// item `item` at `offset`: the rooms drop what they hold from `frame` on and get the new audio.
-    func flush(from frame: Int64, item: Int, offset: MediaTime) throws(MediaError) {
-        guard let stream else { return }
-        stream.producer?.cancel()
-        let encoder = try ChunkEncoder(codec: configuration.codec, sampleRate: sampleRate, channelCount: configuration.channelCount)
-        let cut = stream.chunkIndex(containing: frame)
-        stream.truncate(at: frame, paths: state.queue)
-        for room in rooms.values where room.streamID == stream.id {
-            send(.flush(.init(streamID: stream.id, fromFrame: frame)), to: room)
-            room.nextChunk = min(room.nextChunk, stream.chunkCount > cut ? cut + 1 : cut)
-            room.sentEnd = false
-        }
-        startProducer(stream: stream, encoder: encoder, item: item, offset: offset, frame: frame)
-    }
-
     static func gain(percent: Int) -> Float {
         // 60 dB across the scale, so equal steps sound equal; 0 is silence.
         percent <= 0 ? 0 : Float(pow(10, Double(min(percent, 100) - 100) * 0.6 / 20))
@@ -223,15 +243,5 @@ public final class House: @unchecked Sendable {
 
     func saveState() {
         if let problem = state.save(to: configuration.stateDirectory) { log(problem) }
-    }
-}
-
-/// The playhead, shared with producer threads.
-final class PlayheadCell: @unchecked Sendable {
-    private let lock = NSLock()
-    private var frame: Int64 = 0
-    var value: Int64 {
-        get { lock.withLock { frame } }
-        set { lock.withLock { frame = newValue } }
     }
 }

@@ -1,7 +1,9 @@
 import Foundation
+import NIOCore
 import TuttiCore
 import TuttiMedia
 import TuttiNet
+import TuttiPlayback
 
 /// A refused command: one line saying why.
 struct ControlError: Error {
@@ -11,22 +13,33 @@ struct ControlError: Error {
 
 /// The control commands (`tutti ctl …`), as JSON objects `{"command": …, …}`. Replies are JSON
 /// objects; a refusal is `{"error": "…"}`.
+///
+/// Commands that change the playing queue (`seek`, `next`, `queue-add`, `queue-remove`,
+/// `queue-move`) are answered once the engine has applied them, with where the stream was cut.
 extension House {
-    func control(_ json: String) -> (ok: Bool, json: String) {
+    /// A reply to a control request: called once, on the house's loop.
+    typealias Reply = (_ ok: Bool, _ json: String) -> Void
+    private typealias Respond = (Result<[String: Any], ControlError>) -> Void
+
+    func control(_ json: String, reply: @escaping Reply) {
         loop.preconditionInEventLoop()
-        let reply: [String: Any]
+        let respond: Respond = { result in
+            switch result {
+            case .success(let object): reply(true, Self.encode(object))
+            case .failure(let error): reply(false, Self.encode(["error": error.message]))
+            }
+        }
         do {
             guard let object = try? JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any],
                   let command = object["command"] as? String else {
                 throw ControlError("request is not a JSON object with a \"command\"")
             }
-            reply = try perform(command, object)
+            try perform(command, object, respond)
         } catch let error as ControlError {
-            return (false, Self.encode(["error": error.message]))
+            respond(.failure(error))
         } catch {
-            return (false, Self.encode(["error": "\(error)"]))
+            respond(.failure(ControlError("\(error)")))
         }
-        return (true, Self.encode(reply))
     }
 
     static func encode(_ object: [String: Any]) -> String {
@@ -34,7 +47,12 @@ extension House {
         return String(decoding: data, as: UTF8.self)
     }
 
-    private func perform(_ command: String, _ request: [String: Any]) throws -> [String: Any] {
+    private func perform(_ command: String, _ request: [String: Any], _ respond: @escaping Respond) throws {
+        if let reply = try performAtOnce(command, request, respond) { respond(.success(reply)) }
+    }
+
+    /// Performs `command`; returns the reply, or nil when `respond` will be called later.
+    private func performAtOnce(_ command: String, _ request: [String: Any], _ respond: @escaping Respond) throws -> [String: Any]? {
         switch command {
         case "play":
             guard let files = request["files"] as? [String], !files.isEmpty else { throw ControlError("play needs at least one file") }
@@ -47,6 +65,7 @@ extension House {
                 state.group = nil
             }
             state.queue = files
+            queueTags = files.map { _ in makeTag() }
             saveState()
             try startPlaying(item: 0)
             return ["playing": files.count, "rooms": groupRooms.map(\.name), "startsInMs": startsInMilliseconds]
@@ -63,17 +82,33 @@ extension House {
             return ["resumed": seconds(anchor.timelineFrame), "startsInMs": startsInMilliseconds]
         case "seek":
             guard let target = request["seconds"] as? Double, target >= 0, target.isFinite else { throw ControlError("seek needs a non-negative number of seconds") }
-            guard let item = currentItem else { throw ControlError("nothing is playing") }
-            try startPlaying(item: item.index, offset: MediaTime(seconds: target))
-            return ["seeked": target, "item": item.index]
-        case "next":
-            guard let item = currentItem else { throw ControlError("nothing is playing") }
-            guard item.index + 1 < state.queue.count else {
-                stopStream()
-                return ["stopped": true]
+            guard let item = currentItem, item.index >= 0 else { throw ControlError("nothing is playing") }
+            let time = MediaTime(seconds: target)
+            editPlayingQueue({ $0.seek(to: time, completion: $1) }, respond) { [self] action in
+                guard let action else {
+                    // Production had ended (the end is about to be heard): a new stream.
+                    try startPlaying(item: item.index, offset: time)
+                    return ["seeked": target, "item": item.index]
+                }
+                return cutReport(action).merging(["seeked": target, "item": item.index]) { $1 }
             }
-            try startPlaying(item: item.index + 1)
-            return ["item": item.index + 1]
+            return nil
+        case "next":
+            guard let item = currentItem, item.index >= 0 else { throw ControlError("nothing is playing") }
+            editPlayingQueue({ $0.advanceToNextItem(completion: $1) }, respond) { [self] action in
+                guard let action else {
+                    guard item.index + 1 < state.queue.count else {
+                        stopStream()
+                        return ["stopped": true]
+                    }
+                    try startPlaying(item: item.index + 1)
+                    return ["item": item.index + 1]
+                }
+                if case .cut(_, nil, _) = action { return cutReport(action).merging(["stopped": true]) { $1 } }
+                if case .cut(_, let restart?, _) = action { return cutReport(action).merging(["item": restart.index]) { $1 } }
+                return cutReport(action)
+            }
+            return nil
         case "rooms":
             return ["rooms": roomsReport()]
         case "join":
@@ -108,21 +143,31 @@ extension House {
             let at = (request["at"] as? Int) ?? state.queue.count
             guard (0...state.queue.count).contains(at) else { throw ControlError("queue position \(at) is out of range 0…\(state.queue.count)") }
             state.queue.insert(file, at: at)
+            queueTags.insert(makeTag(), at: at)
             saveState()
-            return try queueEdited(at: at, delta: 1)
+            queueEdited(respond, reply: ["added": at])
+            return nil
         case "queue-remove":
             guard let index = request["index"] as? Int, state.queue.indices.contains(index) else {
                 throw ControlError("no queue item \(request["index"].map { "\($0)" } ?? "?") (the queue has \(state.queue.count))")
             }
-            if index == currentItem?.index {
-                state.queue.remove(at: index)
-                saveState()
-                if index < state.queue.count { try startPlaying(item: index) } else { stopStream() }
-                return ["removed": index, "flush": "hard", "reason": "the playing item was removed"]
-            }
             state.queue.remove(at: index)
+            queueTags.remove(at: index)
             saveState()
-            return try queueEdited(at: index, delta: -1)
+            queueEdited(respond, reply: ["removed": index])
+            return nil
+        case "queue-move":
+            guard let from = request["from"] as? Int, state.queue.indices.contains(from) else {
+                throw ControlError("no queue item \(request["from"].map { "\($0)" } ?? "?") (the queue has \(state.queue.count))")
+            }
+            guard let to = request["to"] as? Int, state.queue.indices.contains(to) else {
+                throw ControlError("queue position \(request["to"].map { "\($0)" } ?? "?") is out of range 0…\(state.queue.count - 1)")
+            }
+            state.queue.insert(state.queue.remove(at: from), at: to)
+            queueTags.insert(queueTags.remove(at: from), at: to)
+            saveState()
+            queueEdited(respond, reply: ["moved": from, "to": to])
+            return nil
         case "status":
             return statusReport()
         default:
@@ -160,46 +205,73 @@ extension House {
         return Int((anchor.serverTime - now) / 1_000_000)
     }
 
-    var currentItem: QueueItemReport? { stream?.item(at: playhead()) }
+    /// The item heard now, its `index` its position in the queue (-1 if it has been removed).
+    var currentItem: QueueItemReport? {
+        guard var item = stream?.engine?.outcome(atFrame: playhead()) else { return nil }
+        item.index = queueTags.firstIndex(of: item.tag) ?? -1
+        return item
+    }
 
     private func seconds(_ frame: Int64) -> Double { Double(frame) / Double(sampleRate) }
 
-    /// After inserting (`delta` +1) or removing (−1) the queue item at `index`: the audio after
-    /// the playing item is replaced by a flush from its timeline frame when that is far enough
-    /// ahead of the playhead; otherwise the edit is refused as a flush-from and falls back to a
-    /// hard flush (a new stream from the playhead, which may be heard as a short gap).
-    private func queueEdited(at index: Int, delta: Int) throws -> [String: Any] {
-        guard let stream, let current = currentItem else { return ["queue": state.queue.count] }
-        let head = playhead()
-        // Where the playing item sits in the edited queue.
-        let playing = index <= current.index ? current.index + delta : current.index
-        let boundary = stream.items.first { $0.index == current.index + 1 && $0.startFrame > current.startFrame }?.startFrame
-        let frame = boundary ?? stream.producedEnd
-        let margin = frames(configuration.flushMarginNanoseconds)
-        stream.shiftItemIndices(atOrAfter: delta > 0 ? index : index + 1, by: delta)
-        if frame - head < margin {
-            let reason = "the change takes effect \(String(format: "%.2f", seconds(frame - head))) s ahead of the playhead; a seamless flush needs \(String(format: "%.2f", seconds(margin))) s"
-            log("queue edit: flush-from refused: \(reason); hard flush")
-            try startPlaying(item: playing, offset: MediaTime(frame: max(0, head - current.startFrame), sampleRate: sampleRate))
-            return ["flush": "hard", "refused": "flush-from", "reason": reason]
-        }
-        do {
-            if boundary != nil {
-                try flush(from: frame, item: playing + 1, offset: .zero)
-            } else {
-                // The next item is not produced yet: production restarts inside the playing one.
-                try flush(from: frame, item: playing, offset: MediaTime(frame: frame - current.startFrame, sampleRate: sampleRate))
+    /// Hands `edit` to the playing stream's engine and answers, on the loop, with `answer` of
+    /// what the engine did (nil: production had ended, or nothing plays).
+    private func editPlayingQueue(_ edit: (QueueProducer, @escaping QueueProducer.EditCompletion) -> Void, _ respond: @escaping Respond,
+                                  answer: @escaping (QueueEditPlan.Action?) throws -> [String: Any]) {
+        let finish = NIOLoopBound((respond, answer), eventLoop: loop)
+        let loop = self.loop
+        let streamID = stream?.id
+        let completion: QueueProducer.EditCompletion = { action in
+            loop.execute { [weak self] in
+                let (respond, answer) = finish.value
+                guard let self, self.stream?.id == streamID else {
+                    // A newer command replaced the stream before this edit reached it.
+                    return respond(.failure(ControlError("superseded: another command replaced the stream before this one took effect")))
+                }
+                do {
+                    respond(.success(try answer(action)))
+                } catch let error as ControlError {
+                    respond(.failure(error))
+                } catch {
+                    respond(.failure(ControlError("\(error)")))
+                }
             }
-        } catch { throw ControlError("\(error)") }
-        return ["flush": "from", "fromSeconds": seconds(frame), "aheadSeconds": seconds(frame - head)]
+        }
+        guard let engine = stream?.engine else { return completion(nil) }
+        edit(engine, completion)
+    }
+
+    /// After an edit of `state.queue`: the engine takes the edited queue; audio already sent is
+    /// flushed from the first frame the edit changes.
+    private func queueEdited(_ respond: @escaping Respond, reply: [String: Any]) {
+        let entries = queueEntries
+        editPlayingQueue({ engine, completion in engine.edit({ $0 = entries }, completion: completion) }, respond) { [self] action in
+            var report = reply.merging(["queue": state.queue.count]) { $1 }
+            if let action { report.merge(cutReport(action)) { $1 } }
+            return report
+        }
+    }
+
+    /// Where an edit cut the stream: `flush` "from" with the timeline second and how far ahead
+    /// of the playhead (and whether that is beyond the seamless margin), or "none".
+    private func cutReport(_ action: QueueEditPlan.Action) -> [String: Any] {
+        guard case .cut(let frame, _, _) = action else { return ["flush": "none"] }
+        let ahead = frame - playhead()
+        let margin = frames(configuration.flushMarginNanoseconds)
+        var report: [String: Any] = ["flush": "from", "fromSeconds": seconds(frame), "aheadSeconds": seconds(ahead), "seamless": ahead >= margin]
+        if ahead < margin {
+            let reason = "the change takes effect \(String(format: "%.2f", seconds(ahead))) s ahead of the playhead; a seamless flush needs \(String(format: "%.2f", seconds(margin))) s"
+            report["reason"] = reason
+        }
+        return report
     }
 
     private func queueReport() -> [[String: Any]] {
-        let items = stream?.items ?? []
+        let items = stream?.engine?.outcomes ?? []
         let current = currentItem?.index
         return state.queue.enumerated().map { index, path in
             var entry: [String: Any] = ["index": index, "path": path, "current": index == current]
-            if let info = items.last(where: { $0.path == path })?.info {
+            if let info = items.last(where: { $0.tag == queueTags[index] })?.info {
                 entry["title"] = info.displayTitle
                 if let d = info.duration { entry["duration"] = d.seconds }
             }

@@ -95,8 +95,9 @@ final class HouseConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
         case (.speaker, .speakerStatus(let status)):
             house.received(status: status, from: clientID!)
         case (.controller, .controlRequest(let request)):
-            let (ok, json) = house.control(request.json)
-            context.writeAndFlush(Self.wrapOutboundOut(.controlResponse(.init(requestID: request.requestID, ok: ok, json: json))), promise: nil)
+            house.control(request.json) { ok, json in
+                context.writeAndFlush(Self.wrapOutboundOut(.controlResponse(.init(requestID: request.requestID, ok: ok, json: json))), promise: nil)
+            }
         case (_, .goodbye):
             context.close(promise: nil)
         default:

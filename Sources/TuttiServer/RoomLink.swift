@@ -12,6 +12,8 @@ final class RoomLink {
     /// The stream this room has been started on, and the next chunk to send it.
     var streamID: UInt32?
     var nextChunk = 0
+    /// The stream epoch the room has been brought to (the cuts it was told of).
+    var epoch = 0
     var sentEnd = false
     /// Timeline frames the room has been sent (for the fill rate).
     var sentUntilFrame: Int64 = 0

@@ -148,7 +148,7 @@ struct CtlVolume: AsyncParsableCommand {
 
 struct CtlQueue: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "queue", abstract: "Show or edit the queue.",
-                                                    subcommands: [CtlQueueList.self, CtlQueueAdd.self, CtlQueueRemove.self],
+                                                    subcommands: [CtlQueueList.self, CtlQueueAdd.self, CtlQueueRemove.self, CtlQueueMove.self],
                                                     defaultSubcommand: CtlQueueList.self)
     @ParentCommand var ctl: Ctl
 }
@@ -184,6 +184,16 @@ struct CtlQueueRemove: AsyncParsableCommand {
     @ParentCommand var queue: CtlQueue
     @Argument var index: Int
     func run() async throws { printReply(try await queue.ctl.send(["command": "queue-remove", "index": index]), json: false) }
+}
+
+struct CtlQueueMove: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "move", abstract: "Move a queue item to another position; while playing, later audio is replaced.",
+        discussion: "Example: `tutti ctl queue move 4 1` plays item 4 right after item 0.")
+    @ParentCommand var queue: CtlQueue
+    @Argument(help: "The item's position now.") var from: Int
+    @Argument(help: "Its new position.") var to: Int
+    func run() async throws { printReply(try await queue.ctl.send(["command": "queue-move", "from": from, "to": to]), json: false) }
 }
 
 struct CtlStatus: AsyncParsableCommand {

@@ -36,7 +36,9 @@ import TuttiTestSupport
     @Test func editsWhilePlayingFlushFromTheFirstChangedBoundary() async throws {
         let directory = try TemporaryDirectory("queue-edit")
         defer { directory.remove() }
-        let media = Self.tones([0.5, 0.6, 0.7, 0.8, 0.4], in: directory)
+        // The first item lasts 2 s so the edits land while it plays even when the machine is
+        // loaded (the events run on an ordinary thread and may come late).
+        let media = Self.tones([2, 0.6, 0.7, 0.8, 0.4], in: directory)
         let (a, b, c, d) = (PlayerItem(path: media[0].path), PlayerItem(path: media[1].path), PlayerItem(path: media[2].path),
                             PlayerItem(path: media[3].path))
         let x = PlayerItem(path: media[4].path)
@@ -50,7 +52,7 @@ import TuttiTestSupport
                 guard !done else { return }
                 done = true
                 // The whole queue is decoded by now: the edits must flush audio already in the ring.
-                decodedAhead.withLock { $0 = player.waitUntilDecoded(frames: 2 * 48000) }
+                decodedAhead.withLock { $0 = player.waitUntilDecoded(frames: 3 * 48000) }
                 player.insert(x, after: a)
                 player.remove(b)
                 player.move(d, after: x)

@@ -33,10 +33,21 @@ final class HouseHarness: @unchecked Sendable {
         rooms[name] = channel
     }
 
-    func control(_ request: [String: Any]) async throws -> [String: Any] {
+    /// Sends a control request and waits for its reply; edits of a playing queue are answered
+    /// once the engine's producer thread has applied them (its answer hops to the loop, which
+    /// the test drives). The timeout only guards.
+    func control(_ request: [String: Any], timeout: Double = 20) async throws -> [String: Any] {
         let json = String(decoding: try JSONSerialization.data(withJSONObject: request), as: UTF8.self)
         let house = self.house
-        let reply = try await loop.executeInContext { house.control(json) }
+        let box = ReplyBox()
+        try await loop.executeInContext { house.control(json) { ok, json in box.set(ok, json) } }
+        let deadline = Date().addingTimeInterval(timeout)
+        while box.value == nil {
+            if Date() > deadline { throw TestFailure("no reply to \(json)") }
+            await loop.run()
+            if box.value == nil { try await Task.sleep(nanoseconds: 1_000_000) }
+        }
+        let reply = box.value!
         let object = try JSONSerialization.jsonObject(with: Data(reply.json.utf8)) as! [String: Any]
         if !reply.ok { throw TestFailure(object["error"] as? String ?? reply.json) }
         return object
@@ -97,6 +108,13 @@ struct TestFailure: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
+final class ReplyBox: @unchecked Sendable {
+    private let lock = NSLock()
+    private var reply: (ok: Bool, json: String)?
+    func set(_ ok: Bool, _ json: String) { lock.withLock { reply = (ok, json) } }
+    var value: (ok: Bool, json: String)? { lock.withLock { reply } }
+}
+
 final class LogLines: @unchecked Sendable {
     private let lock = NSLock()
     private var lines: [String] = []
@@ -142,10 +160,11 @@ final class LogLines: @unchecked Sendable {
         #expect(try await harness.onLoop { $0.state.queue } == [a, c, b])
     }
 
-    /// Too close to the playhead the flush-from is refused with the reason, and the house falls
-    /// back to a hard flush: a new stream from the current position with the new queue.
-    @Test func queueEditTooCloseToThePlayheadIsRefusedAndHardFlushed() async throws {
-        let directory = try TemporaryDirectory("house-refuse")
+    /// Closer to the playhead than the seamless margin (but beyond the start delay every room
+    /// needs), an edit still cuts the same stream at the boundary: the reply says it may not be
+    /// seamless, and the rooms get a, then c, then b.
+    @Test func queueEditCloseToThePlayheadCutsWithinTheMarginAndSaysSo() async throws {
+        let directory = try TemporaryDirectory("house-close")
         defer { directory.remove() }
         let a = directory.file("a.flac"), b = directory.file("b.flac"), c = directory.file("c.flac")
         try Self.tone(a, seconds: 2, frequency: 300)
@@ -154,22 +173,115 @@ final class LogLines: @unchecked Sendable {
         let harness = HouseHarness()
         try await harness.connect("kitchen")
         _ = try await harness.control(["command": "play", "files": [a, b]])
-        let first = try await harness.waitForProduction()
-        _ = try await harness.messages("kitchen")
+        let stream = try await harness.waitForProduction()
+        var sent = try await harness.messages("kitchen")
         // 1.8 s into a: the boundary is 0.2 s ahead, under the 0.5 s margin.
         harness.clock.advance(by: House.Configuration().startDelayNanoseconds + 1_800_000_000)
         let reply = try await harness.control(["command": "queue-add", "file": c, "at": 1])
-        #expect(reply["flush"] as? String == "hard")
-        #expect(reply["refused"] as? String == "flush-from")
+        #expect(reply["flush"] as? String == "from")
+        #expect(reply["fromSeconds"] as? Double == 2.0)
+        #expect(reply["seamless"] as? Bool == false)
         #expect((reply["reason"] as? String)?.contains("needs 0.50 s") == true)
-        #expect(harness.logLines.all.contains { $0.contains("flush-from refused") })
-        let second = try await harness.waitForProduction()
-        #expect(second.id != first.id)
-        let sent = try await harness.messages("kitchen")
-        #expect(sent.contains(.flush(.init(streamID: first.id, fromFrame: .min))))
-        // The new stream starts where the playhead was in a, then plays c, then b.
-        let audio = try HouseHarness.audio(sent, stream: second.id, from: 0, frames: Int(0.2 * 48000) + 4 * 48000)
-        let reference = Array(try TestMedia.decodeWithFFmpeg(a).suffix(Int(0.2 * 48000) * 2)) + (try TestMedia.decodeWithFFmpeg(c)) + (try TestMedia.decodeWithFFmpeg(b))
+        let again = try await harness.waitForProduction()
+        #expect(again.id == stream.id)
+        sent += try await harness.messages("kitchen")
+        #expect(sent.contains(.flush(.init(streamID: stream.id, fromFrame: 96_000))))
+        #expect(!sent.contains(.flush(.init(streamID: stream.id, fromFrame: .min))))
+        let audio = try HouseHarness.audio(sent, stream: stream.id, from: 0, frames: 6 * 48000)
+        let reference = try TestMedia.decodeWithFFmpeg(a) + (try TestMedia.decodeWithFFmpeg(c)) + (try TestMedia.decodeWithFFmpeg(b))
+        #expect(audio.allSatisfy { !$0.isNaN })
+        #expect(SignalCheck.maxDifference(audio, reference) < 1e-5)
+    }
+
+    /// Seek and next go through the same engine: each cuts the playing stream at the edit lead
+    /// (the start delay every room needs) and goes on from the target, on one timeline, so the
+    /// rooms stay on the stream they play and hear exactly: a up to the seek, a from 2 s up
+    /// to the skip, then b.
+    @Test func seekAndNextCutThePlayingStreamAtTheEditLead() async throws {
+        let directory = try TemporaryDirectory("house-seek")
+        defer { directory.remove() }
+        let a = directory.file("a.flac"), b = directory.file("b.flac")
+        try Self.tone(a, seconds: 3, frequency: 300)
+        try Self.tone(b, seconds: 2, frequency: 500)
+        let harness = HouseHarness()
+        try await harness.connect("kitchen")
+        _ = try await harness.control(["command": "play", "files": [a, b]])
+        let stream = try await harness.waitForProduction()
+        var sent = try await harness.messages("kitchen")
+        let delay = House.Configuration().startDelayNanoseconds
+        let lead = Int(delay * 48000 / 1_000_000_000)
+
+        harness.clock.advance(by: delay + 1_000_000_000)
+        let seek = try await harness.control(["command": "seek", "seconds": 2.0])
+        let seekFrame = 48000 + lead
+        #expect(seek["fromSeconds"] as? Double == Double(seekFrame) / 48000)
+        #expect(seek["item"] as? Int == 0)
+        _ = try await harness.waitForProduction()
+        harness.clock.advance(by: 500_000_000)
+        let next = try await harness.control(["command": "next"])
+        let nextFrame = 72000 + lead
+        #expect(next["item"] as? Int == 1)
+        #expect(next["fromSeconds"] as? Double == Double(nextFrame) / 48000)
+        let final = try await harness.waitForProduction()
+        #expect(final.id == stream.id)
+        #expect(final.endFrame == Int64(nextFrame + 2 * 48000))
+        sent += try await harness.messages("kitchen")
+        let flushes = sent.compactMap { if case .flush(let f) = $0 { return f.fromFrame } else { return nil } }
+        #expect(flushes == [Int64(seekFrame), Int64(nextFrame)])
+
+        let audio = try HouseHarness.audio(sent, stream: stream.id, from: 0, frames: nextFrame + 2 * 48000)
+        let decodedA = try TestMedia.decodeWithFFmpeg(a), decodedB = try TestMedia.decodeWithFFmpeg(b)
+        let reference = Array(decodedA[0..<(seekFrame * 2)]) + Array(decodedA[(96000 * 2)..<((96000 + nextFrame - seekFrame) * 2)]) + decodedB
+        #expect(audio.allSatisfy { !$0.isNaN })
+        #expect(SignalCheck.maxDifference(audio, reference) < 1e-5)
+        let status = try await harness.control(["command": "status"])
+        #expect(status["item"] as? Int == 0)
+    }
+
+    /// Removing the playing item skips to the next at the edit lead; moving an item reorders
+    /// what follows from the first boundary it changes; adding to a queue that has run out, but
+    /// whose end is not heard yet, continues the same stream at its end.
+    @Test func removeMoveAndAppendEditThePlayingStream() async throws {
+        let directory = try TemporaryDirectory("house-edit")
+        defer { directory.remove() }
+        let a = directory.file("a.flac"), b = directory.file("b.flac"), c = directory.file("c.flac"), d = directory.file("d.flac")
+        try Self.tone(a, seconds: 2, frequency: 300)
+        try Self.tone(b, seconds: 2, frequency: 500)
+        try Self.tone(c, seconds: 2, frequency: 700)
+        try Self.tone(d, seconds: 1, frequency: 900)
+        let harness = HouseHarness()
+        try await harness.connect("kitchen")
+        _ = try await harness.control(["command": "play", "files": [a, b, c]])
+        let stream = try await harness.waitForProduction()
+        var sent = try await harness.messages("kitchen")
+        let delay = House.Configuration().startDelayNanoseconds
+        let lead = Int(delay * 48000 / 1_000_000_000)
+
+        // 0.5 s in: remove a (playing); b starts at the edit lead.
+        harness.clock.advance(by: delay + 500_000_000)
+        let removed = try await harness.control(["command": "queue-remove", "index": 0])
+        let bStart = 24000 + lead
+        #expect(removed["fromSeconds"] as? Double == Double(bStart) / 48000)
+        _ = try await harness.waitForProduction()
+        // The queue is [b, c]; move c first: it no longer follows b, so the stream ends after b.
+        let moved = try await harness.control(["command": "queue-move", "from": 1, "to": 0])
+        #expect(moved["fromSeconds"] as? Double == Double(bStart + 96000) / 48000)
+        #expect(try await harness.onLoop { $0.state.queue } == [c, b])
+        let ended = try await harness.waitForProduction()
+        #expect(ended.endFrame == Int64(bStart + 96000))
+        // The queue ran out, its end 2 s ahead: d continues the stream there.
+        let added = try await harness.control(["command": "queue-add", "file": d])
+        #expect(added["fromSeconds"] as? Double == Double(bStart + 96000) / 48000)
+        #expect(added["seamless"] as? Bool == true)
+        let final = try await harness.waitForProduction()
+        #expect(final.id == stream.id && final.endFrame == Int64(bStart + 96000 + 48000))
+        sent += try await harness.messages("kitchen")
+        let ends = sent.compactMap { if case .streamEnd(let e) = $0 { return e.endFrame } else { return nil } }
+        #expect(ends.last == Int64(bStart + 96000 + 48000))
+
+        let audio = try HouseHarness.audio(sent, stream: stream.id, from: 0, frames: bStart + 96000 + 48000)
+        let reference = Array(try TestMedia.decodeWithFFmpeg(a)[0..<(bStart * 2)]) + (try TestMedia.decodeWithFFmpeg(b)) + (try TestMedia.decodeWithFFmpeg(d))
+        #expect(audio.allSatisfy { !$0.isNaN })
         #expect(SignalCheck.maxDifference(audio, reference) < 1e-5)
     }
 

@@ -93,7 +93,7 @@ public final class PlayoutInputs: Sendable {
             guard s.stream?.id == streamID else { return false }
             s.flushGeneration += 1
             s.flushFrame = frame
-            if let end = s.endFrame, end > frame { s.endFrame = nil }
+            if let end = s.endFrame, end >= frame { s.endFrame = nil }
             return true
         }
         guard applies else { return }
