@@ -27,6 +27,10 @@ public final class House: @unchecked Sendable {
         public var bufferDepthNanoseconds: Int64 = 300_000_000_000
         /// From a play/resume command to the first sample heard (plus the largest room latency).
         public var startDelayNanoseconds: Int64 = 90_000_000
+        /// Queue edits, seeks and skips cut the stream this far ahead of what is heard (plus the
+        /// largest room latency): a little more than a room commits to its device ahead of time
+        /// (its 50 ms ring lead plus the device's buffer), so every room cuts on the same frame.
+        public var editLeadNanoseconds: Int64 = 150_000_000
         /// Pauses take effect this far ahead, so every room stops on the same frame.
         public var pauseDelayNanoseconds: Int64 = 90_000_000
         /// A queue edit that cuts the stream at least this far ahead of the playhead is seamless
@@ -158,7 +162,7 @@ public final class House: @unchecked Sendable {
     /// edit needs to reach every room.
     func publishListening() {
         guard let stream else { return }
-        let lead = configuration.startDelayNanoseconds + largestLatency
+        let lead = configuration.editLeadNanoseconds + largestLatency
         stream.listening.withLock { $0 = ServerStream.Listening(schedule: stream.schedule, editLeadNanoseconds: lead) }
     }
 

@@ -10,8 +10,8 @@ import TuttiPlayback
 /// allows up to `depthFrames` ahead of the playhead (enhanced buffering).
 ///
 /// The edit horizon is the frame the rooms will hear `editLeadNanoseconds` from now (the
-/// stream's published lead: the start delay plus the largest room latency, the same lead a
-/// play command has), so an edit takes effect as soon as every room can be told; a cut
+/// stream's published lead: `House.Configuration.editLeadNanoseconds` plus the largest room
+/// latency), so an edit takes effect as soon as every room can still cut on that frame; a cut
 /// becomes a `flush(from:)` the house sends each room before any audio after it.
 ///
 /// Thread-safety: the producer thread only, except `wake()`.

@@ -194,7 +194,7 @@ final class LogLines: @unchecked Sendable {
     }
 
     /// Seek and next go through the same engine: each cuts the playing stream at the edit lead
-    /// (the start delay every room needs) and goes on from the target, on one timeline, so the
+    /// (what every room needs to cut on the same frame) and goes on from the target, on one timeline, so the
     /// rooms stay on the stream they play and hear exactly: a up to the seek, a from 2 s up
     /// to the skip, then b.
     @Test func seekAndNextCutThePlayingStreamAtTheEditLead() async throws {
@@ -209,7 +209,7 @@ final class LogLines: @unchecked Sendable {
         let stream = try await harness.waitForProduction()
         var sent = try await harness.messages("kitchen")
         let delay = House.Configuration().startDelayNanoseconds
-        let lead = Int(delay * 48000 / 1_000_000_000)
+        let lead = Int(House.Configuration().editLeadNanoseconds * 48000 / 1_000_000_000)
 
         harness.clock.advance(by: delay + 1_000_000_000)
         let seek = try await harness.control(["command": "seek", "seconds": 2.0])
@@ -255,7 +255,7 @@ final class LogLines: @unchecked Sendable {
         let stream = try await harness.waitForProduction()
         var sent = try await harness.messages("kitchen")
         let delay = House.Configuration().startDelayNanoseconds
-        let lead = Int(delay * 48000 / 1_000_000_000)
+        let lead = Int(House.Configuration().editLeadNanoseconds * 48000 / 1_000_000_000)
 
         // 0.5 s in: remove a (playing); b starts at the edit lead.
         harness.clock.advance(by: delay + 500_000_000)

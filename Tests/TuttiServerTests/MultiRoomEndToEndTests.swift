@@ -2,7 +2,7 @@ import Foundation
 import NIOPosix
 import Testing
 import TuttiCore
-import TuttiDiagnostics
+@testable import TuttiDiagnostics
 import TuttiMedia
 import TuttiNet
 import TuttiTestSupport
@@ -116,5 +116,105 @@ import TuttiTestSupport
         let latency = (start - Double(commandTime)) / 1e6
         #expect(latency > 50 && latency < 250, "start latency \(latency) ms")
         #expect(abs(analysis.startTimes["a"]! - analysis.startTimes["b"]!) < 250_000)
+    }
+
+    /// Seek and next in a playing house, with real speakers: both rooms stay sample-aligned
+    /// through each cut and play the edited timeline the replies describe (the cut frames they
+    /// name), with nothing lost or repeated around the cuts.
+    @Test(.timeLimit(.minutes(3)))
+    func seekAndNextCutEveryRoomInSync() async throws {
+        let directory = try TemporaryDirectory("multiroom-edit")
+        defer { directory.remove() }
+        let a = directory.file("a.flac"), b = directory.file("b.flac")
+        // Two different noise-and-tone signals, at the stream's rate: every window is unique.
+        try TestMedia.ffmpeg(["-f", "lavfi", "-i", "anoisesrc=d=6:c=brown:a=0.2:seed=1", "-f", "lavfi", "-i", "sine=f=110:d=6",
+                              "-filter_complex", "amix=inputs=2,pan=stereo|c0=c0|c1=0.7*c0,aresample=48000", a])
+        try TestMedia.ffmpeg(["-f", "lavfi", "-i", "anoisesrc=d=3:c=brown:a=0.2:seed=2", "-f", "lavfi", "-i", "sine=f=165:d=3",
+                              "-filter_complex", "amix=inputs=2,pan=stereo|c0=0.6*c0|c1=c0,aresample=48000", b])
+        let server = try ChildProcess(name: "server", arguments: ["server", "--listen", "127.0.0.1:0", "--state-dir", directory.file("state")],
+                                      standardError: directory.file("server.log"))
+        let line = try server.waitForLine(containing: "listening on")
+        let port = Int(line.split(separator: ":").last!.split(separator: " ").first!)!
+        let rooms: [(name: String, offset: String, drift: String, device: String, latency: String)] = [
+            ("a", "250", "40", "-50", "0"), ("b", "-600", "-70", "80", "20"),
+        ]
+        var speakers: [ChildProcess] = []
+        for room in rooms {
+            speakers.append(try ChildProcess(name: room.name, arguments: [
+                "speaker", "--server", "127.0.0.1:\(port)", "--name", room.name, "--output", "virtual:" + directory.file("\(room.name).wav"),
+                "--clock-offset-ms", room.offset, "--clock-drift-ppm", room.drift, "--device-drift-ppm", room.device, "--latency-ms", room.latency,
+            ], standardError: directory.file("\(room.name).log")))
+        }
+        defer {
+            for speaker in speakers { speaker.interrupt() }
+            server.interrupt()
+        }
+        try await waitForRooms(port) { rooms in
+            rooms.count == 2 && rooms.values.allSatisfy { ($0["clockErrorMicroseconds"] as? Double).map { $0 > 0 && $0 < 20 } ?? false }
+        }
+        _ = try await send(["command": "play", "files": [a, b]], port: port)
+        try await waitForRooms(port) { $0["a"]?["state"] as? String == "playing" && $0["b"]?["state"] as? String == "playing" }
+        try await Task.sleep(nanoseconds: 1_200_000_000)
+        let seek = try await send(["command": "seek", "seconds": 4.0], port: port)
+        let seekFrame = Int(((seek["fromSeconds"] as? Double ?? 0) * 48000).rounded())
+        try await Task.sleep(nanoseconds: 1_000_000_000)
+        let next = try await send(["command": "next"], port: port)
+        let nextFrame = Int(((next["fromSeconds"] as? Double ?? 0) * 48000).rounded())
+        #expect(next["item"] as? Int == 1)
+        #expect(seekFrame > 48000 && nextFrame > seekFrame + 24000, "cuts at \(seekFrame), \(nextFrame)")
+        // Until b has played out.
+        let end = Double(nextFrame) / 48000 + 3
+        try await waitForRooms(port, timeout: 20) { rooms in
+            rooms.values.allSatisfy { ($0["playheadSeconds"] as? Double ?? 0) > end - 0.05 || $0["state"] as? String == "idle" }
+        }
+        try await Task.sleep(nanoseconds: 300_000_000)
+        for speaker in speakers { #expect(speaker.interrupt() == 0) }
+
+        // The edited timeline: a up to the seek's cut, a from 4 s up to the skip's cut, then b.
+        let decodedA = try TestMedia.decodeWithFFmpeg(a), decodedB = try TestMedia.decodeWithFFmpeg(b)
+        let resumed = 4 * 48000
+        let reference = Array(decodedA[0..<(seekFrame * 2)]) + Array(decodedA[(resumed * 2)..<((resumed + nextFrame - seekFrame) * 2)]) + decodedB
+        let captures = try rooms.map { room in
+            SyncAnalysis.Room(name: room.name, capture: try VirtualCapture(path: directory.file("\(room.name).wav")), latencyNanoseconds: Double(room.latency)! * 1e6)
+        }
+        let analysis = SyncAnalysis.analyse(rooms: captures, reference: reference, interval: 6000)
+        let p99 = analysis.percentile(99) / 1000
+        print("multi-room edits: cuts at \(seekFrame) and \(nextFrame); skew p50 \(analysis.percentile(50) / 1000) µs, p99 \(p99) µs over \(analysis.skews.count) checkpoints")
+        #expect(analysis.skews.count > 10)
+        #expect(p99 < 250, "p99 inter-room skew \(p99) µs")
+        for room in ["a", "b"] {
+            #expect(analysis.underruns[room] == 0, "\(room) underran")
+            #expect(analysis.discontinuities[room] == 0, "\(room) jumped: \(analysis.jumps)")
+            #expect(analysis.unmatched[room] == 0, "\(room) did not play the edited timeline")
+        }
+        // Across each cut, the 512 frames around it match the edited timeline in both rooms: no
+        // room played audio of the old timeline past the cut (a room that had committed it
+        // would hold a 240-frame block or more of it there) or cut early.
+        let seekOnly = Array(decodedA[0..<(seekFrame * 2)]) + Array(decodedA[(resumed * 2)...])
+        for (cut, old) in [(seekFrame, decodedA), (nextFrame, seekOnly)] {
+            let half = 256
+            for capture in captures {
+                // The room's lag (device frame − timeline frame) at the last checkpoint before the cut.
+                guard let before = analysis.series.last(where: { $0.frame < cut && $0.heard[capture.name] != nil }),
+                      let heard = before.heard[capture.name] else {
+                    Issue.record("\(capture.name) was not heard before the cut at \(cut)")
+                    continue
+                }
+                let lag = Int((capture.capture.frame(atEmissionTime: heard - capture.latencyNanoseconds) - Double(before.frame)).rounded())
+                func window(_ range: Range<Int>, switchingAt frame: Int) -> [Float] {
+                    range.flatMap { t -> [Float] in
+                        let source = t < frame ? old : reference
+                        return [source[2 * t], source[2 * t + 1]]
+                    }
+                }
+                guard let fit = SyncAnalysis.locate(0, in: capture.capture, reference: window((cut - half)..<(cut + half), switchingAt: cut),
+                                                    guess: lag + cut - half, search: 8, window: 2 * half) else {
+                    Issue.record("\(capture.name) does not play the edited timeline around the cut at \(cut)")
+                    continue
+                }
+                print("multi-room edits: \(capture.name) across the cut at \(cut): relative residual \(fit.residual)")
+                #expect(fit.residual < 0.02, "\(capture.name) around the cut at \(cut): relative residual \(fit.residual)")
+            }
+        }
     }
 }
