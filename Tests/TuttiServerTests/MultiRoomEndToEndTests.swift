@@ -35,6 +35,47 @@ import TuttiTestSupport
         throw TestFailure("rooms did not reach the expected state: \(try await rooms(port))")
     }
 
+    /// A speaker process's simulated machine: clock offset (ms), clock and crystal drifts (ppm),
+    /// amplifier latency (ms), as the CLI takes them.
+    struct RoomSpec {
+        var name, offset, drift, device, latency: String
+    }
+
+    /// Starts a server and one speaker per room (virtual sound cards writing
+    /// `<directory>/<name>.wav`), and waits until every room is connected with a converged clock.
+    func startHouse(in directory: TemporaryDirectory, rooms: [RoomSpec]) async throws -> (server: ChildProcess, port: Int, speakers: [ChildProcess]) {
+        let server = try ChildProcess(name: "server", arguments: ["server", "--listen", "127.0.0.1:0", "--state-dir", directory.file("state")],
+                                      standardError: directory.file("server.log"))
+        let line = try server.waitForLine(containing: "listening on")
+        let port = Int(line.split(separator: ":").last!.split(separator: " ").first!)!
+        var speakers: [ChildProcess] = []
+        for room in rooms {
+            speakers.append(try ChildProcess(name: room.name, arguments: [
+                "speaker", "--server", "127.0.0.1:\(port)", "--name", room.name, "--output", "virtual:" + directory.file("\(room.name).wav"),
+                "--clock-offset-ms", room.offset, "--clock-drift-ppm", room.drift, "--device-drift-ppm", room.device, "--latency-ms", room.latency,
+            ], standardError: directory.file("\(room.name).log")))
+        }
+        do {
+            try await waitForRooms(port) { reports in
+                reports.count == rooms.count
+                    && reports.values.allSatisfy { ($0["clockErrorMicroseconds"] as? Double).map { $0 > 0 && $0 < 20 } ?? false }
+            }
+        } catch {
+            for speaker in speakers { speaker.interrupt() }
+            server.interrupt()
+            throw error
+        }
+        return (server, port, speakers)
+    }
+
+    /// What each room's virtual sound card emitted, for `SyncAnalysis`.
+    func captures(in directory: TemporaryDirectory, rooms: [RoomSpec]) throws -> [SyncAnalysis.Room] {
+        try rooms.map { room in
+            SyncAnalysis.Room(name: room.name, capture: try VirtualCapture(path: directory.file("\(room.name).wav")),
+                              latencyNanoseconds: Double(room.latency)! * 1e6)
+        }
+    }
+
     @Test(.timeLimit(.minutes(3)))
     func threeRoomsPlayInSyncJoinLeaveAndDie() async throws {
         let directory = try TemporaryDirectory("multiroom")
@@ -43,27 +84,13 @@ import TuttiTestSupport
         // Music-like: chords with vibrato plus noise, at 44.1 kHz so the server resamples.
         try TestMedia.ffmpeg(["-f", "lavfi", "-i", "sine=f=220:d=10", "-f", "lavfi", "-i", "sine=f=331:d=10", "-f", "lavfi", "-i", "anoisesrc=d=10:c=pink:a=0.15",
                               "-filter_complex", "[0]vibrato=f=5[x];[x][1][2]amix=inputs=3,pan=stereo|c0=c0|c1=0.8*c0,aresample=44100", music])
-        let server = try ChildProcess(name: "server", arguments: ["server", "--listen", "127.0.0.1:0", "--state-dir", directory.file("state")],
-                                      standardError: directory.file("server.log"))
-        let line = try server.waitForLine(containing: "listening on")
-        let port = Int(line.split(separator: ":").last!.split(separator: " ").first!)!
-        let rooms: [(name: String, offset: String, drift: String, device: String, latency: String)] = [
-            ("a", "300", "50", "-30", "0"), ("b", "-700", "-80", "60", "20"), ("c", "45", "10", "-90", "0"),
-        ]
-        var speakers: [ChildProcess] = []
-        for room in rooms {
-            speakers.append(try ChildProcess(name: room.name, arguments: [
-                "speaker", "--server", "127.0.0.1:\(port)", "--name", room.name, "--output", "virtual:" + directory.file("\(room.name).wav"),
-                "--clock-offset-ms", room.offset, "--clock-drift-ppm", room.drift, "--device-drift-ppm", room.device, "--latency-ms", room.latency,
-            ], standardError: directory.file("\(room.name).log")))
-        }
+        let rooms = [RoomSpec(name: "a", offset: "300", drift: "50", device: "-30", latency: "0"),
+                     RoomSpec(name: "b", offset: "-700", drift: "-80", device: "60", latency: "20"),
+                     RoomSpec(name: "c", offset: "45", drift: "10", device: "-90", latency: "0")]
+        let (server, port, speakers) = try await startHouse(in: directory, rooms: rooms)
         defer {
             for speaker in speakers { speaker.interrupt() }
             server.interrupt()
-        }
-        // Connected, with converged clocks.
-        try await waitForRooms(port) { rooms in
-            rooms.count == 3 && rooms.values.allSatisfy { ($0["clockErrorMicroseconds"] as? Double).map { $0 > 0 && $0 < 20 } ?? false }
         }
         let commandTime = MonotonicClock().now()
         let reply = try await send(["command": "play", "files": [music], "rooms": ["a", "b"]], port: port)
@@ -92,9 +119,7 @@ import TuttiTestSupport
         var reference: [Float] = []
         var block: [Float] = []
         while reader.read(into: &block) > 0 { reference += block }
-        let analysis = SyncAnalysis.analyse(rooms: try rooms.map { room in
-            SyncAnalysis.Room(name: room.name, capture: try VirtualCapture(path: directory.file("\(room.name).wav")), latencyNanoseconds: Double(room.latency)! * 1e6)
-        }, reference: reference)
+        let analysis = SyncAnalysis.analyse(rooms: try captures(in: directory, rooms: rooms), reference: reference)
         let p99 = analysis.percentile(99) / 1000, p50 = analysis.percentile(50) / 1000
         print("multi-room e2e: skew p50 \(p50) µs, p99 \(p99) µs, max \(analysis.maximum / 1000) µs over \(analysis.skews.count) checkpoints; rooms heard per checkpoint \(analysis.roomsPerCheckpoint)")
         #expect(analysis.skews.count > 20)
@@ -131,26 +156,12 @@ import TuttiTestSupport
                               "-filter_complex", "amix=inputs=2,pan=stereo|c0=c0|c1=0.7*c0,aresample=48000", a])
         try TestMedia.ffmpeg(["-f", "lavfi", "-i", "anoisesrc=d=3:c=brown:a=0.2:seed=2", "-f", "lavfi", "-i", "sine=f=165:d=3",
                               "-filter_complex", "amix=inputs=2,pan=stereo|c0=0.6*c0|c1=c0,aresample=48000", b])
-        let server = try ChildProcess(name: "server", arguments: ["server", "--listen", "127.0.0.1:0", "--state-dir", directory.file("state")],
-                                      standardError: directory.file("server.log"))
-        let line = try server.waitForLine(containing: "listening on")
-        let port = Int(line.split(separator: ":").last!.split(separator: " ").first!)!
-        let rooms: [(name: String, offset: String, drift: String, device: String, latency: String)] = [
-            ("a", "250", "40", "-50", "0"), ("b", "-600", "-70", "80", "20"),
-        ]
-        var speakers: [ChildProcess] = []
-        for room in rooms {
-            speakers.append(try ChildProcess(name: room.name, arguments: [
-                "speaker", "--server", "127.0.0.1:\(port)", "--name", room.name, "--output", "virtual:" + directory.file("\(room.name).wav"),
-                "--clock-offset-ms", room.offset, "--clock-drift-ppm", room.drift, "--device-drift-ppm", room.device, "--latency-ms", room.latency,
-            ], standardError: directory.file("\(room.name).log")))
-        }
+        let rooms = [RoomSpec(name: "a", offset: "250", drift: "40", device: "-50", latency: "0"),
+                     RoomSpec(name: "b", offset: "-600", drift: "-70", device: "80", latency: "20")]
+        let (server, port, speakers) = try await startHouse(in: directory, rooms: rooms)
         defer {
             for speaker in speakers { speaker.interrupt() }
             server.interrupt()
-        }
-        try await waitForRooms(port) { rooms in
-            rooms.count == 2 && rooms.values.allSatisfy { ($0["clockErrorMicroseconds"] as? Double).map { $0 > 0 && $0 < 20 } ?? false }
         }
         _ = try await send(["command": "play", "files": [a, b]], port: port)
         try await waitForRooms(port) { $0["a"]?["state"] as? String == "playing" && $0["b"]?["state"] as? String == "playing" }
@@ -174,9 +185,7 @@ import TuttiTestSupport
         let decodedA = try TestMedia.decodeWithFFmpeg(a), decodedB = try TestMedia.decodeWithFFmpeg(b)
         let resumed = 4 * 48000
         let reference = Array(decodedA[0..<(seekFrame * 2)]) + Array(decodedA[(resumed * 2)..<((resumed + nextFrame - seekFrame) * 2)]) + decodedB
-        let captures = try rooms.map { room in
-            SyncAnalysis.Room(name: room.name, capture: try VirtualCapture(path: directory.file("\(room.name).wav")), latencyNanoseconds: Double(room.latency)! * 1e6)
-        }
+        let captures = try captures(in: directory, rooms: rooms)
         let analysis = SyncAnalysis.analyse(rooms: captures, reference: reference, interval: 6000)
         let p99 = analysis.percentile(99) / 1000
         print("multi-room edits: cuts at \(seekFrame) and \(nextFrame); skew p50 \(analysis.percentile(50) / 1000) µs, p99 \(p99) µs over \(analysis.skews.count) checkpoints")
