@@ -161,13 +161,15 @@ public final class QueuePlayer: @unchecked Sendable {
         }
         emit(.status(.waitingToPlayAtSpecifiedRate, reason: .evaluatingBufferingRate, hostTime: MonotonicClock().now()))
         source.isPaced = device.isPaced
-        engine.start()
+        engine.start(raisedPriority: true)
         if !device.isPaced {
             // An offline device waits for data itself: it cannot stall, so it starts at once.
             try device.start(source: source)
             shared.withLock { $0.deviceStarted = true }
         }
         let supervisor = Thread { [self] in
+            // It starts the device and ends stalls: light work the listener waits on.
+            FeederPriority.raiseCurrentThread()
             supervise(device)
             finished.store(true, ordering: .releasing)
             supervisorDone.signal()

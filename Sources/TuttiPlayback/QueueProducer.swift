@@ -81,8 +81,12 @@ public final class QueueProducer: @unchecked Sendable {
     // MARK: Control
 
     /// Starts producing on a new thread.
-    public func start(threadName: String = "tutti-decode") {
+    /// - Parameter raisedPriority: raise the thread's CPU share (`FeederPriority`), for a
+    ///   producer a sound card waits on. A producer filling minutes ahead (the house) leaves it
+    ///   off, so its bulk decoding never delays the event loop that keeps the rooms in sync.
+    public func start(threadName: String = "tutti-decode", raisedPriority: Bool = false) {
         let thread = Thread { [self] in
+            if raisedPriority { FeederPriority.raiseCurrentThread() }
             run()
             finished.store(true, ordering: .releasing)
             done.signal()

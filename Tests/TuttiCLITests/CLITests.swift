@@ -16,28 +16,11 @@ struct TuttiProcess {
         var standardError: String
     }
 
-    static func run(_ arguments: [String], in directory: String? = nil) throws -> Result {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
-        let out = Pipe(), err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        let errorData = Box()
-        let reader = Thread { errorData.data = err.fileHandleForReading.readDataToEndOfFile(); errorData.done.signal() }
-        reader.start()
-        let outputData = out.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        errorData.done.wait()
-        return Result(status: process.terminationStatus, standardOutput: String(decoding: outputData, as: UTF8.self),
-                      standardError: String(decoding: errorData.data, as: UTF8.self))
-    }
-
-    final class Box: @unchecked Sendable {
-        var data = Data()
-        let done = DispatchSemaphore(value: 0)
+    /// Runs `tutti ARGS` to its end; one that runs past `timeout` seconds is killed and throws.
+    static func run(_ arguments: [String], in directory: String? = nil, timeout: Double = 300) throws -> Result {
+        let result = try TestMedia.execute(executable, arguments, directory: directory, timeout: timeout)
+        return Result(status: result.status, standardOutput: String(decoding: result.standardOutput, as: UTF8.self),
+                      standardError: String(decoding: result.standardError, as: UTF8.self))
     }
 }
 
@@ -137,7 +120,7 @@ struct TuttiProcess {
             usleep(10_000)
         }
         kill(process.processIdentifier, SIGINT)
-        process.waitUntilExit()
+        try process.waitUntilExit(timeout: 60)
         #expect(process.terminationStatus == 130)
         let wav = try WAVFile(path: output)
         #expect(wav.frameCount > 0 && wav.frameCount < 30 * 48000)
@@ -158,7 +141,7 @@ struct TuttiProcess {
         process.standardInput = try FileHandle(forReadingFrom: URL(fileURLWithPath: input))
         process.standardError = FileHandle.nullDevice
         try process.run()
-        process.waitUntilExit()
+        try process.waitUntilExit(timeout: 60)
         #expect(process.terminationStatus == 0)
         let wav = try WAVFile(path: output)
         #expect(SignalCheck.maxDifference(wav.samples, try TestMedia.decodeWithFFmpeg(input)) < 1e-6)
@@ -179,12 +162,21 @@ struct TuttiProcess {
         player.arguments = ["play", "pipe:\(fifo)?sampleformat=44100:16:2", "--output", "wav:\(output)", "--rate", "44100"]
         player.standardError = FileHandle.nullDevice
         try player.run()
-        // The writer opens the FIFO write-only (a read-write open would never see the reader).
+        // The writer opens the FIFO write-only (a read-write open would never see the reader),
+        // without blocking: ENXIO until tutti has opened its end, retried for at most 30 s.
         let bytes = try Data(contentsOf: URL(fileURLWithPath: raw))
-        let writer = try FileHandle(forWritingTo: URL(fileURLWithPath: fifo))
+        let deadline = Date().addingTimeInterval(30)
+        var descriptor: Int32 = -1
+        while descriptor < 0 && Date() < deadline {
+            descriptor = open(fifo, O_WRONLY | O_NONBLOCK)
+            if descriptor < 0 { usleep(5_000) }
+        }
+        guard descriptor >= 0 else { throw TestTimeout("tutti did not open \(fifo) within 30 s") }
+        _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) & ~O_NONBLOCK)
+        let writer = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
         writer.write(bytes)
         try writer.close()
-        player.waitUntilExit()
+        try player.waitUntilExit(timeout: 60)
         #expect(player.terminationStatus == 0)
         let wav = try WAVFile(path: output)
         #expect(wav.frameCount == 44_100)

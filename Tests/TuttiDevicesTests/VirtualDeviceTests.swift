@@ -35,7 +35,7 @@ func readTiming(_ path: String) throws -> [TimingLine] {
         let total = Int64((60 * rateWithDrift).rounded(.up))
         let device = VirtualDevice(capturePath: directory.file("out.wav"), format: Self.format, driftPPM: driftPPM, clock: clock)
         try device.start(source: RampSource(totalFrames: total))
-        try device.waitUntilFinished()
+        try waitOnOwnThread("the device to finish") { try device.waitUntilFinished() }
         #expect(device.underrunCount == 0)
 
         // Frames per second of the pacing clock, measured from the timing file over the minute.
@@ -78,7 +78,7 @@ func readTiming(_ path: String) throws -> [TimingLine] {
         let device = VirtualDevice(capturePath: directory.file("rt.wav"), format: Self.format, driftPPM: driftPPM, clock: clock)
         try device.start(source: RampSource(totalFrames: total))
         let finished = try await onOwnThread {
-            try device.waitUntilFinished()
+            try waitOnOwnThread("the device to finish") { try device.waitUntilFinished() }
             return clock.now()
         }
         let schedule = try #require(device.emissionSchedule)
@@ -107,7 +107,7 @@ func readTiming(_ path: String) throws -> [TimingLine] {
         let source = RampSource(totalFrames: 24000, stall: stall)
         let device = VirtualDevice(capturePath: directory.file("u.wav"), format: Self.format, clock: FreeRunningClock())
         try device.start(source: source)
-        try device.waitUntilFinished()
+        try waitOnOwnThread("the device to finish") { try device.waitUntilFinished() }
         #expect(device.underrunCount == 5)
         let lines = try readTiming(directory.file("u.wav.timing.jsonl"))
         let underruns = lines.filter { $0.underrunFrames != nil }
@@ -124,7 +124,7 @@ func readTiming(_ path: String) throws -> [TimingLine] {
         let clock = FreeRunningClock()
         let device = VirtualDevice(capturePath: nil, format: Self.format, driftPPM: -20, clock: clock)
         try device.start(source: RampSource(totalFrames: 48000 * 10))
-        try device.waitUntilFinished()
+        try waitOnOwnThread("the device to finish") { try device.waitUntilFinished() }
         #expect(device.name == "null")
         #expect(clock.now() == EmissionSchedule(sampleRate: 48000, driftPPM: -20, start: 0).time(ofFrame: 480_000))
     }
@@ -134,7 +134,7 @@ func readTiming(_ path: String) throws -> [TimingLine] {
         let speakerClock = SkewedClock(base: clock, offsetNanoseconds: 777_000_000, driftPPM: 50, anchor: 0)
         let device = VirtualDevice(capturePath: nil, format: Self.format, clock: clock, reportingClock: speakerClock)
         try device.start(source: RampSource(totalFrames: 48000))
-        try device.waitUntilFinished()
+        try waitOnOwnThread("the device to finish") { try device.waitUntilFinished() }
         let position = device.position()
         #expect(position.framesEmitted == 48000)
         #expect(position.hostTime == speakerClock.reading(atBase: 2_000_000_000))

@@ -11,7 +11,7 @@ import TuttiTestSupport
         let path = directory.file("o.wav")
         let device = WAVFileDevice(path: path, format: AudioFormat(sampleRate: 44100, channelCount: 2, sampleFormat: sampleFormat), periodFrames: 1000)
         try device.start(source: RampSource(totalFrames: 12345))
-        try device.waitUntilFinished()
+        try waitOnOwnThread("the device to finish") { try device.waitUntilFinished() }
         let wav = try WAVFile(path: path)
         #expect(wav.sampleRate == 44100 && wav.channelCount == 2 && wav.sampleFormat.rawValue == sampleFormat.rawValue)
         #expect(wav.frameCount == 12345)

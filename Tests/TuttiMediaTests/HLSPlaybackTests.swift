@@ -100,7 +100,7 @@ import TuttiTestSupport
     static func decode(_ url: String, configuration: HLSByteSource.Configuration,
                        onEvent: (@Sendable (HLSByteSource.Event) -> Void)? = nil,
                        progress: (@Sendable (Int) -> Void)? = nil) async throws -> Decoded {
-        try await onOwnThread {
+        try await onOwnThread("decoding \(url) to its end", timeout: .seconds(180)) {
             let source = HLSByteSource(url: url, configuration: configuration)
             let log = EventLog()
             source.onEvent = { event in
@@ -187,7 +187,7 @@ import TuttiTestSupport
     }
 
     /// Polls `condition` until it holds; a guard against hanging, not a synchronization delay.
-    static func waitUntil(_ what: String, timeout: Duration = .seconds(15), _ condition: () -> Bool) async throws {
+    static func waitUntil(_ what: String, timeout: Duration = .seconds(60), _ condition: () -> Bool) async throws {
         let deadline = ContinuousClock.now + timeout
         while !condition() {
             guard ContinuousClock.now < deadline else { throw Fixture.Failure(description: "timed out waiting for \(what)") }
@@ -334,9 +334,17 @@ import TuttiTestSupport
         let configuration = Self.configuration(history: nil)
         async let decoding = Self.decode(url, configuration: configuration)
         func requested(_ sequence: Int) -> Bool { server.requests(for: "/ts/v0/seg\(sequence).ts").contains { $0.status == 200 } }
-        try await Self.waitUntil("segment 2") { requested(2) }
-        server.setFile("/live/index.m3u8", Array(live(3...7).utf8))
-        try await Self.waitUntil("segment 7") { requested(7) }
+        do {
+            try await Self.waitUntil("segment 2") { requested(2) }
+            server.setFile("/live/index.m3u8", Array(live(3...7).utf8))
+            try await Self.waitUntil("segment 7") { requested(7) }
+        } catch {
+            // Leaving the scope awaits `decoding`, which follows the live stream until it ends:
+            // end it on this path too, or the test would wait for it forever.
+            server.setFile("/live/index.m3u8", Array(live(0...12, ended: true).utf8))
+            _ = try? await decoding
+            throw error
+        }
         server.setFile("/live/index.m3u8", Array(live(6...12, ended: true).utf8))
         let decoded = try await decoding
         let reference = try await Self.decode(server.url(for: "/ts/v0/index.m3u8"), configuration: configuration)
@@ -410,8 +418,16 @@ import TuttiTestSupport
             }
             return (frames, decoder.readError)
         }
-        try await Self.waitUntil("decoding the last segment") {
-            decoding.load(ordering: .relaxed) && server.requests(for: "/ts/v0/seg2.ts").contains { $0.outcome == .completed }
+        do {
+            try await Self.waitUntil("decoding the last segment") {
+                decoding.load(ordering: .relaxed) && server.requests(for: "/ts/v0/seg2.ts").contains { $0.outcome == .completed }
+            }
+        } catch {
+            // Leaving the scope awaits `result`, whose read of a live stream only ends when
+            // cancelled: cancel it on this path too, or the test would wait forever.
+            cancellation.cancel()
+            _ = try? await result
+            throw error
         }
         cancellation.cancel()
         let (frames, error) = try await result

@@ -306,11 +306,9 @@ import TuttiTestSupport
 
 // MARK: - A raw HTTP/1.1 client
 
-/// Runs blocking socket work on its own thread, keeping it off the cooperative pool.
+/// Runs blocking socket work on its own thread, off the cooperative pool, bounded.
 private func offThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        Thread { continuation.resume(with: Result { try body() }) }.start()
-    }
+    try await onOwnThread("a socket exchange", timeout: .seconds(120), body)
 }
 
 private struct RawResponse: Sendable {

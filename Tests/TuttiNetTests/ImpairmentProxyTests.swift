@@ -84,7 +84,7 @@ import Testing
             let payload = randomBytes(4 << 20, seed: 1)
             let client = try await TCPTestClient.connect(port: port)
             try await client.send(payload)
-            #expect(try await waitUntil(timeout: .seconds(20)) { client.inbox.count >= payload.count })
+            #expect(try await waitUntil(timeout: .seconds(60)) { client.inbox.count >= payload.count })
             #expect(client.inbox.bytes == payload)
             let statistics = proxy.statistics
             #expect(statistics.toUpstream.tcpBytesForwarded == payload.count)
@@ -119,25 +119,26 @@ import Testing
         try await sink.close()
     }
 
-    /// (2) Every UDP round trip takes at least both delays (the proxy never delivers early) and
-    /// not much more than both delays plus jitter.
+    /// (2) Every UDP round trip takes at least both delays (the proxy never delivers early), and
+    /// the typical one not much more than both delays plus jitter. The upper bound is on the
+    /// median: on a loaded 2-core machine any single datagram can wait for a CPU far longer
+    /// than the delays under test, but a proxy that added delay of its own would move them all.
     @Test func udpRoundTripCarriesTheDelayEachWay() async throws {
         let ms = Self.millisecond
-        let slack: Duration = .milliseconds(500)
+        let slack: Duration = .milliseconds(100)
+        func median(_ trips: [Duration]) -> Duration { trips.sorted()[trips.count / 2] }
         try await withProxy(.init(delayNanoseconds: 15 * ms)) { proxy, port, _ in
             let client = try await UDPTestClient.make(port: port)
             var sequence: UInt32 = 0
-            for _ in 0..<5 {
-                let trip = try await client.roundTrip(&sequence)
-                #expect(trip >= .milliseconds(30))
-                #expect(trip <= .milliseconds(30) + slack)
-            }
+            var trips: [Duration] = []
+            for _ in 0..<5 { trips.append(try await client.roundTrip(&sequence)) }
+            #expect(trips.allSatisfy { $0 >= .milliseconds(30) }, "\(trips)")
+            #expect(median(trips) <= .milliseconds(30) + slack, "\(trips)")
             proxy.setImpairment(.init(delayNanoseconds: 15 * ms, jitterNanoseconds: 10 * ms, seed: 5))
-            for _ in 0..<20 {
-                let trip = try await client.roundTrip(&sequence)
-                #expect(trip >= .milliseconds(10))
-                #expect(trip <= .milliseconds(50) + slack)
-            }
+            trips = []
+            for _ in 0..<20 { trips.append(try await client.roundTrip(&sequence)) }
+            #expect(trips.allSatisfy { $0 >= .milliseconds(10) }, "\(trips)")
+            #expect(median(trips) <= .milliseconds(50) + slack, "\(trips)")
             #expect(proxy.statistics.toUpstream.udpDatagramsForwarded == 25)
             #expect(proxy.statistics.toClients.udpDatagramsForwarded == 25)
             #expect(proxy.statistics.udpSessions == 1)
@@ -145,13 +146,15 @@ import Testing
 
             // TCP chunks get the same delays.
             let tcp = try await TCPTestClient.connect(port: port)
+            trips = []
             for round in 1...3 {
                 let sent = ContinuousClock.now
                 try await tcp.send([UInt8(round)])
                 #expect(try await waitUntil { tcp.inbox.count == round })
-                let trip = try #require(tcp.inbox.arrival(ofByte: round - 1)) - sent
-                #expect(trip >= .milliseconds(10) && trip <= .milliseconds(50) + slack)
+                trips.append(try #require(tcp.inbox.arrival(ofByte: round - 1)) - sent)
             }
+            #expect(trips.allSatisfy { $0 >= .milliseconds(10) }, "\(trips)")
+            #expect(median(trips) <= .milliseconds(50) + slack, "\(trips)")
             try await tcp.channel.close()
         }
     }
@@ -176,8 +179,12 @@ import Testing
         #expect(other.upstream != first.upstream)
     }
 
-    /// (4) During a 1 s outage UDP datagrams vanish and TCP bytes wait; when it ends the TCP
+    /// (4) During an outage UDP datagrams vanish and TCP bytes wait; when it ends the TCP
     /// bytes arrive intact, the connection still open.
+    ///
+    /// The outage is 1 s, unless the five datagrams did not all reach the proxy within it (a
+    /// loaded machine): then the trial is repeated with a window four times longer, so the
+    /// assertions are always about datagrams that arrived while the link was down.
     @Test func outageDropsUDPAndHoldsTCP() async throws {
         try await withProxy(.init(delayNanoseconds: Self.millisecond)) { proxy, port, servers in
             let tcp = try await TCPTestClient.connect(port: port)
@@ -187,26 +194,38 @@ import Testing
             var sequence: UInt32 = 0
             _ = try await udp.roundTrip(&sequence)
 
-            let outageStart = ContinuousClock.now
-            proxy.startOutage(durationNanoseconds: 1_000_000_000)
-            #expect(proxy.isInOutage)
-            for s in UInt32(1000)..<1005 { try await udp.send(sequence: s) }
+            var window: Int64 = 1_000_000_000
+            var heldBack = UInt32(1000)..<1005
+            var outageStart = ContinuousClock.now
+            var droppedBefore = 0
+            while true {
+                let before = proxy.statistics.toUpstream
+                droppedBefore = before.udpDatagramsDroppedByOutage
+                outageStart = ContinuousClock.now
+                proxy.startOutage(durationNanoseconds: window)
+                for s in heldBack { try await udp.send(sequence: s) }
+                #expect(try await waitUntil { proxy.statistics.toUpstream.udpDatagramsHandled >= before.udpDatagramsHandled + 5 })
+                if proxy.isInOutage { break }
+                try #require(window < 64_000_000_000, "five datagrams never reached the proxy within one outage")
+                #expect(try await waitUntil(timeout: .seconds(120)) { !proxy.isInOutage })
+                window *= 4
+                heldBack = heldBack.upperBound..<(heldBack.upperBound + 5)
+            }
             let payload = randomBytes(256 << 10, seed: 3)
             try await tcp.send(payload)
 
-            #expect(try await waitUntil(timeout: .seconds(10)) { tcp.inbox.count == 3 + payload.count })
+            #expect(try await waitUntil(timeout: .seconds(180)) { tcp.inbox.count == 3 + payload.count })
             let firstHeld = try #require(tcp.inbox.arrival(ofByte: 3))
-            #expect(firstHeld - outageStart >= .seconds(1))
+            #expect(firstHeld - outageStart >= .nanoseconds(window))
             #expect(Array(tcp.inbox.bytes.dropFirst(3)) == payload)
             #expect(!tcp.inbox.isClosed)
             #expect(!proxy.isInOutage)
 
             _ = try await udp.roundTrip(&sequence)
-            let heldBack = UInt32(1000)..<1005
             #expect(!servers.udpLog.sequences.contains { heldBack.contains($0) })
             #expect(!udp.log.sequences.contains { heldBack.contains($0) })
             let statistics = proxy.statistics
-            #expect(statistics.toUpstream.udpDatagramsDroppedByOutage == 5)
+            #expect(statistics.toUpstream.udpDatagramsDroppedByOutage - droppedBefore == 5)
             #expect(statistics.toUpstream.tcpBytesForwarded == 3 + payload.count)
             #expect(statistics.tcpConnections == 1)
             try await tcp.channel.close()
@@ -302,7 +321,7 @@ import Testing
 // MARK: - Test servers and clients
 
 /// Polls `condition` until it holds or `timeout` passes; the timeout is only a guard.
-private func waitUntil(timeout: Duration = .seconds(5), _ condition: () -> Bool) async throws -> Bool {
+private func waitUntil(timeout: Duration = .seconds(30), _ condition: () -> Bool) async throws -> Bool {
     let deadline = ContinuousClock.now + timeout
     while !condition() {
         if ContinuousClock.now >= deadline { return false }

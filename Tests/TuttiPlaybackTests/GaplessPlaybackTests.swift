@@ -13,7 +13,7 @@ func renderQueue(_ paths: [String], to output: String, sampleRate: Int = 48000, 
     let player = QueuePlayer(items: paths.map(PlayerItem.init(path:)), outputFormat: format, configuration: configuration)
     let device = WAVFileDevice(path: output, format: format)
     try player.play(on: device)
-    let outcomes = try player.waitUntilFinished()
+    let outcomes = try waitOnOwnThread("the player to finish") { try player.waitUntilFinished() }
     return (try WAVFile(path: output), outcomes)
 }
 
@@ -173,7 +173,7 @@ func renderQueue(_ paths: [String], to output: String, sampleRate: Int = 48000, 
         let player = QueuePlayer(items: [PlayerItem(path: item)], outputFormat: format, configuration: configuration)
         let device = WAVFileDevice(path: directory.file("loop.wav"), format: format)
         try player.play(on: device)
-        let outcomes = try player.waitUntilFinished()
+        let outcomes = try waitOnOwnThread("the player to finish") { try player.waitUntilFinished() }
         #expect(outcomes.count == 20 && outcomes.map(\.pass) == Array(0..<20))
         #expect(outcomes.allSatisfy { $0.error == nil && $0.frameCount == 62_400 })
         let output = try WAVFile(path: directory.file("loop.wav"))
@@ -194,7 +194,7 @@ func renderQueue(_ paths: [String], to output: String, sampleRate: Int = 48000, 
         let format = AudioFormat(sampleRate: 48000, channelCount: 2)
         let player = QueuePlayer(items: [PlayerItem(path: item)], outputFormat: format, configuration: configuration)
         try player.play(on: WAVFileDevice(path: directory.file("loop.wav"), format: format))
-        _ = try player.waitUntilFinished()
+        _ = try waitOnOwnThread("the player to finish") { try player.waitUntilFinished() }
         let output = try WAVFile(path: directory.file("loop.wav"))
         #expect(abs(output.frameCount - 5 * 62_400) <= 1)
         let joined = directory.file("joined.wav")
@@ -212,7 +212,7 @@ func renderQueue(_ paths: [String], to output: String, sampleRate: Int = 48000, 
         let format = AudioFormat(sampleRate: 48000, channelCount: 2)
         let player = QueuePlayer(items: [PlayerItem(path: directory.file("missing.flac"))], outputFormat: format, configuration: configuration)
         try player.play(on: WAVFileDevice(path: directory.file("out.wav"), format: format))
-        let outcomes = try player.waitUntilFinished()
+        let outcomes = try waitOnOwnThread("the player to finish") { try player.waitUntilFinished() }
         #expect(outcomes.count == 1 && outcomes[0].error?.kind == .notFound)
     }
 }

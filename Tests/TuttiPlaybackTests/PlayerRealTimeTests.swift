@@ -9,7 +9,7 @@ import TuttiTestSupport
 /// The player on a real-time virtual device: the whole render path (ring, source, device,
 /// capture hand-off) runs on the device thread with no allocation, while a real file decodes.
 @Suite struct PlayerRealTimeTests {
-    @Test func renderThreadDoesNotAllocateWhilePlayingAFile() throws {
+    @Test func renderThreadDoesNotAllocateWhilePlayingAFile() async throws {
         let directory = try TemporaryDirectory("rt-player")
         defer { directory.remove() }
         let input = directory.file("in.mp3")
@@ -20,7 +20,7 @@ import TuttiTestSupport
         let counter = AllocationProbe()
         device.renderLoopObserver = counter.observer
         try player.play(on: device)
-        let outcomes = try player.waitUntilFinished()
+        let outcomes = try await onOwnThread("the player to finish") { try player.waitUntilFinished() }
         #expect(outcomes.first?.error == nil)
         #expect(device.underrunCount == 0)
         #expect(counter.allocations == 0)

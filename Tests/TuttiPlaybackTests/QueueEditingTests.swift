@@ -115,7 +115,7 @@ import TuttiTestSupport
         let player = QueuePlayer(items: items, outputFormat: format)
         let device = WAVFileDevice(path: directory.file("out.wav"), format: format)
         try player.play(on: device)
-        let outcomes = try player.waitUntilFinished()
+        let outcomes = try waitOnOwnThread("the player to finish") { try player.waitUntilFinished() }
         #expect(outcomes.allSatisfy { $0.error == nil }, "\(outcomes.compactMap(\.error))")
         #expect(outcomes.map(\.frameCount) == [12000, Int64(media[1].tone.frameCount)])
         let output = try WAVFile(path: directory.file("out.wav")).samples

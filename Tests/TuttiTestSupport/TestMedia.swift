@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import TuttiCore
 
 /// Test media made with the real ffmpeg CLI, and independent decodes by the same CLI to
@@ -10,32 +11,66 @@ public enum TestMedia {
         public var description: String { "\(command) failed: \(output)" }
     }
 
-    /// Runs a command and returns its standard output. Throws with stderr on a non-zero exit.
-    @discardableResult
-    public static func run(_ executable: String, _ arguments: [String], standardInput: Data? = nil) throws -> Data {
+    /// What a finished command left.
+    public struct CommandResult: Sendable {
+        public var status: Int32
+        public var standardOutput: Data
+        public var standardError: Data
+    }
+
+    /// Runs a command to its end (`executable` is a path, or a name looked up on the PATH) and
+    /// collects its status and output. A command still running after `timeout` seconds is
+    /// killed and reported as an error naming it, so a stuck child fails the test instead of
+    /// hanging the run.
+    public static func execute(_ executable: String, _ arguments: [String], directory: String? = nil,
+                               standardInput: Data? = nil, timeout: Double = 300) throws -> CommandResult {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable.hasPrefix("/") ? executable : "/usr/bin/env")
         process.arguments = executable.hasPrefix("/") ? arguments : [executable] + arguments
+        if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
         let out = Pipe(), err = Pipe()
         process.standardOutput = out
         process.standardError = err
         let input = Pipe()
         process.standardInput = input
         try process.run()
+        let timedOut = OnceFlag()
+        let pid = process.processIdentifier
+        let watchdog = DispatchWorkItem { if timedOut.claim() { kill(pid, SIGKILL) } }
+        DispatchQueue.global().asyncAfter(deadline: .now() + timeout, execute: watchdog)
         if let standardInput { input.fileHandleForWriting.write(standardInput) }
         try? input.fileHandleForWriting.close()
         // Read both pipes concurrently so neither can fill up and block the child.
         let errorData = LockedData()
-        let reader = Thread { errorData.set(err.fileHandleForReading.readDataToEndOfFile()) }
+        let errorRead = DispatchSemaphore(value: 0)
+        let reader = Thread {
+            errorData.set(err.fileHandleForReading.readDataToEndOfFile())
+            errorRead.signal()
+        }
         reader.start()
         let data = out.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
-        while !errorData.isSet { usleep(1000) }
-        if process.terminationStatus != 0 {
+        // The child has exited and closed its end of the pipe: the reader finishes promptly.
+        _ = errorRead.wait(timeout: .now() + 30)
+        watchdog.cancel()
+        if !timedOut.claim() {
             throw CommandError(command: ([executable] + arguments).joined(separator: " "),
-                               output: String(decoding: errorData.value.suffix(2000), as: UTF8.self))
+                               output: "still running after \(timeout) s; killed")
         }
-        return data
+        return CommandResult(status: process.terminationStatus, standardOutput: data, standardError: errorData.value)
+    }
+
+    /// Runs a command to its end and returns its standard output; throws with its standard
+    /// error if it fails or outlives `timeout` seconds.
+    @discardableResult
+    public static func run(_ executable: String, _ arguments: [String], standardInput: Data? = nil,
+                           timeout: Double = 300) throws -> Data {
+        let result = try execute(executable, arguments, standardInput: standardInput, timeout: timeout)
+        if result.status != 0 {
+            throw CommandError(command: ([executable] + arguments).joined(separator: " "),
+                               output: String(decoding: result.standardError.suffix(2000), as: UTF8.self))
+        }
+        return result.standardOutput
     }
 
     /// `ffmpeg -y -loglevel error ARGS`.
@@ -93,14 +128,105 @@ public struct TemporaryDirectory: Sendable {
     public func remove() { try? FileManager.default.removeItem(atPath: path) }
 }
 
-/// Runs blocking work (a device playing for a minute, a child process) on a thread of its own,
-/// so it does not hold one of the few threads Swift Testing's concurrent tests share.
-public func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
+/// Blocking work in a test did not finish within its bound.
+public struct TestTimeout: Error, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+
+    /// A timeout that also records what every thread of this process was doing (`ThreadDump`),
+    /// for a wait that should never have run out.
+    public static func withThreadDump(_ description: String) -> TestTimeout {
+        TestTimeout(description + (ThreadDump.capture().map { "; thread stacks in \($0)" } ?? ""))
+    }
+}
+
+/// The stacks of every thread of this process, written by gdb to a file, so a test that
+/// waited too long says what it was waiting on.
+public enum ThreadDump {
+    /// Writes the dump to `out/test-logs/` (or the temporary directory) and returns its path;
+    /// nil when gdb is not installed.
+    public static func capture() -> String? {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/gdb") else { return nil }
+        let directory = FileManager.default.fileExists(atPath: "out/test-logs") ? "out/test-logs" : NSTemporaryDirectory()
+        let path = "\(directory)/stacks-\(getpid())-\(Int(Date().timeIntervalSince1970 * 1000)).txt"
+        let result = try? TestMedia.execute("/usr/bin/gdb", ["-p", "\(getpid())", "-batch", "-nx", "-ex", "set pagination off",
+                                                              "-ex", "thread apply all bt 40"], timeout: 120)
+        guard let result else { return nil }
+        return FileManager.default.createFile(atPath: path, contents: result.standardOutput) ? path : nil
+    }
+}
+
+/// Runs blocking work (a device playing for a minute, a child process, a network read) on a
+/// thread of its own, so it does not hold one of the few threads Swift Testing's concurrent
+/// tests share: on a 2-core machine the cooperative pool has two, and the network tasks and
+/// timers other tests wait for run on them too.
+///
+/// The wait is bounded: if `body` has not returned after `timeout`, this throws a
+/// `TestTimeout` naming `waitingFor`, and the test fails instead of hanging the run. The thread
+/// is left to finish on its own (a thread cannot be killed); its result is dropped.
+public func onOwnThread<T: Sendable>(_ waitingFor: String = "blocking work", timeout: Duration = .seconds(240),
+                                     file: StaticString = #fileID, line: UInt = #line,
+                                     _ body: @escaping @Sendable () throws -> T) async throws -> T {
+    let once = OnceFlag()
+    return try await withCheckedThrowingContinuation { continuation in
         let thread = Thread {
-            do { continuation.resume(returning: try body()) } catch { continuation.resume(throwing: error) }
+            let result = Result { try body() }
+            if once.claim() { continuation.resume(with: result) }
         }
         thread.stackSize = 8 << 20
         thread.start()
+        // A Dispatch timer, not a task: it fires even when every cooperative thread is blocked.
+        let seconds = Double(timeout.components.seconds) + Double(timeout.components.attoseconds) * 1e-18
+        DispatchQueue.global().asyncAfter(deadline: .now() + seconds) {
+            if once.claim() {
+                continuation.resume(throwing: TestTimeout.withThreadDump("\(file):\(line): timed out after \(timeout) waiting for \(waitingFor)"))
+            }
+        }
+    }
+}
+
+/// `onOwnThread` for synchronous tests: runs `body` on a thread of its own and waits for it
+/// here, at most `timeout`; then throws a `TestTimeout` naming `waitingFor`. Use it for waits
+/// that take CPU time rather than real time (an offline render, a simulated clock): a wait in
+/// real time belongs in an async test, off the cooperative pool.
+public func waitOnOwnThread<T: Sendable>(_ waitingFor: String, timeout: Duration = .seconds(240),
+                                         file: StaticString = #fileID, line: UInt = #line,
+                                         _ body: @escaping @Sendable () throws -> T) throws -> T {
+    let result = Mutex<Result<T, any Error>?>(nil)
+    let done = DispatchSemaphore(value: 0)
+    let thread = Thread {
+        let outcome = Result { try body() }
+        result.withLock { $0 = outcome }
+        done.signal()
+    }
+    thread.stackSize = 8 << 20
+    thread.start()
+    let seconds = Double(timeout.components.seconds) + Double(timeout.components.attoseconds) * 1e-18
+    guard done.wait(timeout: .now() + seconds) == .success, let outcome = result.withLock({ $0 }) else {
+        throw TestTimeout.withThreadDump("\(file):\(line): timed out after \(timeout) waiting for \(waitingFor)")
+    }
+    return try outcome.get()
+}
+
+/// True for the first caller only.
+final class OnceFlag: Sendable {
+    private let claimed = Mutex(false)
+    func claim() -> Bool { claimed.withLock { was in defer { was = true }; return !was } }
+}
+
+extension Process {
+    /// Waits for the process to exit, at most `timeout` seconds: then it is killed and this
+    /// throws, naming it, so a stuck child fails the test instead of hanging the run.
+    public func waitUntilExit(timeout: Double) throws {
+        let timedOut = OnceFlag()
+        let pid = processIdentifier
+        let watchdog = DispatchWorkItem { if timedOut.claim() { kill(pid, SIGKILL) } }
+        DispatchQueue.global().asyncAfter(deadline: .now() + timeout, execute: watchdog)
+        waitUntilExit()
+        watchdog.cancel()
+        if !timedOut.claim() {
+            let name = ([executableURL?.path ?? "?"] + (arguments ?? [])).joined(separator: " ")
+            throw TestTimeout("\(name): still running after \(timeout) s; killed")
+        }
     }
 }

@@ -26,6 +26,7 @@ final class HLSDownloader: Sendable {
     let onEvent: (@Sendable (HLSByteSource.Event) -> Void)?
     let status = Mutex(Status())
     private let task = Mutex<Task<Void, Never>?>(nil)
+    private let executor = NetworkTaskExecutor(label: "hls")
 
     init(url: String, configuration: HLSByteSource.Configuration, buffer: HLSSegmentBuffer, fetcher: HLSFetcher,
          onEvent: (@Sendable (HLSByteSource.Event) -> Void)?) {
@@ -38,7 +39,8 @@ final class HLSDownloader: Sendable {
 
     func start() {
         task.withLock { task in
-            if task == nil { task = Task { await self.run() } }
+            // Off the cooperative pool: the decoder thread blocks until this task brings its bytes.
+            if task == nil { task = Task(executorPreference: executor) { await self.run() } }
         }
     }
 

@@ -50,6 +50,9 @@ public final class HTTPByteSource: MediaByteSource, @unchecked Sendable {
 
     private let client: HTTPClient
     private let clock = MonotonicClock()
+    /// Transfers run here, not on the cooperative pool: the reader blocks a thread until they
+    /// bring its bytes (`NetworkTaskExecutor`).
+    private let executor = NetworkTaskExecutor(label: "http")
     private let condition = NSCondition()
     // Guarded by `condition`:
     private var cache = ByteSpanCache()
@@ -146,7 +149,7 @@ public final class HTTPByteSource: MediaByteSource, @unchecked Sendable {
         arrivals.removeAll()
         let id = generation
         transfer = Transfer(generation: id, position: offset, startTime: clock.now(), task: nil)
-        transfer!.task = Task { [self] in await run(generation: id, from: offset) }
+        transfer!.task = Task(executorPreference: executor) { [self] in await run(generation: id, from: offset) }
     }
 
     /// Bytes per second over the last two seconds of this transfer (less just after it started).

@@ -50,6 +50,8 @@ public final class RenderSynchronizer: @unchecked Sendable {
         source = SynchronizerRenderSource(core: core, channelCount: device.format.channelCount)
         try device.start(source: source)
         let feeder = Thread { [self] in
+            // The device plays only the real-time lead this thread has committed.
+            FeederPriority.raiseCurrentThread()
             feed()
             feederDone.signal()
         }
