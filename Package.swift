@@ -55,6 +55,7 @@ let package = Package(
         .executableTarget(name: "tutti", dependencies: [
             "TuttiCore", "TuttiMedia", "TuttiDevices", "TuttiPlayback", "TuttiNet", "TuttiServer",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
         ]),
@@ -65,6 +66,7 @@ let package = Package(
             // Its HTTP media server serves the startup benchmark's URLs.
             "TuttiTestSupport",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
         ]),
@@ -80,7 +82,8 @@ let package = Package(
         .testTarget(name: "TuttiCLITests", dependencies: ["TuttiTestSupport"]),
         // Shared test helpers: media generation with the ffmpeg CLI, WAV reading, signal checks.
         .target(name: "TuttiTestSupport", dependencies: [
-            "TuttiCore", "TuttiDiagnostics",
+            "TuttiCore", "TuttiDiagnostics", "TuttiMedia",
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),

@@ -44,33 +44,48 @@ fi
 echo
 echo "run-bounded: '$label' still running after ${deadline} s; stopping it."
 # Swift Testing prints "◇ Test NAME started." and, when it ends, "✔ Test NAME passed…",
-# "✘ Test NAME failed…" or "➜ Test NAME skipped…". Names may contain spaces (display names).
-python3 - "$log" <<'EOF'
+# "✘ Test NAME failed…", "➜ Test NAME skipped…", "━ Test NAME passed … with a known issue" or
+# "… was cancelled". A parameterized test ends as "Test NAME with N test cases passed"; its
+# "Test case passing …" lines have no end line. "recorded an issue" is not an end: a test that
+# failed an expectation may still be the one that hangs. Names are not unique across suites,
+# so they are counted, and colour codes (on when TERM is set) are stripped first.
+python3 - "$log" <<'PYTHON'
 import re, sys
-started, ended = [], set()
-for line in open(sys.argv[1], encoding="utf-8", errors="replace"):
+from collections import Counter
+colour = re.compile(r"\x1b\[[0-9;]*m")
+started, ended = Counter(), Counter()
+order = []
+for raw in open(sys.argv[1], encoding="utf-8", errors="replace"):
+    line = colour.sub("", raw)
+    if "Test case passing" in line or "Test run " in line:
+        continue
     m = re.search(r"◇ Test (.+?) started\.", line)
     if m:
-        started.append(m.group(1))
+        started[m.group(1)] += 1
+        order.append(m.group(1))
         continue
-    m = re.search(r"[✔✘➜] Test (.+?) (passed|failed|skipped|recorded)", line)
+    m = re.search(r"[✔✘➜━] Test (.+?)(?: with \d+ test cases?)? (passed|failed|skipped|was cancelled)", line)
     if m:
-        ended.add(m.group(1))
-running = [name for name in started if name not in ended]
-print(f"run-bounded: {len(started)} tests started, {len(running)} never finished:")
+        ended[m.group(1)] += 1
+running = []
+for name in dict.fromkeys(order):
+    running += [name] * max(0, started[name] - ended[name])
+print(f"run-bounded: {sum(started.values())} tests started, {len(running)} never finished:")
 for name in running:
     print(f"  still running: {name}")
-EOF
+PYTHON
 
+# The test runner is in a process group of its own (SwiftPM spawns it so), but in this session.
 if command -v gdb >/dev/null; then
-  for pid in $(pgrep -f '\.xctest' || true); do
+  for pid in $(pgrep -s "$leader" -f '\.xctest' || true); do
     echo "run-bounded: threads of test process $pid:"
     timeout 60 gdb -p "$pid" -batch -nx -ex "set pagination off" -ex "thread apply all bt 25" 2>/dev/null \
       | grep -E '^(Thread|#)' | head -600
   done
 fi
 
-kill -TERM -- "-$leader" 2>/dev/null
+# Everything in the session: swift test, the test runner, the child processes tests started.
+pkill -TERM -s "$leader" 2>/dev/null
 sleep 2
-kill -KILL -- "-$leader" 2>/dev/null
+pkill -KILL -s "$leader" 2>/dev/null
 exit 124

@@ -17,11 +17,20 @@ public protocol HostClock: Sendable {
 public protocol SleepingClock: HostClock {
     /// Returns once `now() >= deadline` (or at once if it already is).
     func sleep(until deadline: Int64)
+    /// Whether sleeping on it takes real time (CLOCK_MONOTONIC), so a thread paced by it
+    /// deserves real-time priority; a simulated clock returns at once.
+    var isRealTime: Bool { get }
+}
+
+extension SleepingClock {
+    public var isRealTime: Bool { false }
 }
 
 /// The machine's CLOCK_MONOTONIC.
 public struct MonotonicClock: SleepingClock {
     public init() {}
+
+    public var isRealTime: Bool { true }
 
     @inlinable
     public func now() -> Int64 {

@@ -19,7 +19,7 @@ public final class ALSADevice: OutputDevice, @unchecked Sendable {
     public var renderLoopObserver: RenderLoopObserver?
 
     private let pcm: OpaquePointer
-    private let clock: any HostClock
+    public let clock: any HostClock
     private let stopRequested = Atomic<Bool>(false)
     private let finished = Atomic<Bool>(false)
     private let written = Atomic<Int64>(0)

@@ -31,6 +31,9 @@ public protocol OutputDevice: AnyObject, Sendable {
     /// Joins the device's threads and closes its files. Call once, from a non-real-time thread.
     func waitUntilFinished() throws(DeviceError)
 
+    /// The clock `position()` reports host times in, which every host time given to or by a
+    /// player of this device is read on.
+    var clock: any HostClock { get }
     /// Frames emitted so far and the host time at which the last of them was emitted, like
     /// ALSA's status/htimestamp pair.
     func position() -> DevicePosition

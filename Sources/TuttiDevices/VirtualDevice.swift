@@ -27,8 +27,13 @@ public final class VirtualDevice: OutputDevice, @unchecked Sendable {
     public let capturePath: String?
     public var renderLoopObserver: RenderLoopObserver?
 
-    private let clock: any SleepingClock
+    private let pacingClock: any SleepingClock
     private let reportingClock: SkewedClock?
+    /// The clock positions are reported in: the reporting clock if set, else the pacing clock.
+    public var clock: any HostClock {
+        if let reportingClock { return reportingClock }
+        return pacingClock
+    }
     private let realtime: Bool
     private let schedule: Atomic<Int64>           // start time; valid once `started`
     private let started = Atomic<Bool>(false)
@@ -66,9 +71,9 @@ public final class VirtualDevice: OutputDevice, @unchecked Sendable {
         self.bufferPeriods = bufferPeriods
         self.driftPPM = driftPPM
         self.capturePath = capturePath
-        self.clock = clock
+        self.pacingClock = clock
         self.reportingClock = reportingClock
-        self.realtime = realtime ?? (clock is MonotonicClock)
+        self.realtime = realtime ?? clock.isRealTime
         schedule = Atomic(0)
         period = .allocate(capacity: periodFrames * format.channelCount)
         period.initialize(repeating: 0, count: periodFrames * format.channelCount)
@@ -110,7 +115,7 @@ public final class VirtualDevice: OutputDevice, @unchecked Sendable {
         if let capturePath, let capture, let underrunEvents {
             writer = try TimingCaptureWriter(path: capturePath, format: format, periodFrames: periodFrames, ring: capture, underruns: underrunEvents)
         }
-        let startTime = clock.now()
+        let startTime = pacingClock.now()
         schedule.store(startTime, ordering: .releasing)
         started.store(true, ordering: .releasing)
         let plan = EmissionSchedule(sampleRate: format.sampleRate, driftPPM: driftPPM, start: startTime)
@@ -135,7 +140,7 @@ public final class VirtualDevice: OutputDevice, @unchecked Sendable {
     public func position() -> DevicePosition {
         guard started.load(ordering: .acquiring) else { return DevicePosition(framesEmitted: 0, hostTime: clock.now()) }
         let plan = EmissionSchedule(sampleRate: format.sampleRate, driftPPM: driftPPM, start: schedule.load(ordering: .acquiring))
-        let emitted = min(plan.framesEmitted(by: clock.now()), framesRendered.load(ordering: .acquiring))
+        let emitted = min(plan.framesEmitted(by: pacingClock.now()), framesRendered.load(ordering: .acquiring))
         let time = plan.time(ofFrame: emitted)
         return DevicePosition(framesEmitted: emitted, hostTime: reportingClock?.reading(atBase: time) ?? time)
     }
@@ -153,8 +158,8 @@ public final class VirtualDevice: OutputDevice, @unchecked Sendable {
             if index >= Int64(bufferPeriods) {
                 // Room for this period once period (index - bufferPeriods) has left the DAC.
                 let roomTime = plan.time(ofFrame: first - Int64(bufferPeriods - 1) * periodSize)
-                clock.sleep(until: roomTime)
-                let lateness = clock.now() - roomTime
+                pacingClock.sleep(until: roomTime)
+                let lateness = pacingClock.now() - roomTime
                 if lateness > worstLateness.load(ordering: .relaxed) { worstLateness.store(lateness, ordering: .relaxed) }
             }
             let deadline = plan.time(ofFrame: first)
@@ -164,9 +169,9 @@ public final class VirtualDevice: OutputDevice, @unchecked Sendable {
                 filled += result.frames
                 if result.endOfStream { ended = true; break }
                 if filled == periodFrames { break }
-                let now = clock.now()
+                let now = pacingClock.now()
                 if now >= deadline || stopRequested.load(ordering: .relaxed) { break }
-                clock.sleep(until: min(deadline, now + pollInterval))
+                pacingClock.sleep(until: min(deadline, now + pollInterval))
             }
             var emitted = filled
             if !ended && filled < periodFrames {
@@ -187,7 +192,7 @@ public final class VirtualDevice: OutputDevice, @unchecked Sendable {
         renderDone.store(true, ordering: .releasing)
         if !stopRequested.load(ordering: .relaxed) {
             // Play out what the buffer holds.
-            clock.sleep(until: plan.time(ofFrame: rendered))
+            pacingClock.sleep(until: plan.time(ofFrame: rendered))
         }
         renderLoopObserver?.willExit()
         finished.store(true, ordering: .releasing)

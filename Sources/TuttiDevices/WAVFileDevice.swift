@@ -12,7 +12,7 @@ public final class WAVFileDevice: OutputDevice, @unchecked Sendable {
     public var renderLoopObserver: RenderLoopObserver?
     public let path: String
 
-    private let clock: any HostClock
+    public let clock: any HostClock
     private let stopRequested = Atomic<Bool>(false)
     private let finished = Atomic<Bool>(false)
     private let written = Atomic<Int64>(0)

@@ -63,39 +63,28 @@ public final class AudioFileDecoder {
     public var bytePosition: Int64? { customIO?.position }
     private let customIO: ByteSourceIOContext?
 
-    /// Opens `path`: a file, `-`, `pipe:PATH`, an http(s) URL, or an HLS playlist URL (`HLSByteSource`).
+    /// Opens `path`: a file, `-`, `pipe:PATH`, an http(s) URL, or an HLS playlist URL.
     /// - Parameters:
     ///   - byteSource: bytes to demux instead of opening `path` (which then only names them).
+    ///   - network: opens URLs; without it a URL is refused.
     ///   - cancellation: lets another thread abort a network read this decoder is blocked in.
     ///   - networkEvents: retries and radio titles of a URL input (for HLS: its retries).
     public init(path: String, outputChannelCount: Int? = nil, byteSource: (any MediaByteSource)? = nil,
-                cancellation: InputCancellation? = nil,
-                networkEvents: (@Sendable (HTTPByteSource.Event) -> Void)? = nil) throws(MediaError) {
+                network: (any NetworkInputOpener)? = nil, cancellation: InputCancellation? = nil,
+                networkEvents: (@Sendable (NetworkInputEvent) -> Void)? = nil) throws(MediaError) {
         _ = FFmpeg.quietLogging
         let location = try InputLocation(path)
         preferredBlockFrames = location.isStream || byteSource != nil ? 0 : 16384
         var source = byteSource
-        if source == nil, location.kind == .network {
-            let http = HTTPByteSource(url: path)
-            http.onEvent = networkEvents
-            cancellation?.register(http)
-            try http.open()
-            // An HLS playlist at a URL that does not say so is recognized by its first bytes.
-            if HLSByteSource.isPlaylist(http) { http.cancel() } else { source = http }
-        } else if let source {
-            cancellation?.register(source)
-        }
-        if source == nil, location.kind == .hls || location.kind == .network {
-            let hls = HLSByteSource(url: path)
-            // The player knows retries; variant changes are on the source's own events.
-            if let networkEvents {
-                hls.onEvent = { event in
-                    if case .retrying(let attempt, let delay, let reason) = event { networkEvents(.retrying(attempt: attempt, delay: delay, reason: reason)) }
-                }
+        if let byteSource {
+            cancellation?.register(byteSource)
+        } else if location.kind == .network || location.kind == .hls {
+            guard let network else {
+                throw MediaError(.unsupported, input: path, reason: "network inputs are not enabled in this process")
             }
-            cancellation?.register(hls)
-            source = hls
+            source = try network.open(path, isPlaylist: location.kind == .hls, cancellation: cancellation, events: networkEvents)
         }
+        // An HLS source given unopened opens here (opening again only waits).
         let hls = source as? HLSByteSource
         try hls?.open()
         customIO = source.map { ByteSourceIOContext(source: $0) }

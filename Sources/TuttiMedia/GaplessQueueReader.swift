@@ -1,7 +1,8 @@
 import TuttiCore
 
-/// What happened to one queue item while it was read.
-public struct QueueItemReport: Sendable {
+/// What happened to one queue item: where it went on the timeline, how much of it, and why not
+/// all of it. The one record of an item for the reader, the engine, the player and the house.
+public struct ItemOutcome: Sendable {
     public var index: Int
     public var path: String
     public var info: TrackInfo?
@@ -32,7 +33,7 @@ public final class GaplessQueueReader {
         public var path: String
         /// The item's forward playback end time: it is cut there (nil: plays to its end).
         public var endTime: MediaTime?
-        /// Reported back in `QueueItemReport.tag`, so a caller that edits its queue knows which
+        /// Reported back in `ItemOutcome.tag`, so a caller that edits its queue knows which
         /// entry a report is about.
         public var tag: Int
         public init(path: String, endTime: MediaTime? = nil, tag: Int) {
@@ -48,18 +49,20 @@ public final class GaplessQueueReader {
     public let channelCount: Int
     public let quality: Resampler.Quality
     /// Called on the reading thread when an item starts (with `frameCount` 0), fails, or ends.
-    public var onItem: ((QueueItemReport) -> Void)?
+    public var onItem: ((ItemOutcome) -> Void)?
     /// Called on a network task with an item's retries and radio titles (item index, event).
     public var onNetworkEvent: (@Sendable (Int, HTTPByteSource.Event) -> Void)?
     /// Cancels network reads of this reader from another thread (a stopping player).
     public let cancellation: InputCancellation
+    /// Opens the items that are URLs; nil refuses them (set before reading).
+    public var network: (any NetworkInputOpener)?
     /// The decoder of the item being read, for buffering measures (reading thread only).
     public var currentDecoder: AudioFileDecoder? { decoder }
 
     private var nextIndex: Int
     private var startOffset: MediaTime
     private var decoder: AudioFileDecoder?
-    private var current: QueueItemReport?
+    private var current: ItemOutcome?
     private var itemFrames: Int64 = 0
     /// The current item's end in its own frames (its forward playback end time), if cut.
     private var itemEndFrame: Int64?
@@ -197,7 +200,7 @@ public final class GaplessQueueReader {
             let index = nextIndex
             let entry = entries[index]
             nextIndex += 1
-            var report = QueueItemReport(index: index, path: entry.path, info: nil, startFrame: inputPosition, frameCount: 0, error: nil,
+            var report = ItemOutcome(index: index, path: entry.path, info: nil, startFrame: inputPosition, frameCount: 0, error: nil,
                                          pass: pass, tag: entry.tag, itemStartTime: startOffset)
             let opened: AudioFileDecoder
             do throws(MediaError) {
@@ -205,8 +208,8 @@ public final class GaplessQueueReader {
                 if let report = onNetworkEvent {
                     networkEvents = { event in report(index, event) }
                 }
-                opened = try AudioFileDecoder(path: entry.path, outputChannelCount: channelCount, cancellation: cancellation,
-                                              networkEvents: networkEvents)
+                opened = try AudioFileDecoder(path: entry.path, outputChannelCount: channelCount, network: network,
+                                              cancellation: cancellation, networkEvents: networkEvents)
                 if startOffset > .zero {
                     try opened.seek(toFrame: startOffset.frame(atSampleRate: opened.sampleRate, rounding: .toNearestOrAwayFromZero))
                 }

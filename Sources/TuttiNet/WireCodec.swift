@@ -94,6 +94,7 @@ extension WireMessage {
             b.writeInteger(m.clockErrorNanoseconds)
             b.writeInteger(m.underruns)
             b.writeInteger(m.fillRate.bitPattern)
+            b.writeWireString(m.problem)
         case .controlRequest(let m):
             b.writeInteger(m.requestID)
             b.writeWireLongString(m.json)
@@ -182,7 +183,7 @@ extension WireMessage {
             return .speakerStatus(SpeakerStatus(state: state, streamID: try reader.integer(), playheadFrame: try reader.integer(),
                                                 bufferedUntilFrame: try reader.integer(), syncErrorNanoseconds: try reader.integer(),
                                                 clockErrorNanoseconds: try reader.integer(), underruns: try reader.integer(),
-                                                fillRate: Float(bitPattern: try reader.integer())))
+                                                fillRate: Float(bitPattern: try reader.integer()), problem: try reader.string()))
         case .controlRequest:
             return .controlRequest(ControlRequest(requestID: try reader.integer(), json: try reader.longString()))
         case .controlResponse:

@@ -144,8 +144,11 @@ public enum WireMessage: Sendable, Equatable {
         public var underruns: UInt32
         /// How fast the stream arrived, in seconds of audio per second, once all of it has (0 before).
         public var fillRate: Float
+        /// Why the room is silent or partly silent when it should play (a codec it cannot open,
+        /// a corrupt chunk), in one line; empty when nothing is wrong.
+        public var problem: String
         public init(state: State, streamID: UInt32, playheadFrame: Int64, bufferedUntilFrame: Int64, syncErrorNanoseconds: Int64,
-                    clockErrorNanoseconds: Int64, underruns: UInt32, fillRate: Float = 0) {
+                    clockErrorNanoseconds: Int64, underruns: UInt32, fillRate: Float = 0, problem: String = "") {
             self.state = state
             self.streamID = streamID
             self.playheadFrame = playheadFrame
@@ -154,6 +157,7 @@ public enum WireMessage: Sendable, Equatable {
             self.clockErrorNanoseconds = clockErrorNanoseconds
             self.underruns = underruns
             self.fillRate = fillRate
+            self.problem = problem
         }
     }
 
@@ -179,7 +183,7 @@ public enum WireMessage: Sendable, Equatable {
 }
 
 public enum WireProtocol {
-    public static let version: UInt16 = 1
+    public static let version: UInt16 = 2
     /// "TT": the first two bytes of every frame.
     public static let magic: UInt16 = 0x5454
     /// Frame header: magic (2), version (1), type (1), payload length (4).

@@ -66,7 +66,7 @@ final class DeviceRingOutput: QueueTimelineOutput, @unchecked Sendable {
         }
     }
 
-    func prepareToWrite(timeline: [QueueEditPlan.Segment]) -> Int64? {
+    func prepareToWrite(timeline: [QueueEditPlan.TimelineSpan]) -> Int64? {
         if let boundary = unpostedStop(timeline), !source.hasPendingStop,
            source.postStop(at: Int(boundary), holds: actionAtItemEnd == .none) || Int64(source.ring.totalFramesRead) > boundary {
             lastStopPosted = boundary
@@ -77,11 +77,11 @@ final class DeviceRingOutput: QueueTimelineOutput, @unchecked Sendable {
 
     /// The next item end that needs a stop (`actionAtItemEnd` pause or none on a paced device)
     /// and has none yet.
-    private func unpostedStop(_ timeline: [QueueEditPlan.Segment]) -> Int64? {
+    private func unpostedStop(_ timeline: [QueueEditPlan.TimelineSpan]) -> Int64? {
         guard source.isPaced, actionAtItemEnd != .advance else { return nil }
         let readPosition = Int64(source.ring.totalFramesRead)
-        return timeline.first { segment in
-            guard let end = segment.end else { return false }
+        return timeline.first { span in
+            guard let end = span.end else { return false }
             return end > lastStopPosted && end >= readPosition
         }?.end
     }

@@ -22,12 +22,12 @@ public enum PlayerEvent: Sendable {
     /// The current item's buffering changed (likely to keep up, full, empty).
     case buffering(ItemBufferingState, hostTime: Int64)
     /// An item's first frame leaves the device.
-    case itemStarted(QueueItemReport, hostTime: Int64)
+    case itemStarted(ItemOutcome, hostTime: Int64)
     /// An item's last frame leaves the device (AVPlayerItemDidPlayToEndTime), or the last frame
     /// before an advance or a removal cut it; `frameCount` says how much of it played.
-    case itemEnded(QueueItemReport, hostTime: Int64)
+    case itemEnded(ItemOutcome, hostTime: Int64)
     /// An item could not be played (or only partly); reported when found.
-    case itemFailed(QueueItemReport, hostTime: Int64)
+    case itemFailed(ItemOutcome, hostTime: Int64)
     /// Playback ran out of audio and stopped its timeline (the `stalls`-th time) at `hostTime`.
     case stalled(stalls: Int, hostTime: Int64)
     /// A network transfer of item `index` failed and is being retried.

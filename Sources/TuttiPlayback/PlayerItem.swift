@@ -21,9 +21,6 @@ public struct PlayerItem: Sendable, Equatable, Identifiable {
     public init(path: String) { self.init(path: path, forwardPlaybackEndTime: nil) }
 }
 
-/// What happened to one item while it played.
-public typealias ItemOutcome = QueueItemReport
-
 /// What the player does when an item ends (AVPlayer.ActionAtItemEnd).
 public enum ActionAtItemEnd: String, Sendable {
     /// Goes on with the next item, gaplessly.

@@ -6,7 +6,7 @@ import TuttiMedia
 /// and devices so that every output (a device's ring, a house's stream) edits the same way and
 /// the rule is tested on its own.
 ///
-/// The timeline holds `segments` (items as decoded, in order). Nothing before `horizon` may
+/// The timeline holds `spans` (items as decoded, in order). Nothing before `horizon` may
 /// change any more (it is being played, or too close to it). An edit then
 /// - keeps everything decoded when the edited queue still continues it, and only changes what
 ///   the reader opens next (`.continueReading`);
@@ -16,7 +16,7 @@ import TuttiMedia
 /// A value type; not thread-safe by itself (one producer owns it).
 public struct QueueEditPlan: Equatable, Sendable {
     /// One item as decoded onto the timeline.
-    public struct Segment: Equatable, Sendable {
+    public struct TimelineSpan: Equatable, Sendable {
         public var tag: Int
         public var pass: Int
         public var start: Int64
@@ -58,26 +58,26 @@ public struct QueueEditPlan: Equatable, Sendable {
     /// - Parameters:
     ///   - entries: the edited queue.
     ///   - previousEntries: the queue as the reader was last given it (to place removed items).
-    ///   - segments: what is on the timeline, oldest first.
+    ///   - spans: what is on the timeline, oldest first.
     ///   - passes: how many passes the queue plays (nil: forever).
     ///   - horizon: the first frame that may still change.
     ///   - written: the timeline's end (frames decoded so far).
     ///   - readerExhausted: the reader has read the whole queue (or there is none).
     ///   - advances: `advanceToNextItem` calls since the last plan.
     ///   - seekTime: a seek within the item at the horizon.
-    public init(entries: [GaplessQueueReader.Entry], previousEntries: [GaplessQueueReader.Entry], segments: [Segment],
+    public init(entries: [GaplessQueueReader.Entry], previousEntries: [GaplessQueueReader.Entry], spans: [TimelineSpan],
                 passes: Int?, horizon: Int64, written: Int64, readerExhausted: Bool, advances: Int = 0, seekTime: MediaTime? = nil) {
         func successor(of tag: Int, pass: Int) -> (index: Int, pass: Int)? {
             Self.successor(of: tag, pass: pass, in: entries, previous: previousEntries, passes: passes)
         }
-        guard let current = segments.lastIndex(where: { $0.start <= horizon }) ?? segments.indices.first else {
+        guard let current = spans.lastIndex(where: { $0.start <= horizon }) ?? spans.indices.first else {
             // Nothing decoded yet: the queue starts with its first entry.
             action = readerExhausted && !entries.isEmpty
                 ? .cut(frame: written, restart: Restart(index: 0, pass: 0, offset: .zero), insideItem: false)
                 : readerExhausted ? .unchanged : .continueReading(nextIndex: 0, pass: 0)
             return
         }
-        let playing = segments[current]
+        let playing = spans[current]
         let playingStays = entries.contains { $0.tag == playing.tag }
         if let seekTime, let index = entries.firstIndex(where: { $0.tag == playing.tag }) {
             action = .cut(frame: max(horizon, playing.start), restart: Restart(index: index, pass: playing.pass, offset: seekTime), insideItem: true)
@@ -95,13 +95,13 @@ public struct QueueEditPlan: Equatable, Sendable {
         }
         // The first decoded item after the playing one that the edited queue no longer follows.
         var expected = successor(of: playing.tag, pass: playing.pass)
-        for segment in segments[(current + 1)...] {
-            guard let next = expected, entries[next.index].tag == segment.tag, next.pass == segment.pass else {
-                action = .cut(frame: segment.start, restart: expected.map { Restart(index: $0.index, pass: $0.pass, offset: .zero) },
+        for span in spans[(current + 1)...] {
+            guard let next = expected, entries[next.index].tag == span.tag, next.pass == span.pass else {
+                action = .cut(frame: span.start, restart: expected.map { Restart(index: $0.index, pass: $0.pass, offset: .zero) },
                               insideItem: false)
                 return
             }
-            expected = successor(of: segment.tag, pass: segment.pass)
+            expected = successor(of: span.tag, pass: span.pass)
         }
         if !readerExhausted {
             action = .continueReading(nextIndex: expected?.index ?? entries.count, pass: expected?.pass ?? (passes.map { $0 - 1 } ?? 0))

@@ -52,6 +52,8 @@ public final class QueuePlayer: @unchecked Sendable {
         /// How far ahead of the device's read position an advance or a removal of the playing
         /// item cuts: enough for the next item's first frames to be decoded in time.
         public var editLead: MediaTime = MediaTime(value: 1, timescale: 20)
+        /// Opens the items that are URLs; nil refuses them, each with a one-line error.
+        public var network: (any NetworkInputOpener)?
         public init() {}
     }
 
@@ -132,16 +134,18 @@ public final class QueuePlayer: @unchecked Sendable {
         engineConfiguration.resamplerQuality = configuration.resamplerQuality
         engineConfiguration.passes = configuration.passes
         engineConfiguration.startTime = configuration.startTime
+        engineConfiguration.network = configuration.network
         engine = QueueProducer(entries: entries, configuration: engineConfiguration, output: output)
         engine.onItem = { [weak self] outcome in self?.onItemEvent?(outcome) }
         engine.onRead = { [weak self] decoder in self?.publishNetworkProgress(decoder) }
         engine.onNetworkEvent = { [weak self] tag, event in
-            let now = MonotonicClock().now()
+            guard let self else { return }
+            let now = self.hostNow()
             switch event {
             case .retrying(let attempt, let delay, let reason):
-                self?.emit(.retrying(index: tag, attempt: attempt, delay: delay, reason: reason, hostTime: now))
+                self.emit(.retrying(index: tag, attempt: attempt, delay: delay, reason: reason, hostTime: now))
             case .title(let title):
-                self?.emit(.title(index: tag, title, hostTime: now))
+                self.emit(.title(index: tag, title, hostTime: now))
             }
         }
     }
@@ -159,7 +163,7 @@ public final class QueuePlayer: @unchecked Sendable {
             $0.status = .waitingToPlayAtSpecifiedRate
             $0.waitingReason = .evaluatingBufferingRate
         }
-        emit(.status(.waitingToPlayAtSpecifiedRate, reason: .evaluatingBufferingRate, hostTime: MonotonicClock().now()))
+        emit(.status(.waitingToPlayAtSpecifiedRate, reason: .evaluatingBufferingRate, hostTime: device.clock.now()))
         source.isPaced = device.isPaced
         engine.start(raisedPriority: true)
         if !device.isPaced {
@@ -312,11 +316,16 @@ public final class QueuePlayer: @unchecked Sendable {
     /// Waits (5 s at most) until the producer has decoded `frames` frames of the timeline, or
     /// finished; returns how many it has. For tests that edit what is already decoded.
     func waitUntilDecoded(frames: Int) -> Int {
-        let deadline = MonotonicClock().now() + 5_000_000_000
-        while source.ring.totalFramesWritten < frames && !source.isFinished && MonotonicClock().now() < deadline {
+        // 500 waits of at most 10 ms each.
+        for _ in 0..<500 where source.ring.totalFramesWritten < frames && !source.isFinished {
             source.waitForWrites(beyond: source.ring.totalFramesWritten, timeoutNanoseconds: 10_000_000)
         }
         return source.ring.totalFramesWritten
+    }
+
+    /// Now on the clock of the device played on: every host time the player reports is on it.
+    private func hostNow() -> Int64 {
+        shared.withLock { $0.device }?.clock.now() ?? 0
     }
 
     // MARK: State
@@ -461,7 +470,7 @@ public final class QueuePlayer: @unchecked Sendable {
             let stopping = stopRequested.load(ordering: .acquiring)
             let started = shared.withLock { $0.deviceStarted }
             let evaluation = evaluateBuffering()
-            let now = started ? device.position() : DevicePosition(framesEmitted: 0, hostTime: MonotonicClock().now())
+            let now = started ? device.position() : DevicePosition(framesEmitted: 0, hostTime: device.clock.now())
             if evaluation.state.flags != lastBufferingFlags {
                 lastBufferingFlags = evaluation.state.flags
                 emit(.buffering(evaluation.state, hostTime: now.hostTime))

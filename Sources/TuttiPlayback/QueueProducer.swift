@@ -31,6 +31,8 @@ public final class QueueProducer: @unchecked Sendable {
         /// The entry decoding starts with (nil: the first), and where in it.
         public var startTag: Int?
         public var startTime: MediaTime = .zero
+        /// Opens the items that are URLs; nil refuses them, each with a one-line error.
+        public var network: (any NetworkInputOpener)?
         public init(outputFormat: AudioFormat) {
             self.outputFormat = outputFormat
         }
@@ -66,7 +68,7 @@ public final class QueueProducer: @unchecked Sendable {
     // Producer-thread state.
     private var reader: GaplessQueueReader?
     /// What the reader has put on the timeline: items with their frames.
-    private var segments: [QueueEditPlan.Segment] = []
+    private var spans: [QueueEditPlan.TimelineSpan] = []
     /// The entries the reader was given, to find where a removed item stood.
     private var plannedEntries: [Entry] = []
 
@@ -201,7 +203,7 @@ public final class QueueProducer: @unchecked Sendable {
             }
             if blockOffset * channels == block.count {
                 if exhausted {
-                    _ = output.prepareToWrite(timeline: segments)
+                    _ = output.prepareToWrite(timeline: spans)
                     if output.awaitsEditsAfterEnd {
                         output.waitForSpace(timeoutNanoseconds: 20_000_000, evenIfWritable: true)
                         continue
@@ -217,7 +219,7 @@ public final class QueueProducer: @unchecked Sendable {
                 }
                 onRead?(reader!.currentDecoder)
             }
-            let limit = output.prepareToWrite(timeline: segments)
+            let limit = output.prepareToWrite(timeline: spans)
             var frames = block.count / channels - blockOffset
             if let limit { frames = min(frames, max(0, Int(limit - output.writtenFrames))) }
             let written = frames == 0 ? 0 : block.withUnsafeBufferPointer {
@@ -266,6 +268,7 @@ public final class QueueProducer: @unchecked Sendable {
                                         firstPass: firstPass, cancellation: cancellation)
         reader.onItem = { [self] in record($0) }
         reader.onNetworkEvent = onNetworkEvent
+        reader.network = configuration.network
         return reader
     }
 
@@ -273,7 +276,7 @@ public final class QueueProducer: @unchecked Sendable {
     private func apply(_ edits: Edits, exhausted: Bool) -> QueueEditPlan.Action {
         output.willApplyEdits()
         let written = output.writtenFrames
-        let plan = QueueEditPlan(entries: edits.entries, previousEntries: plannedEntries, segments: segments,
+        let plan = QueueEditPlan(entries: edits.entries, previousEntries: plannedEntries, spans: spans,
                                  passes: configuration.passes, horizon: output.editHorizon, written: written,
                                  readerExhausted: exhausted || reader == nil, advances: edits.advances, seekTime: edits.seekTime)
         plannedEntries = edits.entries
@@ -296,8 +299,8 @@ public final class QueueProducer: @unchecked Sendable {
     /// Drops what was decoded from `frame` on from the records: items that will not play, and
     /// the end of the item cut there.
     private func forgetTimeline(from frame: Int64) {
-        segments.removeAll { $0.start >= frame }
-        if let last = segments.indices.last, segments[last].end.map({ $0 > frame }) ?? true { segments[last].end = frame }
+        spans.removeAll { $0.start >= frame }
+        if let last = spans.indices.last, spans[last].end.map({ $0 > frame }) ?? true { spans[last].end = frame }
         outcomeList.withLock { list in
             list.removeAll { $0.startFrame >= frame }
             if let last = list.indices.last, list[last].info != nil,
@@ -318,12 +321,12 @@ public final class QueueProducer: @unchecked Sendable {
         }
         if outcome.info != nil {
             let end = outcome.frameCount > 0 || outcome.error != nil ? outcome.startFrame + outcome.frameCount : nil
-            if let last = segments.indices.last, segments[last].tag == outcome.tag, segments[last].start == outcome.startFrame {
-                segments[last].end = end
+            if let last = spans.indices.last, spans[last].tag == outcome.tag, spans[last].start == outcome.startFrame {
+                spans[last].end = end
             } else {
-                segments.append(QueueEditPlan.Segment(tag: outcome.tag, pass: outcome.pass, start: outcome.startFrame, end: end))
+                spans.append(QueueEditPlan.TimelineSpan(tag: outcome.tag, pass: outcome.pass, start: outcome.startFrame, end: end))
             }
-            if segments.count > 4096 { segments.removeFirst(2048) }
+            if spans.count > 4096 { spans.removeFirst(2048) }
         }
         onItem?(outcome)
     }

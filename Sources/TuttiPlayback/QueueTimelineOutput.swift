@@ -33,7 +33,7 @@ public protocol QueueTimelineOutput: AnyObject, Sendable {
 
     /// Called before each write with the timeline as decoded (items, oldest first); returns a
     /// frame the timeline must not pass yet (an item-end stop not yet posted), or nil.
-    func prepareToWrite(timeline: [QueueEditPlan.Segment]) -> Int64?
+    func prepareToWrite(timeline: [QueueEditPlan.TimelineSpan]) -> Int64?
     /// Called before the producer plans a queue edit.
     func willApplyEdits()
     /// The timeline was cut at `frame` (where `requested` was asked); `insideItem`: the cut is
@@ -42,7 +42,7 @@ public protocol QueueTimelineOutput: AnyObject, Sendable {
 }
 
 extension QueueTimelineOutput {
-    public func prepareToWrite(timeline: [QueueEditPlan.Segment]) -> Int64? { nil }
+    public func prepareToWrite(timeline: [QueueEditPlan.TimelineSpan]) -> Int64? { nil }
     public func willApplyEdits() {}
     public func didCut(at frame: Int64, requested: Int64, insideItem: Bool) {}
 }

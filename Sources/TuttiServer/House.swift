@@ -39,6 +39,8 @@ public final class House: @unchecked Sendable {
         public var flushMarginNanoseconds: Int64 = 500_000_000
         /// A joining room starts this far after the playhead (the data must reach it first).
         public var joinMarginNanoseconds: Int64 = 200_000_000
+        /// Opens queue items that are URLs; nil refuses them, each with a one-line error.
+        public var network: (any NetworkInputOpener)?
         public init() {}
     }
 
@@ -108,6 +110,9 @@ public final class House: @unchecked Sendable {
 
     func received(status: WireMessage.SpeakerStatus, from id: UInt32) {
         guard let room = rooms[id] else { return }
+        if !status.problem.isEmpty, status.problem != room.status?.problem {
+            log("room \(room.name): \(status.problem)")
+        }
         room.status = status
         room.statusTime = clock.now()
     }
@@ -146,6 +151,7 @@ public final class House: @unchecked Sendable {
         var engineConfiguration = QueueProducer.Configuration(outputFormat: AudioFormat(sampleRate: sampleRate, channelCount: configuration.channelCount))
         engineConfiguration.startTag = queueTags.indices.contains(item) ? queueTags[item] : nil
         engineConfiguration.startTime = offset
+        engineConfiguration.network = configuration.network
         let engine = QueueProducer(entries: queueEntries, configuration: engineConfiguration, output: output)
         let log = self.log
         let reported = Mutex(Set<String>())

@@ -95,7 +95,7 @@ final class HouseConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
         case (.speaker, .speakerStatus(let status)):
             house.received(status: status, from: clientID!)
         case (.controller, .controlRequest(let request)):
-            house.control(request.json) { ok, json in
+            house.control(json: request.json) { ok, json in
                 context.writeAndFlush(Self.wrapOutboundOut(.controlResponse(.init(requestID: request.requestID, ok: ok, json: json))), promise: nil)
             }
         case (_, .goodbye):

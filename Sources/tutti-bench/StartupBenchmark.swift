@@ -3,6 +3,7 @@ import Foundation
 import Synchronization
 import TuttiCore
 import TuttiDevices
+import TuttiMedia
 import TuttiPlayback
 import TuttiTestSupport
 
@@ -70,6 +71,9 @@ struct StartupBenchmark: ParsableCommand {
         }
         let server = try MediaHTTPServer.startBlocking(files: files)
         defer { try? server.shutdownBlocking() }
+        let client = MediaHTTPClient.make()
+        defer { try? client.syncShutdown() }
+        let network = HTTPInputOpener(client: client, clock: MonotonicClock())
 
         var rows: [Row] = []
         for name in ["tune.mp3", "tune.flac"] {
@@ -77,11 +81,11 @@ struct StartupBenchmark: ParsableCommand {
                 Console.progress("startup: \(name) \(label), \(runs) runs")
                 // One unmeasured play warms the libraries and the HTTP connection pool, as in a
                 // running player.
-                _ = try Self.startup(of: input)
+                _ = try Self.startup(of: input, network: network)
                 var tutti: [Double] = []
                 var anchor: [Double] = []
                 for _ in 0..<runs {
-                    tutti.append(try Self.startup(of: input))
+                    tutti.append(try Self.startup(of: input, network: network))
                     anchor.append(try Self.ffmpegFirstByte(input))
                 }
                 tutti.sort()
@@ -104,9 +108,11 @@ struct StartupBenchmark: ParsableCommand {
     }
 
     /// Milliseconds from `play` to the host time at which frame 0 is emitted.
-    static func startup(of input: String) throws -> Double {
+    static func startup(of input: String, network: HTTPInputOpener) throws -> Double {
         let format = AudioFormat(sampleRate: 48000, channelCount: 2)
-        let player = QueuePlayer(items: [PlayerItem(path: input)], outputFormat: format)
+        var configuration = QueuePlayer.Configuration()
+        configuration.network = network
+        let player = QueuePlayer(items: [PlayerItem(path: input)], outputFormat: format, configuration: configuration)
         let playingAt = Atomic<Int64>(0)
         let started = DispatchSemaphore(value: 0)
         player.onEvent = { event in

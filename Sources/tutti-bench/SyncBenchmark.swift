@@ -112,7 +112,7 @@ struct SyncBenchmark: AsyncParsableCommand {
         let settleDeadline = Date().addingTimeInterval(30)
         while true {
             let list = try await roomsReport(port: port, group: group)
-            if list.count == speakers && list.allSatisfy({ ($0["clockErrorMicroseconds"] as? Double).map { $0 > 0 && $0 < 50 } ?? false }) { break }
+            if list.count == speakers && list.allSatisfy({ $0.clockErrorMicroseconds.map { $0 > 0 && $0 < 50 } ?? false }) { break }
             if Date() > settleDeadline { throw BenchError("rooms did not connect and settle within 30 s: \(list)") }
             try await Task.sleep(nanoseconds: 200_000_000)
         }
@@ -121,7 +121,7 @@ struct SyncBenchmark: AsyncParsableCommand {
         let cpuAtStart = ([server] + speakerProcesses).map { $0.cpuSeconds() }
         let benchCPUAtStart = Stopwatch.processCPUTime()
         let commandTime = MonotonicClock().now()
-        _ = try await control(["command": "play", "files": queue], port: port, group: group)
+        _ = try await control(.play(files: queue), port: port, group: group)
         if outageFor > 0 {
             for proxy in proxies { proxy.scheduleOutage(after: .nanoseconds(Int64(outageAfter * 1e9)), duration: .nanoseconds(Int64(outageFor * 1e9))) }
             Console.progress("playing; all rooms lose the network at \(Int(outageAfter)) s for \(Int(outageFor)) s")
@@ -133,8 +133,7 @@ struct SyncBenchmark: AsyncParsableCommand {
         while MonotonicClock().now() < end {
             let list = try? await roomsReport(port: port, group: group)
             for room in list ?? [] {
-                let name = room["name"] as! String
-                if let rate = room["fillRate"] as? Double { fillRates[name] = rate }
+                if let rate = room.fillRate { fillRates[room.name] = rate }
             }
             let now = MonotonicClock().now()
             if now - lastProgress > 10_000_000_000 {
@@ -228,16 +227,16 @@ struct SyncBenchmark: AsyncParsableCommand {
         if status.status != 0 { throw BenchError("ffmpeg could not generate \(path)") }
     }
 
-    private func control(_ request: [String: Any], port: Int, group: any EventLoopGroup) async throws -> [String: Any] {
-        let json = String(decoding: try JSONSerialization.data(withJSONObject: request), as: UTF8.self)
-        let reply = try await ControlClient.send(json, host: "127.0.0.1", port: port, group: group)
-        let object = (try? JSONSerialization.jsonObject(with: Data(reply.json.utf8)) as? [String: Any]) ?? [:]
-        if !reply.ok { throw BenchError("server refused \(request["command"] ?? ""): \(object["error"] ?? reply.json)") }
-        return object
+    private func control(_ command: ControlCommand, port: Int, group: any EventLoopGroup) async throws -> ControlReply {
+        do {
+            return try await ControlClient.send(command, host: "127.0.0.1", port: port, group: group)
+        } catch let refusal as ControlRefusal {
+            throw BenchError("server refused \(command.name): \(refusal)")
+        }
     }
 
-    private func roomsReport(port: Int, group: any EventLoopGroup) async throws -> [[String: Any]] {
-        try await control(["command": "rooms"], port: port, group: group)["rooms"] as? [[String: Any]] ?? []
+    private func roomsReport(port: Int, group: any EventLoopGroup) async throws -> [RoomReport] {
+        try await control(.rooms, port: port, group: group).rooms?.rooms ?? []
     }
 }
 

@@ -22,39 +22,63 @@ struct Ctl: AsyncParsableCommand {
     @Option(help: "The house server's address.")
     var server: HostPort = HostPort(argument: "127.0.0.1:7700")!
 
-    /// Sends a command; prints the refusal and exits 1 if the house refuses it.
-    func send(_ request: [String: Any]) async throws -> [String: Any] {
-        let json = String(decoding: try JSONSerialization.data(withJSONObject: request, options: [.sortedKeys]), as: UTF8.self)
-        let group = MultiThreadedEventLoopGroup.singleton
-        let reply: (ok: Bool, json: String)
-        do { reply = try await ControlClient.send(json, host: server.host, port: server.port, group: group) } catch {
+    /// Sends a command; prints the refusal and exits 1 if the house refuses it, 2 if it
+    /// cannot be reached.
+    func send(_ command: ControlCommand) async throws -> ControlReply {
+        do {
+            return try await ControlClient.send(command, host: server.host, port: server.port, group: MultiThreadedEventLoopGroup.singleton)
+        } catch let refusal as ControlRefusal {
+            Terminal.standardError("tutti ctl: \(refusal)\n")
+            throw ExitCode(1)
+        } catch {
             Terminal.standardError("tutti ctl: \(error)\n")
             throw ExitCode(2)
         }
-        let object = (try? JSONSerialization.jsonObject(with: Data(reply.json.utf8)) as? [String: Any]) ?? [:]
-        if !reply.ok {
-            Terminal.standardError("tutti ctl: \(object["error"] as? String ?? reply.json)\n")
-            throw ExitCode(1)
-        }
-        return object
     }
 }
 
-/// Prints a reply: JSON for scripts, else `key: value` lines.
-func printReply(_ object: [String: Any], json: Bool) {
+/// Prints a reply: JSON for scripts, else `key: value` lines (nested objects as `cut.fromSeconds`;
+/// lists are left to the commands that format them).
+func printReply(_ reply: ControlReply, json: Bool) {
+    let text = ControlJSON.prettyPrinted(reply)
     if json {
-        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])) ?? Data()
-        Terminal.standardOutput(String(decoding: data, as: UTF8.self) + "\n")
+        Terminal.standardOutput(text + "\n")
         return
     }
-    for key in object.keys.sorted() where !(object[key] is [Any]) {
-        Terminal.standardOutput("\(key): \(format(object[key]!))\n")
+    guard case .object(let object)? = try? JSONDecoder().decode(JSONValue.self, from: Data(text.utf8)) else { return }
+    for (key, value) in JSONValue.flattened(object, prefix: "").sorted(by: { $0.key < $1.key }) {
+        Terminal.standardOutput("\(key): \(value)\n")
     }
 }
 
-func format(_ value: Any) -> String {
-    if let d = value as? Double { return String(format: d.rounded() == d && abs(d) < 1e15 ? "%.0f" : "%.3f", d) }
-    return "\(value)"
+/// Any JSON value, to print a reply as lines without knowing its type.
+enum JSONValue: Decodable {
+    case object([String: JSONValue]), array([JSONValue]), string(String), number(Double), bool(Bool), null
+
+    init(from decoder: any Decoder) throws {
+        let c = try decoder.singleValueContainer()
+        if c.decodeNil() { self = .null }
+        else if let b = try? c.decode(Bool.self) { self = .bool(b) }
+        else if let d = try? c.decode(Double.self) { self = .number(d) }
+        else if let s = try? c.decode(String.self) { self = .string(s) }
+        else if let a = try? c.decode([JSONValue].self) { self = .array(a) }
+        else { self = .object(try c.decode([String: JSONValue].self)) }
+    }
+
+    /// `key: text` for every scalar, nested keys joined with dots; lists are skipped.
+    static func flattened(_ object: [String: JSONValue], prefix: String) -> [String: String] {
+        var lines: [String: String] = [:]
+        for (key, value) in object {
+            switch value {
+            case .object(let nested): lines.merge(flattened(nested, prefix: prefix + key + ".")) { $1 }
+            case .array, .null: break
+            case .string(let s): lines[prefix + key] = s
+            case .bool(let b): lines[prefix + key] = b ? "true" : "false"
+            case .number(let d): lines[prefix + key] = String(format: d.rounded() == d && abs(d) < 1e15 ? "%.0f" : "%.3f", d)
+            }
+        }
+        return lines
+    }
 }
 
 func absolutePath(_ path: String) -> String {
@@ -70,35 +94,34 @@ struct CtlPlay: AsyncParsableCommand {
     @Flag(help: "Print the reply as JSON.") var json = false
 
     func run() async throws {
-        var request: [String: Any] = ["command": "play", "files": files.map(absolutePath)]
-        if let rooms { request["rooms"] = rooms.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) } }
-        printReply(try await ctl.send(request), json: json)
+        let rooms = rooms.map { $0.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) } }
+        printReply(try await ctl.send(.play(files: files.map(absolutePath), rooms: rooms)), json: json)
     }
 }
 
 struct CtlPause: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "pause", abstract: "Pause every room on the same sample.")
     @ParentCommand var ctl: Ctl
-    func run() async throws { printReply(try await ctl.send(["command": "pause"]), json: false) }
+    func run() async throws { printReply(try await ctl.send(.pause), json: false) }
 }
 
 struct CtlResume: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "resume", abstract: "Resume every room together.")
     @ParentCommand var ctl: Ctl
-    func run() async throws { printReply(try await ctl.send(["command": "resume"]), json: false) }
+    func run() async throws { printReply(try await ctl.send(.resume), json: false) }
 }
 
 struct CtlSeek: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "seek", abstract: "Jump to a position in the playing item.")
     @ParentCommand var ctl: Ctl
     @Argument(help: "Seconds from the start of the playing item.") var seconds: Double
-    func run() async throws { printReply(try await ctl.send(["command": "seek", "seconds": seconds]), json: false) }
+    func run() async throws { printReply(try await ctl.send(.seek(seconds: seconds)), json: false) }
 }
 
 struct CtlNext: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "next", abstract: "Skip to the next queue item.")
     @ParentCommand var ctl: Ctl
-    func run() async throws { printReply(try await ctl.send(["command": "next"]), json: false) }
+    func run() async throws { printReply(try await ctl.send(.next), json: false) }
 }
 
 struct CtlRooms: AsyncParsableCommand {
@@ -106,19 +129,17 @@ struct CtlRooms: AsyncParsableCommand {
     @ParentCommand var ctl: Ctl
     @Flag(help: "Print JSON.") var json = false
     func run() async throws {
-        let reply = try await ctl.send(["command": "rooms"])
+        let reply = try await ctl.send(.rooms)
         if json { printReply(reply, json: true); return }
-        let rooms = reply["rooms"] as? [[String: Any]] ?? []
+        let rooms = reply.rooms?.rooms ?? []
         if rooms.isEmpty { Terminal.standardOutput("no rooms connected\n") }
         for room in rooms {
-            let name = room["name"] as? String ?? "?"
-            let state = room["state"] as? String ?? "?"
-            let buffer = room["bufferSeconds"] as? Double ?? 0
-            let sync = room["syncErrorMicroseconds"] as? Double ?? 0
-            let clockError = room["clockErrorMicroseconds"] as? Double ?? 0
-            let group = (room["inGroup"] as? Bool ?? false) ? "" : "  (not in group)"
-            Terminal.standardOutput(String(format: "%-12@ %-10@ buffer %6.1f s  sync %+8.1f µs  clock ±%.1f µs  volume %d%%%@\n",
-                                           name as NSString, state as NSString, buffer, sync, clockError, room["volume"] as? Int ?? 100, group as NSString))
+            let group = room.inGroup ? "" : "  (not in group)"
+            let clock = room.clockErrorMicroseconds.map { String(format: "±%.1f µs", $0) } ?? "settling"
+            Terminal.standardOutput(String(format: "%-12@ %-10@ buffer %6.1f s  sync %+8.1f µs  clock %@  volume %d%%%@\n",
+                                           room.name as NSString, room.state as NSString, room.bufferSeconds ?? 0,
+                                           room.syncErrorMicroseconds ?? 0, clock as NSString, room.volume, group as NSString))
+            if let problem = room.problem { Terminal.standardOutput("             problem: \(problem)\n") }
         }
     }
 }
@@ -127,14 +148,14 @@ struct CtlJoin: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "join", abstract: "Add a room to the playing group; it starts in sync.")
     @ParentCommand var ctl: Ctl
     @Argument var room: String
-    func run() async throws { printReply(try await ctl.send(["command": "join", "room": room]), json: false) }
+    func run() async throws { printReply(try await ctl.send(.join(room: room)), json: false) }
 }
 
 struct CtlLeave: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "leave", abstract: "Remove a room from the playing group.")
     @ParentCommand var ctl: Ctl
     @Argument var room: String
-    func run() async throws { printReply(try await ctl.send(["command": "leave", "room": room]), json: false) }
+    func run() async throws { printReply(try await ctl.send(.leave(room: room)), json: false) }
 }
 
 struct CtlVolume: AsyncParsableCommand {
@@ -143,7 +164,7 @@ struct CtlVolume: AsyncParsableCommand {
     @Argument var room: String
     @Argument var percent: Int
     func validate() throws { guard (0...100).contains(percent) else { throw ValidationError("volume must be 0 to 100") } }
-    func run() async throws { printReply(try await ctl.send(["command": "volume", "room": room, "percent": percent]), json: false) }
+    func run() async throws { printReply(try await ctl.send(.volume(room: room, percent: percent)), json: false) }
 }
 
 struct CtlQueue: AsyncParsableCommand {
@@ -158,11 +179,10 @@ struct CtlQueueList: AsyncParsableCommand {
     @ParentCommand var queue: CtlQueue
     @Flag(help: "Print JSON.") var json = false
     func run() async throws {
-        let reply = try await queue.ctl.send(["command": "queue"])
+        let reply = try await queue.ctl.send(.queue)
         if json { printReply(reply, json: true); return }
-        for item in reply["items"] as? [[String: Any]] ?? [] {
-            let marker = (item["current"] as? Bool ?? false) ? "▶" : " "
-            Terminal.standardOutput("\(marker) \(item["index"] as? Int ?? 0)  \(item["title"] as? String ?? item["path"] as? String ?? "?")\n")
+        for item in reply.queue?.items ?? [] {
+            Terminal.standardOutput("\(item.current ? "▶" : " ") \(item.index)  \(item.title ?? item.path)\n")
         }
     }
 }
@@ -173,9 +193,7 @@ struct CtlQueueAdd: AsyncParsableCommand {
     @Argument var file: String
     @Option(help: "Queue position (default: the end).") var at: Int?
     func run() async throws {
-        var request: [String: Any] = ["command": "queue-add", "file": absolutePath(file)]
-        if let at { request["at"] = at }
-        printReply(try await queue.ctl.send(request), json: false)
+        printReply(try await queue.ctl.send(.queueAdd(file: absolutePath(file), at: at)), json: false)
     }
 }
 
@@ -183,7 +201,7 @@ struct CtlQueueRemove: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "remove", abstract: "Remove the item at a queue position.")
     @ParentCommand var queue: CtlQueue
     @Argument var index: Int
-    func run() async throws { printReply(try await queue.ctl.send(["command": "queue-remove", "index": index]), json: false) }
+    func run() async throws { printReply(try await queue.ctl.send(.queueRemove(index: index)), json: false) }
 }
 
 struct CtlQueueMove: AsyncParsableCommand {
@@ -193,12 +211,12 @@ struct CtlQueueMove: AsyncParsableCommand {
     @ParentCommand var queue: CtlQueue
     @Argument(help: "The item's position now.") var from: Int
     @Argument(help: "Its new position.") var to: Int
-    func run() async throws { printReply(try await queue.ctl.send(["command": "queue-move", "from": from, "to": to]), json: false) }
+    func run() async throws { printReply(try await queue.ctl.send(.queueMove(from: from, to: to)), json: false) }
 }
 
 struct CtlStatus: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "status", abstract: "What is playing, where, and in which rooms.")
     @ParentCommand var ctl: Ctl
     @Flag(help: "Print JSON for scripts.") var json = false
-    func run() async throws { printReply(try await ctl.send(["command": "status"]), json: json) }
+    func run() async throws { printReply(try await ctl.send(.status), json: json) }
 }

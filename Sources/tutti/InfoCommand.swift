@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import TuttiCore
 import TuttiMedia
 
 struct Info: ParsableCommand {
@@ -16,9 +17,12 @@ struct Info: ParsableCommand {
     func run() throws {
         var failed = false
         var objects: [[String: Any]] = []
+        let client = MediaHTTPClient.make()
+        defer { try? client.syncShutdown() }
+        let network = HTTPInputOpener(client: client, clock: MonotonicClock())
         for path in files {
             do {
-                let info = try AudioFileDecoder(path: path).info
+                let info = try AudioFileDecoder(path: path, network: network).info
                 if json { objects.append(Self.object(info)) } else { Terminal.standardOutput(Self.text(info)) }
             } catch {
                 failed = true

@@ -81,7 +81,11 @@ struct Play: ParsableCommand {
             Terminal.standardError("tutti: \(error)\n")
             throw ExitCode(2)
         }
+        // The process's one HTTP client, for URLs in the queue.
+        let client = MediaHTTPClient.make()
+        defer { try? client.syncShutdown() }
         var configuration = QueuePlayer.Configuration()
+        configuration.network = HTTPInputOpener(client: client, clock: MonotonicClock())
         configuration.startTime = MediaTime(seconds: start)
         if case .times(let n) = loop { configuration.passes = n } else { configuration.passes = nil }
         let player = QueuePlayer(items: files.map(PlayerItem.init(path:)),

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import NIOCore
 import NIOPosix
+import TuttiCore
 import TuttiMedia
 import TuttiServer
 
@@ -27,7 +28,10 @@ struct Server: AsyncParsableCommand {
     var codec: String = "flac"
 
     func run() async throws {
+        // The process's one HTTP client, for URLs in the queue.
+        let client = MediaHTTPClient.make()
         var configuration = House.Configuration()
+        configuration.network = HTTPInputOpener(client: client, clock: MonotonicClock())
         configuration.stateDirectory = stateDirectory
         configuration.bufferDepthNanoseconds = Int64(bufferSeconds * 1e9)
         guard let codec = StreamCodec(wireName: codec) else { throw ValidationError("--codec \(codec): use flac or pcm-f32le") }
@@ -43,6 +47,7 @@ struct Server: AsyncParsableCommand {
         Terminal.standardOutput("tutti server: listening on \(HostPort(argument: "\(listen.host):\(port)")!) (TCP and UDP)\n")
         await waitForTermination()
         await server.stop()
+        try? await client.shutdown()
     }
 }
 

@@ -174,8 +174,11 @@ struct TuttiProcess {
         guard descriptor >= 0 else { throw TestTimeout("tutti did not open \(fifo) within 30 s") }
         _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) & ~O_NONBLOCK)
         let writer = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
-        writer.write(bytes)
-        try writer.close()
+        // A blocking write: bounded, in case tutti stops reading.
+        try waitOnOwnThread("tutti to read \(fifo)", timeout: .seconds(60)) {
+            writer.write(bytes)
+            try writer.close()
+        }
         try player.waitUntilExit(timeout: 60)
         #expect(player.terminationStatus == 0)
         let wav = try WAVFile(path: output)

@@ -100,14 +100,16 @@ import TuttiTestSupport
     static func decode(_ url: String, configuration: HLSByteSource.Configuration,
                        onEvent: (@Sendable (HLSByteSource.Event) -> Void)? = nil,
                        progress: (@Sendable (Int) -> Void)? = nil) async throws -> Decoded {
-        try await onOwnThread("decoding \(url) to its end", timeout: .seconds(180)) {
-            let source = HLSByteSource(url: url, configuration: configuration)
+        // On a timeout, cancel the read the thread is blocked in, so it does not outlive the test.
+        let cancellation = InputCancellation()
+        return try await onOwnThread("decoding \(url) to its end", timeout: .seconds(180), onTimeout: { cancellation.cancel() }) {
+            let source = HLSByteSource(url: url, configuration: configuration, client: TestNetwork.client, clock: TestNetwork.clock)
             let log = EventLog()
             source.onEvent = { event in
                 log.append(event)
                 onEvent?(event)
             }
-            let decoder = try AudioFileDecoder(path: url, outputChannelCount: 2, byteSource: source)
+            let decoder = try AudioFileDecoder(path: url, outputChannelCount: 2, byteSource: source, cancellation: cancellation)
             var all: [Float] = []
             var block: [Float] = []
             while try decoder.read(into: &block) > 0 {
@@ -221,7 +223,7 @@ import TuttiTestSupport
             let url = server.url(for: "/ts/master.m3u8")
             let configuration = Self.configuration(history: history)
             let chosen = try await onOwnThread { () -> Int? in
-                let source = HLSByteSource(url: url, configuration: configuration)
+                let source = HLSByteSource(url: url, configuration: configuration, client: TestNetwork.client, clock: TestNetwork.clock)
                 _ = try AudioFileDecoder(path: url, outputChannelCount: 2, byteSource: source)
                 return source.currentBandwidth
             }
@@ -408,7 +410,7 @@ import TuttiTestSupport
         let decoding = Atomic<Bool>(false)
         let configuration = Self.configuration(history: nil)
         async let result = onOwnThread { () -> (frames: Int, error: String?) in
-            let source = HLSByteSource(url: url, configuration: configuration)
+            let source = HLSByteSource(url: url, configuration: configuration, client: TestNetwork.client, clock: TestNetwork.clock)
             let decoder = try AudioFileDecoder(path: url, outputChannelCount: 2, byteSource: source, cancellation: cancellation)
             var block: [Float] = []
             var frames = 0
@@ -445,7 +447,7 @@ import TuttiTestSupport
         func openError(_ path: String) async throws -> MediaError? {
             let url = server.url(for: path)
             return try await onOwnThread { () -> MediaError? in
-                do { _ = try AudioFileDecoder(path: url); return nil } catch let error as MediaError { return error }
+                do { _ = try AudioFileDecoder(path: url, network: TestNetwork.opener); return nil } catch let error as MediaError { return error }
             }
         }
         let broken = try await openError("/broken.m3u8")

@@ -16,7 +16,7 @@ import TuttiTestSupport
     }
 
     static func decodeAll(_ path: String, seek: Int64? = nil) throws -> Decoded {
-        let decoder = try AudioFileDecoder(path: path, outputChannelCount: 2)
+        let decoder = try AudioFileDecoder(path: path, outputChannelCount: 2, network: TestNetwork.opener)
         if let seek { try decoder.seek(toFrame: seek) }
         var all: [Float] = []
         var block: [Float] = []
@@ -76,7 +76,13 @@ import TuttiTestSupport
         #expect(decoded.readError == nil)
         #expect(decoded.samples.count == tone.samples.count)
         #expect(decoded.samples.elementsEqual(tone.samples))
-        #expect(server.requests(for: "/cut.wav").contains { $0.range == "bytes=300001-" }, "\(server.requests)")
+        // Resumed from the last byte that reached the client: the cut's reset may discard the
+        // last bytes the server wrote, so that is at most where the server stopped.
+        let resumedAt = server.requests(for: "/cut.wav").compactMap { $0.range }.compactMap { range -> Int? in
+            guard range.hasPrefix("bytes="), range.hasSuffix("-") else { return nil }
+            return Int(range.dropFirst(6).dropLast())
+        }
+        #expect(resumedAt.count == 1 && (1...300_001).contains(resumedAt[0]), "\(server.requests)")
         #expect(decoded.retryCount == 1)
     }
 
@@ -91,7 +97,7 @@ import TuttiTestSupport
 
         let missing = server.url(for: "/missing.wav")
         let error = try await onOwnThread { () -> MediaError? in
-            do { _ = try AudioFileDecoder(path: missing); return nil } catch let error as MediaError { return error }
+            do { _ = try AudioFileDecoder(path: missing, network: TestNetwork.opener); return nil } catch let error as MediaError { return error }
         }
         try await server.shutdown()
         #expect(error?.kind == .notFound)
@@ -106,7 +112,7 @@ import TuttiTestSupport
         try await server.shutdown()
         var configuration = HTTPByteSource.Configuration()
         configuration.retryDelays = [.milliseconds(10), .milliseconds(20)]
-        let source = HTTPByteSource(url: url, configuration: configuration)
+        let source = HTTPByteSource(url: url, configuration: configuration, client: TestNetwork.client, clock: TestNetwork.clock)
         let events = EventLog()
         source.onEvent = { events.append($0) }
         let error = try await onOwnThread { () -> MediaError? in

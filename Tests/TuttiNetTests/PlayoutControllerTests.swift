@@ -25,8 +25,8 @@ import Testing
             var device = range.lowerBound * Int64(block)
             for _ in range {
                 var read = controller.position
-                for segment in controller.plan(firstFrame: device, frameCount: block, heard: heard, schedule: schedule) {
-                    switch segment {
+                for instruction in controller.plan(firstFrame: device, frameCount: block, heard: heard, schedule: schedule) {
+                    switch instruction {
                     case .silence(let count):
                         silentFrames += count
                         device += Int64(count)
@@ -128,9 +128,9 @@ import Testing
         var controller = PlayoutController()
         _ = controller.plan(firstFrame: 0, frameCount: 480, heard: Self.heard(), schedule: schedule)
         // Skip 100 ms of device frames without reading: a stall.
-        let segments = controller.plan(firstFrame: 480 + 4800, frameCount: 480, heard: Self.heard(), schedule: schedule)
+        let instructions = controller.plan(firstFrame: 480 + 4800, frameCount: 480, heard: Self.heard(), schedule: schedule)
         #expect(controller.resyncCount == 1)
-        guard case .audio(_, let start?, _) = segments.first else { Issue.record("expected a jump"); return }
+        guard case .audio(_, let start?, _) = instructions.first else { Issue.record("expected a jump"); return }
         #expect(abs(start.distance(to: truth(5280, Self.heard(), schedule)!)) < 1e-6)
     }
 

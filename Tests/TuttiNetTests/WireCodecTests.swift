@@ -17,6 +17,9 @@ import Testing
         .volume(.init(level: 0.25, rampNanoseconds: 50_000_000)),
         .speakerStatus(.init(state: .playing, streamID: 3, playheadFrame: 42, bufferedUntilFrame: 14_400_000,
                              syncErrorNanoseconds: -1234, clockErrorNanoseconds: 5600, underruns: 2)),
+        .speakerStatus(.init(state: .buffering, streamID: 4, playheadFrame: -1, bufferedUntilFrame: -1, syncErrorNanoseconds: 0,
+                             clockErrorNanoseconds: -1, underruns: 0, fillRate: 180.5,
+                             problem: "stream 4: cannot open its flac decoder: bad header; silent until the next stream")),
         .controlRequest(.init(requestID: 9, json: #"{"command":"play","files":["/a b.flac"]}"#)),
         .controlResponse(.init(requestID: 9, ok: false, json: #"{"error":"no such room"}"#)),
         .goodbye(reason: "server shutting down"),
@@ -59,7 +62,7 @@ import Testing
         #expect(try WireMessage.decode(from: &out) == Self.samples[2])
     }
 
-    static func frame(type: UInt8, payload: [UInt8], magic: UInt16 = WireProtocol.magic, version: UInt8 = 1, length: UInt32? = nil) -> ByteBuffer {
+    static func frame(type: UInt8, payload: [UInt8], magic: UInt16 = WireProtocol.magic, version: UInt8 = UInt8(WireProtocol.version), length: UInt32? = nil) -> ByteBuffer {
         var buffer = ByteBuffer()
         buffer.writeInteger(magic)
         buffer.writeInteger(version)
@@ -71,7 +74,7 @@ import Testing
 
     @Test(arguments: [
         (frame(type: 1, payload: [], magic: 0x4745), "not a Tutti stream (bad magic 0x4745)"),
-        (frame(type: 1, payload: [], version: 9), "protocol version 9 not supported (this build speaks 1)"),
+        (frame(type: 1, payload: [], version: 9), "protocol version 9 not supported (this build speaks 2)"),
         (frame(type: 99, payload: []), "unknown message type 99"),
         (frame(type: 4, payload: [], length: 100_000_000), "message of 100000000 bytes exceeds the limit of 4194304"),
         (frame(type: 6, payload: [0, 0, 0, 1, 0, 0]), "flush message is truncated"),

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TuttiCore
 import TuttiDevices
+import TuttiMedia
 import TuttiTestSupport
 @testable import TuttiPlayback
 

@@ -19,7 +19,10 @@ import TuttiTestSupport
 
     static func play(_ url: String, configuration: QueuePlayer.Configuration = QueuePlayer.Configuration(),
                      directory: TemporaryDirectory, offline: Bool = false) async throws -> Played {
-        try await onOwnThread {
+        var withNetwork = configuration
+        withNetwork.network = TestNetwork.opener
+        let configuration = withNetwork
+        return try await onOwnThread("playing \(url)") {
             let format = AudioFormat(sampleRate: 48000, channelCount: 2)
             let player = QueuePlayer(items: [PlayerItem(path: url)], outputFormat: format, configuration: configuration)
             let events = Mutex<[PlayerEvent]>([])

@@ -7,7 +7,7 @@ import TuttiPlayback
 /// queue cuts the timeline and where decoding resumes. (`QueueEditingTests` plays the same
 /// rule through a device and checks the emitted samples.)
 @Suite struct QueueEditPlanTests {
-    typealias Segment = QueueEditPlan.Segment
+    typealias TimelineSpan = QueueEditPlan.TimelineSpan
     typealias Restart = QueueEditPlan.Restart
 
     static func entries(_ tags: [Int]) -> [GaplessQueueReader.Entry] {
@@ -15,12 +15,12 @@ import TuttiPlayback
     }
 
     /// A (0–1000), B (1000–2500) decoded, C being read; the horizon inside A.
-    static let decoded = [Segment(tag: 0, pass: 0, start: 0, end: 1000), Segment(tag: 1, pass: 0, start: 1000, end: 2500),
-                          Segment(tag: 2, pass: 0, start: 2500, end: nil)]
+    static let decoded = [TimelineSpan(tag: 0, pass: 0, start: 0, end: 1000), TimelineSpan(tag: 1, pass: 0, start: 1000, end: 2500),
+                          TimelineSpan(tag: 2, pass: 0, start: 2500, end: nil)]
 
-    func plan(_ tags: [Int], previous: [Int] = [0, 1, 2], segments: [Segment] = decoded, passes: Int? = 1, horizon: Int64 = 400,
+    func plan(_ tags: [Int], previous: [Int] = [0, 1, 2], spans: [TimelineSpan] = decoded, passes: Int? = 1, horizon: Int64 = 400,
               written: Int64 = 3000, exhausted: Bool = false, advances: Int = 0, seek: MediaTime? = nil) -> QueueEditPlan.Action {
-        QueueEditPlan(entries: Self.entries(tags), previousEntries: Self.entries(previous), segments: segments, passes: passes,
+        QueueEditPlan(entries: Self.entries(tags), previousEntries: Self.entries(previous), spans: spans, passes: passes,
                       horizon: horizon, written: written, readerExhausted: exhausted, advances: advances, seekTime: seek).action
     }
 
@@ -60,21 +60,21 @@ import TuttiPlayback
 
     @Test func editsFollowLoopingPasses() {
         // Two passes of A, B: pass 0 decoded, pass 1's A being read.
-        let segments = [Segment(tag: 0, pass: 0, start: 0, end: 1000), Segment(tag: 1, pass: 0, start: 1000, end: 2500),
-                        Segment(tag: 0, pass: 1, start: 2500, end: nil)]
-        #expect(plan([0, 1], previous: [0, 1], segments: segments, passes: 2, horizon: 1200) == .continueReading(nextIndex: 1, pass: 1))
+        let spans = [TimelineSpan(tag: 0, pass: 0, start: 0, end: 1000), TimelineSpan(tag: 1, pass: 0, start: 1000, end: 2500),
+                        TimelineSpan(tag: 0, pass: 1, start: 2500, end: nil)]
+        #expect(plan([0, 1], previous: [0, 1], spans: spans, passes: 2, horizon: 1200) == .continueReading(nextIndex: 1, pass: 1))
         // X appended: it plays before the second pass starts.
-        #expect(plan([0, 1, 9], previous: [0, 1], segments: segments, passes: 2, horizon: 1200)
+        #expect(plan([0, 1, 9], previous: [0, 1], spans: spans, passes: 2, horizon: 1200)
             == .cut(frame: 2500, restart: Restart(index: 2, pass: 0, offset: .zero), insideItem: false))
         // Skipping B in the last pass ends the queue.
-        let last = [Segment(tag: 0, pass: 1, start: 0, end: 1000), Segment(tag: 1, pass: 1, start: 1000, end: nil)]
-        #expect(plan([0, 1], previous: [0, 1], segments: last, passes: 2, horizon: 1200, advances: 1) == .cut(frame: 1200, restart: nil, insideItem: true))
+        let last = [TimelineSpan(tag: 0, pass: 1, start: 0, end: 1000), TimelineSpan(tag: 1, pass: 1, start: 1000, end: nil)]
+        #expect(plan([0, 1], previous: [0, 1], spans: last, passes: 2, horizon: 1200, advances: 1) == .cut(frame: 1200, restart: nil, insideItem: true))
     }
 
     @Test func nothingDecodedYet() {
-        #expect(plan([0, 1], segments: [], horizon: 0, written: 0) == .continueReading(nextIndex: 0, pass: 0))
-        #expect(plan([0, 1], segments: [], horizon: 0, written: 0, exhausted: true)
+        #expect(plan([0, 1], spans: [], horizon: 0, written: 0) == .continueReading(nextIndex: 0, pass: 0))
+        #expect(plan([0, 1], spans: [], horizon: 0, written: 0, exhausted: true)
             == .cut(frame: 0, restart: Restart(index: 0, pass: 0, offset: .zero), insideItem: false))
-        #expect(plan([], segments: [], horizon: 0, written: 0, exhausted: true) == .unchanged)
+        #expect(plan([], spans: [], horizon: 0, written: 0, exhausted: true) == .unchanged)
     }
 }

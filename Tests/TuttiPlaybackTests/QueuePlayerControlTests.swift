@@ -43,14 +43,11 @@ import TuttiTestSupport
         let outcomes = try await onOwnThread { try player.waitUntilFinished() }
         #expect(outcomes.first?.error == nil)
 
-        var statuses: [String] = []
-        for await event in events {
-            if case .status(let status, _, _) = event { statuses.append(status.rawValue) }
+        let statuses = try await collect(events, "the player's events").compactMap { event -> String? in
+            if case .status(let status, _, _) = event { status.rawValue } else { nil }
         }
-        var heard: [MediaTime] = []
-        for await time in boundaries { heard.append(time) }
-        var ticks: [MediaTime] = []
-        for await tick in periodic { ticks.append(tick) }
+        let heard = try await collect(boundaries, "the boundary times")
+        let ticks = try await collect(periodic, "the periodic times")
 
         #expect(heard == [MediaTime(value: 1, timescale: 2), MediaTime(value: 3, timescale: 2)])
         #expect(ticks == (0...4).map { MediaTime(value: Int64($0), timescale: 2) })

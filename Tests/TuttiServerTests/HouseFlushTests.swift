@@ -20,6 +20,8 @@ final class HouseHarness: @unchecked Sendable {
 
     init(configuration: House.Configuration = House.Configuration()) {
         let lines = logLines
+        var configuration = configuration
+        if configuration.network == nil { configuration.network = TestNetwork.opener }
         house = House(configuration: configuration, loop: loop, clock: clock, log: { lines.append($0) })
     }
 
@@ -33,14 +35,14 @@ final class HouseHarness: @unchecked Sendable {
         rooms[name] = channel
     }
 
-    /// Sends a control request and waits for its reply; edits of a playing queue are answered
-    /// once the engine's producer thread has applied them (its answer hops to the loop, which
-    /// the test drives). The timeout only guards.
-    func control(_ request: [String: Any], timeout: Double = 20) async throws -> [String: Any] {
-        let json = String(decoding: try JSONSerialization.data(withJSONObject: request), as: UTF8.self)
+    /// Sends a control command (through its JSON, as a client would) and waits for the reply;
+    /// edits of a playing queue are answered once the engine's producer thread has applied them
+    /// (its answer hops to the loop, which the test drives). The timeout only guards.
+    func control(_ command: ControlCommand, timeout: Double = 20) async throws -> ControlReply {
+        let json = ControlJSON.encode(command)
         let house = self.house
         let box = ReplyBox()
-        try await loop.executeInContext { house.control(json) { ok, json in box.set(ok, json) } }
+        try await loop.executeInContext { house.control(json: json) { ok, json in box.set(ok, json) } }
         let deadline = Date().addingTimeInterval(timeout)
         while box.value == nil {
             if Date() > deadline { throw TestFailure("no reply to \(json)") }
@@ -48,12 +50,10 @@ final class HouseHarness: @unchecked Sendable {
             if box.value == nil { try await Task.sleep(nanoseconds: 1_000_000) }
         }
         let reply = box.value!
-        let object = try JSONSerialization.jsonObject(with: Data(reply.json.utf8)) as! [String: Any]
-        if !reply.ok { throw TestFailure(object["error"] as? String ?? reply.json) }
-        return object
+        if !reply.ok { throw TestFailure(ControlJSON.decodeRefusal(reply.json).error) }
+        return try ControlJSON.decodeReply(reply.json, to: command)
     }
 
-    /// Reads loop-confined house state.
     func onLoop<T: Sendable>(_ body: @escaping @Sendable (House) -> T) async throws -> T {
         let house = self.house
         return try await loop.executeInContext { body(house) }
@@ -138,16 +138,16 @@ final class LogLines: @unchecked Sendable {
         try Self.tone(c, seconds: 2, frequency: 700)
         let harness = HouseHarness()
         try await harness.connect("kitchen")
-        _ = try await harness.control(["command": "play", "files": [a, b]])
+        _ = try await harness.control(.play(files: [a, b]))
         let stream = try await harness.waitForProduction()
         var sent = try await harness.messages("kitchen")
         #expect(sent.contains { if case .audioChunk = $0 { return true } else { return false } })
 
         // One second into item a (3 s before the boundary at 4 s): insert c after a.
         harness.clock.advance(by: House.Configuration().startDelayNanoseconds + 1_000_000_000)
-        let reply = try await harness.control(["command": "queue-add", "file": c, "at": 1])
-        #expect(reply["flush"] as? String == "from")
-        #expect(reply["fromSeconds"] as? Double == 4.0)
+        let reply = try await harness.control(.queueAdd(file: c, at: 1)).edited!
+        #expect(reply.cut != nil)
+        #expect(reply.cut?.fromSeconds == 4.0)
         _ = try await harness.waitForProduction()
         sent += try await harness.messages("kitchen")
         let flushes = sent.compactMap { if case .flush(let f) = $0 { return f } else { return nil } }
@@ -172,16 +172,16 @@ final class LogLines: @unchecked Sendable {
         try Self.tone(c, seconds: 2, frequency: 700)
         let harness = HouseHarness()
         try await harness.connect("kitchen")
-        _ = try await harness.control(["command": "play", "files": [a, b]])
+        _ = try await harness.control(.play(files: [a, b]))
         let stream = try await harness.waitForProduction()
         var sent = try await harness.messages("kitchen")
         // 1.8 s into a: the boundary is 0.2 s ahead, under the 0.5 s margin.
         harness.clock.advance(by: House.Configuration().startDelayNanoseconds + 1_800_000_000)
-        let reply = try await harness.control(["command": "queue-add", "file": c, "at": 1])
-        #expect(reply["flush"] as? String == "from")
-        #expect(reply["fromSeconds"] as? Double == 2.0)
-        #expect(reply["seamless"] as? Bool == false)
-        #expect((reply["reason"] as? String)?.contains("needs 0.50 s") == true)
+        let reply = try await harness.control(.queueAdd(file: c, at: 1)).edited!
+        #expect(reply.cut != nil)
+        #expect(reply.cut?.fromSeconds == 2.0)
+        #expect(reply.cut?.seamless == false)
+        #expect(reply.cut?.reason?.contains("needs 0.50 s") == true)
         let again = try await harness.waitForProduction()
         #expect(again.id == stream.id)
         sent += try await harness.messages("kitchen")
@@ -205,23 +205,23 @@ final class LogLines: @unchecked Sendable {
         try Self.tone(b, seconds: 2, frequency: 500)
         let harness = HouseHarness()
         try await harness.connect("kitchen")
-        _ = try await harness.control(["command": "play", "files": [a, b]])
+        _ = try await harness.control(.play(files: [a, b]))
         let stream = try await harness.waitForProduction()
         var sent = try await harness.messages("kitchen")
         let delay = House.Configuration().startDelayNanoseconds
         let lead = Int(House.Configuration().editLeadNanoseconds * 48000 / 1_000_000_000)
 
         harness.clock.advance(by: delay + 1_000_000_000)
-        let seek = try await harness.control(["command": "seek", "seconds": 2.0])
+        let seek = try await harness.control(.seek(seconds: 2.0)).edited!
         let seekFrame = 48000 + lead
-        #expect(seek["fromSeconds"] as? Double == Double(seekFrame) / 48000)
-        #expect(seek["item"] as? Int == 0)
+        #expect(seek.cut?.fromSeconds == Double(seekFrame) / 48000)
+        #expect(seek.item == 0)
         _ = try await harness.waitForProduction()
         harness.clock.advance(by: 500_000_000)
-        let next = try await harness.control(["command": "next"])
+        let next = try await harness.control(.next).edited!
         let nextFrame = 72000 + lead
-        #expect(next["item"] as? Int == 1)
-        #expect(next["fromSeconds"] as? Double == Double(nextFrame) / 48000)
+        #expect(next.item == 1)
+        #expect(next.cut?.fromSeconds == Double(nextFrame) / 48000)
         let final = try await harness.waitForProduction()
         #expect(final.id == stream.id)
         #expect(final.endFrame == Int64(nextFrame + 2 * 48000))
@@ -234,8 +234,8 @@ final class LogLines: @unchecked Sendable {
         let reference = Array(decodedA[0..<(seekFrame * 2)]) + Array(decodedA[(96000 * 2)..<((96000 + nextFrame - seekFrame) * 2)]) + decodedB
         #expect(audio.allSatisfy { !$0.isNaN })
         #expect(SignalCheck.maxDifference(audio, reference) < 1e-5)
-        let status = try await harness.control(["command": "status"])
-        #expect(status["item"] as? Int == 0)
+        let status = try await harness.control(.status).status!
+        #expect(status.item == 0)
     }
 
     /// Removing the playing item skips to the next at the edit lead; moving an item reorders
@@ -251,7 +251,7 @@ final class LogLines: @unchecked Sendable {
         try Self.tone(d, seconds: 1, frequency: 900)
         let harness = HouseHarness()
         try await harness.connect("kitchen")
-        _ = try await harness.control(["command": "play", "files": [a, b, c]])
+        _ = try await harness.control(.play(files: [a, b, c]))
         let stream = try await harness.waitForProduction()
         var sent = try await harness.messages("kitchen")
         let delay = House.Configuration().startDelayNanoseconds
@@ -259,20 +259,20 @@ final class LogLines: @unchecked Sendable {
 
         // 0.5 s in: remove a (playing); b starts at the edit lead.
         harness.clock.advance(by: delay + 500_000_000)
-        let removed = try await harness.control(["command": "queue-remove", "index": 0])
+        let removed = try await harness.control(.queueRemove(index: 0)).edited!
         let bStart = 24000 + lead
-        #expect(removed["fromSeconds"] as? Double == Double(bStart) / 48000)
+        #expect(removed.cut?.fromSeconds == Double(bStart) / 48000)
         _ = try await harness.waitForProduction()
         // The queue is [b, c]; move c first: it no longer follows b, so the stream ends after b.
-        let moved = try await harness.control(["command": "queue-move", "from": 1, "to": 0])
-        #expect(moved["fromSeconds"] as? Double == Double(bStart + 96000) / 48000)
+        let moved = try await harness.control(.queueMove(from: 1, to: 0)).edited!
+        #expect(moved.cut?.fromSeconds == Double(bStart + 96000) / 48000)
         #expect(try await harness.onLoop { $0.state.queue } == [c, b])
         let ended = try await harness.waitForProduction()
         #expect(ended.endFrame == Int64(bStart + 96000))
         // The queue ran out, its end 2 s ahead: d continues the stream there.
-        let added = try await harness.control(["command": "queue-add", "file": d])
-        #expect(added["fromSeconds"] as? Double == Double(bStart + 96000) / 48000)
-        #expect(added["seamless"] as? Bool == true)
+        let added = try await harness.control(.queueAdd(file: d)).edited!
+        #expect(added.cut?.fromSeconds == Double(bStart + 96000) / 48000)
+        #expect(added.cut?.seamless == true)
         let final = try await harness.waitForProduction()
         #expect(final.id == stream.id && final.endFrame == Int64(bStart + 96000 + 48000))
         sent += try await harness.messages("kitchen")
@@ -293,11 +293,11 @@ final class LogLines: @unchecked Sendable {
         let harness = HouseHarness()
         try await harness.connect("kitchen")
         try await harness.connect("office")
-        _ = try await harness.control(["command": "play", "files": [a], "rooms": ["kitchen"]])
+        _ = try await harness.control(.play(files: [a], rooms: ["kitchen"]))
         let stream = try await harness.waitForProduction()
         #expect(try await harness.messages("office").allSatisfy { if case .volume = $0 { return true } else { return false } })
         harness.clock.advance(by: 1_000_000_000)
-        _ = try await harness.control(["command": "join", "room": "office"])
+        _ = try await harness.control(.join(room: "office"))
         let joined = try await harness.messages("office")
         guard case .streamStart(let start)? = joined.first else { Issue.record("office got no stream"); return }
         #expect(start.streamID == stream.id)
@@ -306,10 +306,10 @@ final class LogLines: @unchecked Sendable {
         let firstChunk = joined.compactMap { if case .audioChunk(let c) = $0 { return c.firstFrame } else { return nil } }.first
         #expect(firstChunk.map { $0 > 40_000 && $0 < 60_000 } == true)
         _ = try await harness.messages("kitchen")
-        _ = try await harness.control(["command": "leave", "room": "office"])
+        _ = try await harness.control(.leave(room: "office"))
         #expect(try await harness.messages("office") == [.flush(.init(streamID: stream.id, fromFrame: .min))])
         #expect(try await harness.messages("kitchen").isEmpty)
-        await #expect(throws: TestFailure.self) { try await harness.control(["command": "join", "room": "attic"]) }
+        await #expect(throws: TestFailure.self) { try await harness.control(.join(room: "attic")) }
     }
 
     /// Pause and resume are anchors scheduled ahead, the same for every room: all stop on one
@@ -322,19 +322,19 @@ final class LogLines: @unchecked Sendable {
         let harness = HouseHarness()
         try await harness.connect("kitchen")
         try await harness.connect("office", latency: 20_000_000)
-        _ = try await harness.control(["command": "play", "files": [a]])
+        _ = try await harness.control(.play(files: [a]))
         let stream = try await harness.waitForProduction()
         let delay = House.Configuration().startDelayNanoseconds
         // Heard from start + delay + the largest room latency (office's 20 ms).
         let start = 1_000_000_000 + delay + 20_000_000
         harness.clock.advance(by: delay + 20_000_000 + 1_000_000_000)
-        let paused = try await harness.control(["command": "pause"])
+        let paused = try await harness.control(.pause)
         let pauseTime = harness.clock.now() + House.Configuration().pauseDelayNanoseconds
         let pauseFrame = (pauseTime - start) * 48000 / 1_000_000_000
-        #expect(paused["paused"] as? Double == Double(pauseFrame) / 48000)
-        await #expect(throws: TestFailure.self) { try await harness.control(["command": "pause"]) }
+        #expect(paused.paused?.pausedAtSeconds == Double(pauseFrame) / 48000)
+        await #expect(throws: TestFailure.self) { try await harness.control(.pause) }
         harness.clock.advance(by: 2_000_000_000)
-        _ = try await harness.control(["command": "resume"])
+        _ = try await harness.control(.resume)
         let resumeTime = harness.clock.now() + delay + 20_000_000
         for room in ["kitchen", "office"] {
             let anchors = try await harness.messages(room).compactMap { if case .anchor(let a) = $0 { return a } else { return nil } }
@@ -344,7 +344,7 @@ final class LogLines: @unchecked Sendable {
                 .init(streamID: stream.id, timelineFrame: pauseFrame, serverTime: resumeTime, isPlaying: true),
             ], "\(room)")
         }
-        let status = try await harness.control(["command": "status"])
-        #expect(status["state"] as? String == "playing")
+        let status = try await harness.control(.status).status!
+        #expect(status.state == "playing")
     }
 }

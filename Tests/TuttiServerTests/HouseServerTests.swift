@@ -1,6 +1,7 @@
 import Foundation
 import NIOCore
 import NIOPosix
+import Synchronization
 import Testing
 import TuttiCore
 import TuttiNet
@@ -21,13 +22,25 @@ import TuttiTestSupport
     final class RawPeer: ChannelInboundHandler, @unchecked Sendable {
         typealias InboundIn = ByteBuffer
         let received = Collected()
+        /// Completes when the server closes the connection, or fails after 30 s: a guard, so a
+        /// server that never closes fails the test instead of hanging it.
         let closed: EventLoopPromise<Void>
-        init(closed: EventLoopPromise<Void>) { self.closed = closed }
+        private let settled = Mutex(false)
+        init(closed: EventLoopPromise<Void>) {
+            self.closed = closed
+            closed.futureResult.eventLoop.scheduleTask(in: .seconds(30)) { [self] in
+                settle(.failure(TestFailure("the server did not close the connection within 30 s")))
+            }
+        }
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             let buffer = Self.unwrapInboundIn(data)
             received.lock.withLock { received.bytes += buffer.readableBytesView }
         }
-        func channelInactive(context: ChannelHandlerContext) { closed.succeed(()) }
+        func channelInactive(context: ChannelHandlerContext) { settle(.success(())) }
+        private func settle(_ result: Result<Void, any Error>) {
+            guard settled.withLock({ was in defer { was = true }; return !was }) else { return }
+            closed.completeWith(result)
+        }
     }
 
     func rawConnection(port: Int, group: any EventLoopGroup) async throws -> (any Channel, RawPeer) {
@@ -46,9 +59,9 @@ import TuttiTestSupport
         let port = try await server.start()
         let group = MultiThreadedEventLoopGroup.singleton
         // A good controller stays served throughout.
-        #expect(try await ControlClient.send(#"{"command":"status"}"#, host: "127.0.0.1", port: port, group: group).ok)
+        #expect(try await ControlClient.sendJSON(#"{"command":"status"}"#, host: "127.0.0.1", port: port, group: group).ok)
 
-        for garbage in ["GET / HTTP/1.1\r\nHost: x\r\n\r\n", "TT\u{1}\u{63}\0\0\0\0"] {
+        for garbage in ["GET / HTTP/1.1\r\nHost: x\r\n\r\n", "TT\u{2}\u{63}\0\0\0\0"] {
             let (channel, peer) = try await rawConnection(port: port, group: group)
             try await channel.writeAndFlush(ByteBuffer(string: garbage))
             try await peer.closed.futureResult.get()
@@ -64,7 +77,7 @@ import TuttiTestSupport
         let (big, bigPeer) = try await rawConnection(port: port, group: group)
         var header = ByteBuffer()
         header.writeInteger(WireProtocol.magic)
-        header.writeInteger(UInt8(1))
+        header.writeInteger(UInt8(WireProtocol.version))
         header.writeInteger(UInt8(4))
         header.writeInteger(UInt32(200_000_000))
         try await big.writeAndFlush(header)
@@ -81,12 +94,25 @@ import TuttiTestSupport
         #expect(lines.contains { $0.contains("exceeds the limit") })
         #expect(lines.contains { $0.contains("expected hello, got controlRequest") })
         #expect(lines.allSatisfy { !$0.contains("\n") })
-        #expect(try await ControlClient.send(#"{"command":"status"}"#, host: "127.0.0.1", port: port, group: group).ok)
+        #expect(try await ControlClient.sendJSON(#"{"command":"status"}"#, host: "127.0.0.1", port: port, group: group).ok)
         // Unknown commands and bad arguments are refusals, not failures.
-        let unknown = try await ControlClient.send(#"{"command":"dance"}"#, host: "127.0.0.1", port: port, group: group)
-        #expect(!unknown.ok && unknown.json.contains("unknown command dance"))
-        let volume = try await ControlClient.send(#"{"command":"volume","room":"attic","percent":50}"#, host: "127.0.0.1", port: port, group: group)
-        #expect(!volume.ok && volume.json.contains("no such room: attic"))
+        // Each gets one line naming the command and what is wrong with it.
+        let refusals = [
+            (#"{"command":"dance"}"#, "unknown command dance"),
+            (#"{"command":"volume","room":"attic","percent":50}"#, "no such room: attic"),
+            (#"{"command":"volume","room":"attic","percent":150}"#, "volume needs a percentage from 0 to 100"),
+            (#"{"command":"seek","seconds":"soon"}"#, #"seek: "seconds" must be a number"#),
+            (#"{"command":"play"}"#, #"play: missing "files""#),
+            (#"{"command":"play","files":[]}"#, "play needs at least one file"),
+            ("not json", #"request is not a JSON object with a "command""#),
+        ]
+        for (request, reason) in refusals {
+            let reply = try await ControlClient.sendJSON(request, host: "127.0.0.1", port: port, group: group)
+            #expect(!reply.ok, "\(request)")
+            let refusal = ControlJSON.decodeRefusal(reply.json)
+            #expect(refusal.error.hasPrefix(reason), "\(request) → \(refusal.error)")
+            #expect(!refusal.error.contains("\n"))
+        }
         await server.stop()
     }
 
@@ -102,16 +128,17 @@ import TuttiTestSupport
         let a = directory.file("a.flac"), b = directory.file("b.flac")
         try TestMedia.generateTone(a, seconds: 0.2)
         try TestMedia.generateTone(b, seconds: 0.2)
-        _ = try await ControlClient.send(#"{"command":"queue-add","file":"\#(a)"}"#, host: "127.0.0.1", port: port, group: group)
-        _ = try await ControlClient.send(#"{"command":"queue-add","file":"\#(b)","at":0}"#, host: "127.0.0.1", port: port, group: group)
-        let missing = try await ControlClient.send(#"{"command":"queue-add","file":"/nowhere/c.flac"}"#, host: "127.0.0.1", port: port, group: group)
-        #expect(!missing.ok && missing.json.contains("/nowhere/c.flac: no such file"))
+        _ = try await ControlClient.send(.queueAdd(file: a), host: "127.0.0.1", port: port, group: group)
+        _ = try await ControlClient.send(.queueAdd(file: b, at: 0), host: "127.0.0.1", port: port, group: group)
+        let missing = await #expect(throws: ControlRefusal.self) {
+            try await ControlClient.send(.queueAdd(file: "/nowhere/c.flac"), host: "127.0.0.1", port: port, group: group)
+        }
+        #expect(missing?.error == "/nowhere/c.flac: no such file")
         await first.stop()
         let second = HouseServer(host: "127.0.0.1", port: 0, configuration: configuration) { _ in }
         let secondPort = try await second.start()
-        let reply = try await ControlClient.send(#"{"command":"queue"}"#, host: "127.0.0.1", port: secondPort, group: group)
-        let object = try JSONSerialization.jsonObject(with: Data(reply.json.utf8)) as! [String: Any]
-        let paths = (object["items"] as! [[String: Any]]).map { $0["path"] as! String }
+        let reply = try await ControlClient.send(.queue, host: "127.0.0.1", port: secondPort, group: group)
+        let paths = reply.queue?.items.map(\.path)
         #expect(paths == [b, a])
         await second.stop()
         // A damaged state file is reported and ignored.

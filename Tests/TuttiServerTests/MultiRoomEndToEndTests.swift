@@ -12,21 +12,17 @@ import TuttiTestSupport
 /// actually emitted: every room plays the stream sample-aligned, a room joining mid-track
 /// starts in sync, a room leaving disturbs nobody.
 @Suite(.serialized) struct MultiRoomEndToEndTests {
-    func send(_ request: [String: Any], port: Int) async throws -> [String: Any] {
-        let json = String(decoding: try JSONSerialization.data(withJSONObject: request), as: UTF8.self)
-        let reply = try await ControlClient.send(json, host: "127.0.0.1", port: port, group: MultiThreadedEventLoopGroup.singleton)
-        let object = try JSONSerialization.jsonObject(with: Data(reply.json.utf8)) as! [String: Any]
-        if !reply.ok { throw TestFailure(object["error"] as? String ?? reply.json) }
-        return object
+    func send(_ command: ControlCommand, port: Int) async throws -> ControlReply {
+        try await ControlClient.send(command, host: "127.0.0.1", port: port, group: MultiThreadedEventLoopGroup.singleton)
     }
 
-    func rooms(_ port: Int) async throws -> [String: [String: Any]] {
-        let list = try await send(["command": "rooms"], port: port)["rooms"] as! [[String: Any]]
-        return Dictionary(uniqueKeysWithValues: list.map { ($0["name"] as! String, $0) })
+    func rooms(_ port: Int) async throws -> [String: RoomReport] {
+        let list = try await send(.rooms, port: port).rooms?.rooms ?? []
+        return Dictionary(uniqueKeysWithValues: list.map { ($0.name, $0) })
     }
 
     /// Waits (guarded) until `condition` holds for the rooms' reports.
-    func waitForRooms(_ port: Int, timeout: Double = 30, _ condition: ([String: [String: Any]]) -> Bool) async throws {
+    func waitForRooms(_ port: Int, timeout: Double = 30, _ condition: ([String: RoomReport]) -> Bool) async throws {
         let deadline = Date().addingTimeInterval(timeout)
         while Date() < deadline {
             if condition(try await rooms(port)) { return }
@@ -58,7 +54,7 @@ import TuttiTestSupport
         do {
             try await waitForRooms(port) { reports in
                 reports.count == rooms.count
-                    && reports.values.allSatisfy { ($0["clockErrorMicroseconds"] as? Double).map { $0 > 0 && $0 < 20 } ?? false }
+                    && reports.values.allSatisfy { $0.clockErrorMicroseconds.map { $0 > 0 && $0 < 20 } ?? false }
             }
         } catch {
             for speaker in speakers { speaker.interrupt() }
@@ -93,24 +89,24 @@ import TuttiTestSupport
             server.interrupt()
         }
         let commandTime = MonotonicClock().now()
-        let reply = try await send(["command": "play", "files": [music], "rooms": ["a", "b"]], port: port)
-        #expect(reply["rooms"] as? [String] == ["a", "b"])
-        try await waitForRooms(port) { $0["a"]?["state"] as? String == "playing" && $0["b"]?["state"] as? String == "playing" }
+        let reply = try await send(.play(files: [music], rooms: ["a", "b"]), port: port)
+        #expect(reply.started?.rooms == ["a", "b"])
+        try await waitForRooms(port) { $0["a"]?.state == "playing" && $0["b"]?.state == "playing" }
         try await Task.sleep(nanoseconds: 2_500_000_000)
-        _ = try await send(["command": "join", "room": "c"], port: port)
+        _ = try await send(.join(room: "c"), port: port)
         try await Task.sleep(nanoseconds: 1_500_000_000)
-        let volume = try await send(["command": "volume", "room": "a", "percent": 50], port: port)
-        #expect(volume["volume"] as? Int == 50)
+        let volume = try await send(.volume(room: "a", percent: 50), port: port)
+        #expect(volume.room?.volume == 50)
         try await Task.sleep(nanoseconds: 1_500_000_000)
-        _ = try await send(["command": "leave", "room": "b"], port: port)
-        let status = try await send(["command": "status"], port: port)
-        #expect(status["state"] as? String == "playing")
+        _ = try await send(.leave(room: "b"), port: port)
+        let status = try await send(.status, port: port)
+        #expect(status.status?.state == "playing")
         // c dies (SIGKILL: no goodbye); the house notices and nobody else does.
         try await Task.sleep(nanoseconds: 1_500_000_000)
         kill(speakers[2].process.processIdentifier, SIGKILL)
         try await waitForRooms(port) { $0["c"] == nil }
         // Until the end of the track.
-        try await waitForRooms(port, timeout: 20) { rooms in (rooms["a"]?["playheadSeconds"] as? Double ?? 0) > 9.9 || rooms["a"]?["state"] as? String == "idle" }
+        try await waitForRooms(port, timeout: 20) { rooms in (rooms["a"]?.playheadSeconds ?? 0) > 9.9 || rooms["a"]?.state == "idle" }
         try await Task.sleep(nanoseconds: 300_000_000)
         for speaker in speakers.prefix(2) { #expect(speaker.interrupt() == 0) }
 
@@ -163,20 +159,20 @@ import TuttiTestSupport
             for speaker in speakers { speaker.interrupt() }
             server.interrupt()
         }
-        _ = try await send(["command": "play", "files": [a, b]], port: port)
-        try await waitForRooms(port) { $0["a"]?["state"] as? String == "playing" && $0["b"]?["state"] as? String == "playing" }
+        _ = try await send(.play(files: [a, b]), port: port)
+        try await waitForRooms(port) { $0["a"]?.state == "playing" && $0["b"]?.state == "playing" }
         try await Task.sleep(nanoseconds: 1_200_000_000)
-        let seek = try await send(["command": "seek", "seconds": 4.0], port: port)
-        let seekFrame = Int(((seek["fromSeconds"] as? Double ?? 0) * 48000).rounded())
+        let seek = try await send(.seek(seconds: 4.0), port: port)
+        let seekFrame = Int(((seek.edited?.cut?.fromSeconds ?? 0) * 48000).rounded())
         try await Task.sleep(nanoseconds: 1_000_000_000)
-        let next = try await send(["command": "next"], port: port)
-        let nextFrame = Int(((next["fromSeconds"] as? Double ?? 0) * 48000).rounded())
-        #expect(next["item"] as? Int == 1)
+        let next = try await send(.next, port: port)
+        let nextFrame = Int(((next.edited?.cut?.fromSeconds ?? 0) * 48000).rounded())
+        #expect(next.edited?.item == 1)
         #expect(seekFrame > 48000 && nextFrame > seekFrame + 24000, "cuts at \(seekFrame), \(nextFrame)")
         // Until b has played out.
         let end = Double(nextFrame) / 48000 + 3
         try await waitForRooms(port, timeout: 20) { rooms in
-            rooms.values.allSatisfy { ($0["playheadSeconds"] as? Double ?? 0) > end - 0.05 || $0["state"] as? String == "idle" }
+            rooms.values.allSatisfy { ($0.playheadSeconds ?? 0) > end - 0.05 || $0.state == "idle" }
         }
         try await Task.sleep(nanoseconds: 300_000_000)
         for speaker in speakers { #expect(speaker.interrupt() == 0) }

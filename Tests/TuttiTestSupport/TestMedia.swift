@@ -38,9 +38,13 @@ public enum TestMedia {
         let pid = process.processIdentifier
         let watchdog = DispatchWorkItem { if timedOut.claim() { kill(pid, SIGKILL) } }
         DispatchQueue.global().asyncAfter(deadline: .now() + timeout, execute: watchdog)
-        if let standardInput { input.fileHandleForWriting.write(standardInput) }
-        try? input.fileHandleForWriting.close()
-        // Read both pipes concurrently so neither can fill up and block the child.
+        // Feed standard input and read both pipes concurrently, so no pipe can fill up and
+        // block the child.
+        let writer = input.fileHandleForWriting
+        Thread {
+            if let standardInput { writer.write(standardInput) }
+            try? writer.close()
+        }.start()
         let errorData = LockedData()
         let errorRead = DispatchSemaphore(value: 0)
         let reader = Thread {
@@ -50,10 +54,12 @@ public enum TestMedia {
         reader.start()
         let data = out.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
+        // From here the pid may be reused: the watchdog must not fire any more.
+        let killed = !timedOut.claim()
+        watchdog.cancel()
         // The child has exited and closed its end of the pipe: the reader finishes promptly.
         _ = errorRead.wait(timeout: .now() + 30)
-        watchdog.cancel()
-        if !timedOut.claim() {
+        if killed {
             throw CommandError(command: ([executable] + arguments).joined(separator: " "),
                                output: "still running after \(timeout) s; killed")
         }
@@ -144,15 +150,26 @@ public struct TestTimeout: Error, CustomStringConvertible {
 /// waited too long says what it was waiting on.
 public enum ThreadDump {
     /// Writes the dump to `out/test-logs/` (or the temporary directory) and returns its path;
-    /// nil when gdb is not installed.
+    /// nil when gdb is not installed or could not run.
+    ///
+    /// gdb writes straight into the file: it stops every thread of this process while it reads
+    /// their stacks, so nothing here could drain a pipe from it meanwhile.
     public static func capture() -> String? {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/gdb") else { return nil }
         let directory = FileManager.default.fileExists(atPath: "out/test-logs") ? "out/test-logs" : NSTemporaryDirectory()
         let path = "\(directory)/stacks-\(getpid())-\(Int(Date().timeIntervalSince1970 * 1000)).txt"
-        let result = try? TestMedia.execute("/usr/bin/gdb", ["-p", "\(getpid())", "-batch", "-nx", "-ex", "set pagination off",
-                                                              "-ex", "thread apply all bt 40"], timeout: 120)
-        guard let result else { return nil }
-        return FileManager.default.createFile(atPath: path, contents: result.standardOutput) ? path : nil
+        guard FileManager.default.createFile(atPath: path, contents: nil), let output = FileHandle(forWritingAtPath: path) else { return nil }
+        defer { try? output.close() }
+        let gdb = Process()
+        gdb.executableURL = URL(fileURLWithPath: "/usr/bin/gdb")
+        gdb.arguments = ["-p", "\(getpid())", "-batch", "-nx", "-ex", "set pagination off", "-ex", "thread apply all bt 40"]
+        gdb.standardOutput = output
+        gdb.standardError = FileHandle.nullDevice
+        gdb.standardInput = FileHandle.nullDevice
+        do { try gdb.run() } catch { return nil }
+        // gdb detaches when done; a batch run needs no watchdog (one here would be stopped too).
+        gdb.waitUntilExit()
+        return path
     }
 }
 
@@ -161,11 +178,13 @@ public enum ThreadDump {
 /// tests share: on a 2-core machine the cooperative pool has two, and the network tasks and
 /// timers other tests wait for run on them too.
 ///
-/// The wait is bounded: if `body` has not returned after `timeout`, this throws a
+/// The wait is bounded: if `body` has not returned after `timeout`, this records every thread's
+/// stack (`ThreadDump`), calls `onTimeout` (to cancel what the thread waits on) and throws a
 /// `TestTimeout` naming `waitingFor`, and the test fails instead of hanging the run. The thread
 /// is left to finish on its own (a thread cannot be killed); its result is dropped.
 public func onOwnThread<T: Sendable>(_ waitingFor: String = "blocking work", timeout: Duration = .seconds(240),
                                      file: StaticString = #fileID, line: UInt = #line,
+                                     onTimeout: (@Sendable () -> Void)? = nil,
                                      _ body: @escaping @Sendable () throws -> T) async throws -> T {
     let once = OnceFlag()
     return try await withCheckedThrowingContinuation { continuation in
@@ -179,7 +198,10 @@ public func onOwnThread<T: Sendable>(_ waitingFor: String = "blocking work", tim
         let seconds = Double(timeout.components.seconds) + Double(timeout.components.attoseconds) * 1e-18
         DispatchQueue.global().asyncAfter(deadline: .now() + seconds) {
             if once.claim() {
-                continuation.resume(throwing: TestTimeout.withThreadDump("\(file):\(line): timed out after \(timeout) waiting for \(waitingFor)"))
+                let timeout = TestTimeout.withThreadDump("\(file):\(line): timed out after \(timeout) waiting for \(waitingFor)")
+                // Let the test unblock what the thread waits on (cancel a read, end a stream).
+                onTimeout?()
+                continuation.resume(throwing: timeout)
             }
         }
     }
@@ -223,10 +245,30 @@ extension Process {
         let watchdog = DispatchWorkItem { if timedOut.claim() { kill(pid, SIGKILL) } }
         DispatchQueue.global().asyncAfter(deadline: .now() + timeout, execute: watchdog)
         waitUntilExit()
+        let killed = !timedOut.claim()
         watchdog.cancel()
-        if !timedOut.claim() {
+        if killed {
             let name = ([executableURL?.path ?? "?"] + (arguments ?? [])).joined(separator: " ")
             throw TestTimeout("\(name): still running after \(timeout) s; killed")
         }
+    }
+}
+
+/// Every element of `stream` until it finishes, waiting at most `timeout`: then it throws a
+/// `TestTimeout` naming `what`, rather than wait forever for a stream that never ends.
+public func collect<T: Sendable>(_ stream: AsyncStream<T>, _ what: String, within timeout: Duration = .seconds(60)) async throws -> [T] {
+    try await withThrowingTaskGroup(of: [T]?.self) { group in
+        group.addTask {
+            var all: [T] = []
+            for await element in stream { all.append(element) }
+            return Task.isCancelled ? nil : all
+        }
+        group.addTask {
+            try await Task.sleep(for: timeout)
+            return nil
+        }
+        defer { group.cancelAll() }
+        if let first = try await group.next(), let all = first { return all }
+        throw TestTimeout("\(what) did not end within \(timeout)")
     }
 }

@@ -68,13 +68,16 @@ public final class HLSByteSource: MediaByteSource, @unchecked Sendable {
 
     private let buffer: HLSSegmentBuffer
     private let client: HTTPClient
+    /// Times segment downloads, for the throughput.
+    private let clock: any HostClock
     private let downloader = Mutex<HLSDownloader?>(nil)
 
-    public init(url: String, configuration: Configuration = Configuration(), client: HTTPClient = MediaHTTPClient.shared) {
+    public init(url: String, configuration: Configuration = Configuration(), client: HTTPClient, clock: any HostClock) {
         self.name = url
         self.url = url
         self.configuration = configuration
         self.client = client
+        self.clock = clock
         buffer = HLSSegmentBuffer(name: url, behindWindowBytes: configuration.behindWindowBytes)
     }
 
@@ -86,7 +89,10 @@ public final class HLSByteSource: MediaByteSource, @unchecked Sendable {
     public func open() throws(MediaError) {
         downloader.withLock { downloader in
             guard downloader == nil else { return }
-            let fetcher = HLSFetcher(client: client, retryDelays: configuration.retryDelays, responseTimeout: configuration.responseTimeout)
+            // Off the cooperative pool: the decoder thread blocks until this task brings its bytes.
+            let executor = NetworkTaskExecutor(label: "hls")
+            let fetcher = HLSFetcher(client: client, retryDelays: configuration.retryDelays, responseTimeout: configuration.responseTimeout,
+                                     executor: executor, clock: clock)
             downloader = HLSDownloader(url: url, configuration: configuration, buffer: buffer, fetcher: fetcher, onEvent: onEvent)
             downloader!.start()
         }

@@ -26,7 +26,6 @@ final class HLSDownloader: Sendable {
     let onEvent: (@Sendable (HLSByteSource.Event) -> Void)?
     let status = Mutex(Status())
     private let task = Mutex<Task<Void, Never>?>(nil)
-    private let executor = NetworkTaskExecutor(label: "hls")
 
     init(url: String, configuration: HLSByteSource.Configuration, buffer: HLSSegmentBuffer, fetcher: HLSFetcher,
          onEvent: (@Sendable (HLSByteSource.Event) -> Void)?) {
@@ -39,8 +38,7 @@ final class HLSDownloader: Sendable {
 
     func start() {
         task.withLock { task in
-            // Off the cooperative pool: the decoder thread blocks until this task brings its bytes.
-            if task == nil { task = Task(executorPreference: executor) { await self.run() } }
+            if task == nil { task = Task(executorPreference: fetcher.executor) { await self.run() } }
         }
     }
 
@@ -188,7 +186,7 @@ final class HLSDownloader: Sendable {
     /// Waits until a live playlist may be reloaded, then reloads it.
     private func reload(_ position: inout Position) async throws {
         let target = Duration.seconds(position.playlist.targetDuration)
-        try await Task.sleep(until: position.playlistLoadedAt + (position.playlistChanged ? target : target / 2), clock: .continuous)
+        try await fetcher.executor.sleep(until: position.playlistLoadedAt + (position.playlistChanged ? target : target / 2))
         let started = ContinuousClock.now
         let playlist = try await loadMediaPlaylist(position.playlist.url)
         position.playlistChanged = playlist != position.playlist

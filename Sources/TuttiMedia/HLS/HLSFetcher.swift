@@ -12,6 +12,10 @@ struct HLSFetcher: Sendable {
     var client: HTTPClient
     var retryDelays: [Duration]
     var responseTimeout: Duration
+    /// The executor the fetching task runs on; its retry waits are timed there too.
+    var executor: NetworkTaskExecutor
+    /// Times each request, for the throughput.
+    var clock: any HostClock
     /// A resource larger than this is refused rather than held in memory.
     var maximumBytes = 64 << 20
 
@@ -50,13 +54,12 @@ struct HLSFetcher: Sendable {
                 let delay = retryDelays[attempt]
                 attempt += 1
                 onRetry(attempt, delay, failed.reason)
-                try await Task.sleep(for: delay)
+                try await executor.sleep(for: delay)
             }
         }
     }
 
     private func fetchOnce(_ resource: HLSResource) async throws -> Fetched {
-        let clock = MonotonicClock()
         var request = HTTPClientRequest(url: resource.url)
         request.headers.add(name: "User-Agent", value: "Tutti/0.1")
         if let range = resource.byteRange {

@@ -124,6 +124,14 @@ final class HLSSegmentBuffer: @unchecked Sendable {
             if count > 0 { result = .success(count); break }
             if offset >= end, let failure { result = .failure(failure); break }
             if offset >= end, finished { result = .success(0); break }
+            // About to wait for bytes: a downloader waiting for space must not wait too (with a
+            // forward buffer of zero, or any limit, nothing else would wake it).
+            if spaceWaiter != nil, let pending = takeWaiter() {
+                condition.unlock()
+                pending.resume()
+                condition.lock()
+                continue
+            }
             condition.wait()
         }
         condition.unlock()

@@ -35,12 +35,7 @@ public final class HTTPByteSource: MediaByteSource, @unchecked Sendable {
     }
 
     /// What the transfer is doing, for events.
-    public enum Event: Sendable, Equatable {
-        /// A transfer failed and is retried after `delay` (attempt counts from 1).
-        case retrying(attempt: Int, delay: Duration, reason: String)
-        /// An internet radio stream announced a new title.
-        case title(String)
-    }
+    public typealias Event = NetworkInputEvent
 
     public let name: String
     public let url: String
@@ -49,7 +44,8 @@ public final class HTTPByteSource: MediaByteSource, @unchecked Sendable {
     public var onEvent: (@Sendable (Event) -> Void)?
 
     private let client: HTTPClient
-    private let clock = MonotonicClock()
+    /// Times arrivals, for the arrival rate.
+    private let clock: any HostClock
     /// Transfers run here, not on the cooperative pool: the reader blocks a thread until they
     /// bring its bytes (`NetworkTaskExecutor`).
     private let executor = NetworkTaskExecutor(label: "http")
@@ -76,11 +72,12 @@ public final class HTTPByteSource: MediaByteSource, @unchecked Sendable {
         var task: Task<Void, Never>?
     }
 
-    public init(url: String, configuration: Configuration = Configuration(), client: HTTPClient = MediaHTTPClient.shared) {
+    public init(url: String, configuration: Configuration = Configuration(), client: HTTPClient, clock: any HostClock) {
         self.name = url
         self.url = url
         self.configuration = configuration
         self.client = client
+        self.clock = clock
     }
 
     deinit { cancel() }
@@ -187,7 +184,7 @@ public final class HTTPByteSource: MediaByteSource, @unchecked Sendable {
                 attempt += 1
                 condition.withLock { retries += 1 }
                 onEvent?(.retrying(attempt: attempt, delay: delay, reason: failed.reason))
-                do { try await Task.sleep(for: delay) } catch { return }
+                do { try await executor.sleep(for: delay) } catch { return }
             } catch {
                 if Task.isCancelled { return }
                 finish(generation: id, failure: MediaError(.network, input: url, reason: Self.describe(error)))
@@ -311,14 +308,16 @@ public final class HTTPByteSource: MediaByteSource, @unchecked Sendable {
     }
 }
 
-/// The HTTP client media sources share: short connect and idle-read timeouts (a stalled server
-/// is retried rather than waited on forever), redirects followed, no content decoding.
+/// The HTTP client configuration media sources want: short connect and idle-read timeouts (a
+/// stalled server is retried rather than waited on forever), redirects followed, no content
+/// decoding. The process makes one (`make()`), hands it to its `HTTPInputOpener`, and shuts it
+/// down when done.
 public enum MediaHTTPClient {
-    public static let shared: HTTPClient = {
+    public static func make() -> HTTPClient {
         var configuration = HTTPClient.Configuration()
         configuration.timeout = .init(connect: .seconds(5), read: .seconds(15))
         configuration.redirectConfiguration = .follow(max: 10, allowCycles: false)
         configuration.decompression = .disabled
         return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
-    }()
+    }
 }

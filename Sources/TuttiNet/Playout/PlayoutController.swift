@@ -22,7 +22,7 @@ public struct PlayoutController: Sendable {
     }
 
     /// One instruction for a run of device frames.
-    public enum Segment: Sendable, Equatable {
+    public enum Instruction: Sendable, Equatable {
         case silence(frames: Int)
         /// Emit `frames` frames reading from `start` (when set, jump there first) at `step`.
         case audio(frames: Int, start: FramePosition?, step: Double)
@@ -42,7 +42,7 @@ public struct PlayoutController: Sendable {
         self.configuration = configuration
     }
 
-    /// Stops reading audio (the next audio segment starts with an aligning jump).
+    /// Stops reading audio (the next audio instruction starts with an aligning jump).
     public mutating func stopReading() {
         position = nil
         followedAnchor = nil
@@ -50,18 +50,18 @@ public struct PlayoutController: Sendable {
 
     /// The plan for device frames `firstFrame ..< firstFrame + frameCount`, whose hearing times
     /// on the server clock are given by `heard`.
-    public mutating func plan(firstFrame: Int64, frameCount: Int, heard: LinearTimeMap, schedule: TimelineSchedule) -> [Segment] {
-        var segments: [Segment] = []
+    public mutating func plan(firstFrame: Int64, frameCount: Int, heard: LinearTimeMap, schedule: TimelineSchedule) -> [Instruction] {
+        var instructions: [Instruction] = []
         var cursor = firstFrame
         let end = firstFrame + Int64(frameCount)
         let nominalStep = heard.nanosecondsPerFrame * Double(schedule.sampleRate) / 1e9
         while cursor < end {
             let time = heard.time(ofFrame: cursor)
-            var segmentEnd = end
+            var runEnd = end
             if let change = schedule.nextChange(after: time) {
-                segmentEnd = min(end, max(cursor + 1, heard.firstFrame(atOrAfter: change)))
+                runEnd = min(end, max(cursor + 1, heard.firstFrame(atOrAfter: change)))
             }
-            let count = Int(segmentEnd - cursor)
+            let count = Int(runEnd - cursor)
             if let target = schedule.position(atServer: time) {
                 let anchor = schedule.anchor(atServer: time)
                 if anchor != followedAnchor {
@@ -73,27 +73,27 @@ public struct PlayoutController: Sendable {
                     lastError = error
                     if abs(error) > configuration.resyncThreshold {
                         resyncCount += 1
-                        segments.append(.audio(frames: count, start: target, step: nominalStep))
+                        instructions.append(.audio(frames: count, start: target, step: nominalStep))
                         position = target.advanced(by: Double(count) * nominalStep)
                     } else {
                         let limit = configuration.maximumCorrection * nominalStep
                         let correction = max(-limit, min(limit, -error / configuration.correctionTimeConstant))
                         let step = nominalStep + correction
-                        segments.append(.audio(frames: count, start: nil, step: step))
+                        instructions.append(.audio(frames: count, start: nil, step: step))
                         position = current.advanced(by: Double(count) * step)
                     }
                 } else {
                     lastError = 0
-                    segments.append(.audio(frames: count, start: target, step: nominalStep))
+                    instructions.append(.audio(frames: count, start: target, step: nominalStep))
                     position = target.advanced(by: Double(count) * nominalStep)
                 }
             } else {
                 position = nil
                 followedAnchor = nil
-                segments.append(.silence(frames: count))
+                instructions.append(.silence(frames: count))
             }
-            cursor = segmentEnd
+            cursor = runEnd
         }
-        return segments
+        return instructions
     }
 }

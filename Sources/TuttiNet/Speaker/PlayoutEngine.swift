@@ -137,6 +137,9 @@ public struct PlayoutReport: Sendable, Equatable {
     /// Blocks cut short because audio had not arrived.
     public var starvedBlocks = 0
     public var deviceUnderruns = 0
+    /// Why audio that arrived cannot be played (a codec the speaker cannot open, a corrupt
+    /// chunk), in one line; empty when nothing is wrong.
+    public var problem = ""
 }
 
 /// The speaker's playout thread: decodes the deep buffer just ahead of the device, resamples it
@@ -261,8 +264,8 @@ public final class PlayoutEngine: @unchecked Sendable {
                                   nanosecondsPerFrame: device.nanosecondsPerFrame * clock.rate)
         var offset = 0
         var playing = false
-        for segment in controller.plan(firstFrame: firstFrame, frameCount: n, heard: heard, schedule: inputs.schedule) {
-            switch segment {
+        for instruction in controller.plan(firstFrame: firstFrame, frameCount: n, heard: heard, schedule: inputs.schedule) {
+            switch instruction {
             case .silence(let frames):
                 offset += frames
             case .audio(let frames, let start, let step):
@@ -313,10 +316,26 @@ public final class PlayoutEngine: @unchecked Sendable {
     private func switchStream(to next: PlayoutInputs.Stream?) {
         stream = next
         decoder = nil
+        report.problem = ""
         controller.stopReading()
         guard let next else { return }
-        precondition(next.channelCount == device.format.channelCount, "stream and device channel counts must match")
-        decoder = try? ChunkDecoder(codec: next.codec, sampleRate: next.sampleRate, channelCount: next.channelCount, codecHeader: next.codecHeader)
+        guard next.channelCount == device.format.channelCount else {
+            // External data: the house sent a stream this room's device cannot play.
+            problem("stream \(next.id) has \(next.channelCount) channels, this room's output \(device.format.channelCount); silent until the next stream")
+            return
+        }
+        do {
+            decoder = try ChunkDecoder(codec: next.codec, sampleRate: next.sampleRate, channelCount: next.channelCount, codecHeader: next.codecHeader)
+        } catch {
+            problem("stream \(next.id): cannot open its \(next.codec.wireName) decoder: \(error.reason); silent until the next stream")
+        }
+    }
+
+    /// Says once, in one line, why the room is silent, and puts it in the room's status.
+    private func problem(_ line: String) {
+        guard report.problem != line else { return }
+        report.problem = line
+        onEvent?(line)
     }
 
     /// Re-seats the resampler so that the next output frame reads the timeline at `start`,
@@ -345,16 +364,39 @@ public final class PlayoutEngine: @unchecked Sendable {
         let channels = device.format.channelCount
         let frame = resampler.inputEndFrame
         if frame < 0 || (endFrame.map { frame >= $0 } ?? false) {
-            let count = frame < 0 ? Int(min(-frame, 4096)) : 4096
-            let zeros = [Float](repeating: 0, count: count * channels)
-            return zeros.withUnsafeBufferPointer { resampler.appendInput($0.baseAddress!, frames: count) } > 0
+            return appendSilence(frame < 0 ? min(-frame, 4096) : 4096)
         }
         guard let chunk = inputs.chunks.chunk(containing: frame), let decoder else { return false }
-        guard let frames = try? decoder.decode(chunk.payload, into: &decoded), frames >= chunk.frameCount else { return false }
+        let frames: Int
+        do { frames = try decoder.decode(chunk.payload, into: &decoded) } catch {
+            // A corrupt chunk plays as silence for its length: the timeline goes on.
+            problem("stream \(stream?.id ?? 0): chunk at timeline frame \(chunk.firstFrame) (\(chunk.frameCount) frames) cannot be decoded: \(error.reason); playing silence for it")
+            return appendSilence(chunk.firstFrame + Int64(chunk.frameCount) - frame)
+        }
+        guard frames >= chunk.frameCount else {
+            problem("stream \(stream?.id ?? 0): chunk at timeline frame \(chunk.firstFrame) decoded to \(frames) of its \(chunk.frameCount) frames; playing silence for the rest")
+            decoded.removeSubrange((frames * channels)...)
+            decoded += [Float](repeating: 0, count: (chunk.frameCount - frames) * channels)
+            return feedDecoded(chunk, from: frame)
+        }
+        return feedDecoded(chunk, from: frame)
+    }
+
+    /// Appends the decoded frames of `chunk` from timeline frame `frame` on.
+    private func feedDecoded(_ chunk: ChunkStore.Chunk, from frame: Int64) -> Bool {
+        let channels = device.format.channelCount
         let skip = Int(frame - chunk.firstFrame)
         let count = min(chunk.frameCount - skip, resampler.writableFrames)
         guard count > 0 else { return false }
         return decoded.withUnsafeBufferPointer { resampler.appendInput($0.baseAddress! + skip * channels, frames: count) } > 0
+    }
+
+    /// Appends up to `frames` frames of silence to the resampler's input.
+    private func appendSilence(_ frames: Int64) -> Bool {
+        let count = Int(min(frames, 4096))
+        guard count > 0 else { return false }
+        let zeros = [Float](repeating: 0, count: count * device.format.channelCount)
+        return zeros.withUnsafeBufferPointer { resampler.appendInput($0.baseAddress!, frames: count) } > 0
     }
 
     /// Moves the gain towards `target` in a straight line over the ramp, sample by sample: no

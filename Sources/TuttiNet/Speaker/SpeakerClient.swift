@@ -133,7 +133,7 @@ public final class SpeakerClient: Sendable {
                                     syncErrorNanoseconds: report.syncErrorNanoseconds,
                                     clockErrorNanoseconds: clockErrorForStatus,
                                     underruns: UInt32(clamping: report.deviceUnderruns + report.starvedBlocks),
-                                    fillRate: Float(snapshot.fillRate)))
+                                    fillRate: Float(snapshot.fillRate), problem: report.problem))
     }
 }
 

@@ -6,7 +6,7 @@
 /// the real-time ring, so that a change of timeline (a pause, a scheduled jump) can re-commit
 /// it. Not thread-safe: the renderer guards it with its state lock.
 struct RendererPendingMedia {
-    struct Segment {
+    struct PendingRun {
         var start: Int64
         var samples: [Float]
     }
@@ -14,7 +14,7 @@ struct RendererPendingMedia {
     let channelCount: Int
     /// Live segments are `segments[head...]`; dropping from the front only moves `head`, so
     /// playing through thousands of small buffers stays linear.
-    private var segments: [Segment] = []
+    private var segments: [PendingRun] = []
     private var head = 0
     /// Merging contiguous buffers keeps the segment count low; the cap lets played media be
     /// freed a second at a time instead of only when a long run ends.
@@ -42,7 +42,7 @@ struct RendererPendingMedia {
         return total
     }
 
-    private func end(of segment: Segment) -> Int64 { segment.start + Int64(segment.samples.count / channelCount) }
+    private func end(of segment: PendingRun) -> Int64 { segment.start + Int64(segment.samples.count / channelCount) }
 
     /// Adds frames starting at `start`. Frames that overlap media already held are dropped:
     /// the renderer only lets rounding at run boundaries get here, never a real overlap.
@@ -77,7 +77,7 @@ struct RendererPendingMedia {
            segments[index - 1].samples.count / channelCount + kept <= mergeLimitFrames {
             segments[index - 1].samples.append(contentsOf: samples)
         } else {
-            segments.insert(Segment(start: start, samples: samples), at: index)
+            segments.insert(PendingRun(start: start, samples: samples), at: index)
         }
         return kept
     }

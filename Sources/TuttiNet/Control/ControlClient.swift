@@ -1,16 +1,27 @@
 import NIOCore
 import NIOPosix
 
-/// Sends one control command to a house and returns its JSON reply (`tutti ctl`).
+/// Sends one control command to a house and returns its reply (`tutti ctl`, tests, benchmarks).
 public enum ControlClient {
+    /// The house could not be asked: unreachable, closed, silent. One line.
     public struct Failure: Error, CustomStringConvertible {
         public let description: String
     }
 
-    /// Connects to `host:port`, says hello as a controller, sends `json`, and returns the reply.
-    /// Throws `Failure` with one line for an unreachable server, a refusal or a timeout.
-    public static func send(_ json: String, host: String, port: Int, group: any EventLoopGroup,
-                            timeoutNanoseconds: Int64 = 10_000_000_000) async throws -> (ok: Bool, json: String) {
+    /// Connects to `host:port`, sends `command` as a controller and returns the house's reply.
+    /// - Throws: `ControlRefusal` when the house refuses the command (its one-line reason),
+    ///   `Failure` when the house cannot be reached or does not answer in time.
+    public static func send(_ command: ControlCommand, host: String, port: Int, group: any EventLoopGroup,
+                            timeoutNanoseconds: Int64 = 10_000_000_000) async throws -> ControlReply {
+        let reply = try await sendJSON(ControlJSON.encode(command), host: host, port: port, group: group, timeoutNanoseconds: timeoutNanoseconds)
+        guard reply.ok else { throw ControlJSON.decodeRefusal(reply.json) }
+        return try ControlJSON.decodeReply(reply.json, to: command)
+    }
+
+    /// Sends raw request text (tests of malformed requests use it) and returns the raw reply.
+    /// Throws `Failure` with one line for an unreachable server or a timeout.
+    public static func sendJSON(_ json: String, host: String, port: Int, group: any EventLoopGroup,
+                                timeoutNanoseconds: Int64 = 10_000_000_000) async throws -> (ok: Bool, json: String) {
         let reply = group.next().makePromise(of: WireMessage.ControlResponse.self)
         let channel: any Channel
         do {

@@ -1,0 +1,133 @@
+/// What a controller asks the house to do: the one definition of every control request, used
+/// by the house, `tutti ctl`, the tests and the benchmarks.
+///
+/// On the wire a command is a JSON object named by its `command` key
+/// (`{"command":"queue-add","file":"/music/a.flac","at":1}`), carried in a
+/// `WireMessage.ControlRequest`; `ControlJSON` is the only code that reads or writes it.
+public enum ControlCommand: Sendable, Equatable {
+    /// Replace the queue with `files` and play them in `rooms` (nil: every room).
+    case play(files: [String], rooms: [String]? = nil)
+    /// Pause every room on the same sample.
+    case pause
+    /// Resume every room on the same sample.
+    case resume
+    /// Jump to `seconds` into the current item.
+    case seek(seconds: Double)
+    /// Skip to the next item.
+    case next
+    /// Every connected room with its state, buffer and sync.
+    case rooms
+    /// Add a room to the group, in sync with the others.
+    case join(room: String)
+    /// Take a room out of the group; it falls silent.
+    case leave(room: String)
+    /// Set a room's volume, 0–100.
+    case volume(room: String, percent: Int)
+    /// The queue, with the item heard now.
+    case queue
+    /// Insert `file` at position `at` (nil: at the end).
+    case queueAdd(file: String, at: Int? = nil)
+    /// Remove the item at `index`.
+    case queueRemove(index: Int)
+    /// Move the item at `from` to position `to`.
+    case queueMove(from: Int, to: Int)
+    /// What the house is doing.
+    case status
+
+    /// The command's name on the wire and in `tutti ctl`.
+    public var name: String {
+        switch self {
+        case .play: "play"
+        case .pause: "pause"
+        case .resume: "resume"
+        case .seek: "seek"
+        case .next: "next"
+        case .rooms: "rooms"
+        case .join: "join"
+        case .leave: "leave"
+        case .volume: "volume"
+        case .queue: "queue"
+        case .queueAdd: "queue-add"
+        case .queueRemove: "queue-remove"
+        case .queueMove: "queue-move"
+        case .status: "status"
+        }
+    }
+
+    /// Every command name, for error messages.
+    public static let names = ["play", "pause", "resume", "seek", "next", "rooms", "join", "leave", "volume", "queue",
+                               "queue-add", "queue-remove", "queue-move", "status"]
+
+    /// Why the command's own values make no sense, whatever the house's state; nil when they do.
+    public var problem: String? {
+        switch self {
+        case .play(let files, _) where files.isEmpty:
+            "play needs at least one file"
+        case .seek(let seconds) where !(seconds >= 0 && seconds.isFinite):
+            "seek needs a non-negative number of seconds"
+        case .volume(_, let percent) where !(0...100).contains(percent):
+            "volume needs a percentage from 0 to 100"
+        case .queueAdd(_, let at?) where at < 0:
+            "queue position \(at) is negative"
+        default:
+            nil
+        }
+    }
+}
+
+extension ControlCommand: Codable {
+    private enum Key: String, CodingKey {
+        case command, files, rooms, seconds, room, percent, file, at, index, from, to
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: Key.self)
+        let name = try c.decode(String.self, forKey: .command)
+        switch name {
+        case "play": self = .play(files: try c.decode([String].self, forKey: .files), rooms: try c.decodeIfPresent([String].self, forKey: .rooms))
+        case "pause": self = .pause
+        case "resume": self = .resume
+        case "seek": self = .seek(seconds: try c.decode(Double.self, forKey: .seconds))
+        case "next": self = .next
+        case "rooms": self = .rooms
+        case "join": self = .join(room: try c.decode(String.self, forKey: .room))
+        case "leave": self = .leave(room: try c.decode(String.self, forKey: .room))
+        case "volume": self = .volume(room: try c.decode(String.self, forKey: .room), percent: try c.decode(Int.self, forKey: .percent))
+        case "queue": self = .queue
+        case "queue-add": self = .queueAdd(file: try c.decode(String.self, forKey: .file), at: try c.decodeIfPresent(Int.self, forKey: .at))
+        case "queue-remove": self = .queueRemove(index: try c.decode(Int.self, forKey: .index))
+        case "queue-move": self = .queueMove(from: try c.decode(Int.self, forKey: .from), to: try c.decode(Int.self, forKey: .to))
+        case "status": self = .status
+        default:
+            throw DecodingError.dataCorruptedError(forKey: .command, in: c,
+                                                   debugDescription: "unknown command \(name) (known: \(Self.names.joined(separator: ", ")))")
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: Key.self)
+        try c.encode(name, forKey: .command)
+        switch self {
+        case .play(let files, let rooms):
+            try c.encode(files, forKey: .files)
+            try c.encodeIfPresent(rooms, forKey: .rooms)
+        case .seek(let seconds):
+            try c.encode(seconds, forKey: .seconds)
+        case .join(let room), .leave(let room):
+            try c.encode(room, forKey: .room)
+        case .volume(let room, let percent):
+            try c.encode(room, forKey: .room)
+            try c.encode(percent, forKey: .percent)
+        case .queueAdd(let file, let at):
+            try c.encode(file, forKey: .file)
+            try c.encodeIfPresent(at, forKey: .at)
+        case .queueRemove(let index):
+            try c.encode(index, forKey: .index)
+        case .queueMove(let from, let to):
+            try c.encode(from, forKey: .from)
+            try c.encode(to, forKey: .to)
+        case .pause, .resume, .next, .rooms, .queue, .status:
+            break
+        }
+    }
+}

@@ -1,0 +1,238 @@
+/// The house's answer to a `ControlCommand`: one case per kind of command, each with a typed
+/// report. On the wire a reply is the report's JSON object alone; which case it is follows from
+/// the command it answers (`ControlJSON.decodeReply(_:to:)`). A refusal is a `ControlRefusal`.
+public enum ControlReply: Sendable, Equatable {
+    /// `play`: the new queue is starting.
+    case started(PlayReport)
+    /// `pause`.
+    case paused(PauseReport)
+    /// `resume`.
+    case resumed(ResumeReport)
+    /// `seek`, `next`, `queue-add`, `queue-remove`, `queue-move`: what the edit did to the stream.
+    case edited(EditReport)
+    /// `rooms`.
+    case rooms(RoomsReport)
+    /// `join`, `leave`, `volume`: the room as it is now.
+    case room(RoomChange)
+    /// `queue`.
+    case queue(QueueReport)
+    /// `status`.
+    case status(StatusReport)
+
+    /// The report, for encoding.
+    var report: any Codable & Sendable {
+        switch self {
+        case .started(let r): r
+        case .paused(let r): r
+        case .resumed(let r): r
+        case .edited(let r): r
+        case .rooms(let r): r
+        case .room(let r): r
+        case .queue(let r): r
+        case .status(let r): r
+        }
+    }
+
+    // Accessors for callers that know which command they sent.
+    public var started: PlayReport? { if case .started(let r) = self { r } else { nil } }
+    public var paused: PauseReport? { if case .paused(let r) = self { r } else { nil } }
+    public var resumed: ResumeReport? { if case .resumed(let r) = self { r } else { nil } }
+    public var edited: EditReport? { if case .edited(let r) = self { r } else { nil } }
+    public var rooms: RoomsReport? { if case .rooms(let r) = self { r } else { nil } }
+    public var room: RoomChange? { if case .room(let r) = self { r } else { nil } }
+    public var queue: QueueReport? { if case .queue(let r) = self { r } else { nil } }
+    public var status: StatusReport? { if case .status(let r) = self { r } else { nil } }
+}
+
+/// The house refused a command: one line saying why (`{"error": "…"}` on the wire).
+public struct ControlRefusal: Error, Codable, Sendable, Equatable, CustomStringConvertible {
+    public var error: String
+    public init(_ error: String) { self.error = error }
+    public var description: String { error }
+}
+
+public struct PlayReport: Codable, Sendable, Equatable {
+    /// Items in the new queue.
+    public var items: Int
+    /// The rooms that play it.
+    public var rooms: [String]
+    /// How long until the first sample is heard.
+    public var startsInMs: Int
+    public init(items: Int, rooms: [String], startsInMs: Int) {
+        self.items = items
+        self.rooms = rooms
+        self.startsInMs = startsInMs
+    }
+}
+
+public struct PauseReport: Codable, Sendable, Equatable {
+    /// Timeline second every room stops at.
+    public var pausedAtSeconds: Double
+    public init(pausedAtSeconds: Double) { self.pausedAtSeconds = pausedAtSeconds }
+}
+
+public struct ResumeReport: Codable, Sendable, Equatable {
+    /// Timeline second every room resumes from.
+    public var resumedAtSeconds: Double
+    public var startsInMs: Int
+    public init(resumedAtSeconds: Double, startsInMs: Int) {
+        self.resumedAtSeconds = resumedAtSeconds
+        self.startsInMs = startsInMs
+    }
+}
+
+/// Where an edit cut the stream the rooms play: from a timeline second, some way ahead of the
+/// playhead. Rooms drop what they hold from there and take the new audio.
+public struct StreamCut: Codable, Sendable, Equatable {
+    /// The first timeline second that changes.
+    public var fromSeconds: Double
+    /// How far ahead of the playhead that is.
+    public var aheadSeconds: Double
+    /// Whether it is beyond the flush margin, so every room surely switches on the same frame.
+    public var seamless: Bool
+    /// Why it may not be seamless.
+    public var reason: String?
+    public init(fromSeconds: Double, aheadSeconds: Double, seamless: Bool, reason: String? = nil) {
+        self.fromSeconds = fromSeconds
+        self.aheadSeconds = aheadSeconds
+        self.seamless = seamless
+        self.reason = reason
+    }
+}
+
+public struct EditReport: Codable, Sendable, Equatable {
+    /// Where the stream was cut; nil when nothing already decoded changed.
+    public var cut: StreamCut?
+    /// The queue position heard after the edit (`seek`, `next`), if any.
+    public var item: Int?
+    /// Playback stopped (`next` past the last item).
+    public var stopped: Bool
+    /// Items in the queue after the edit.
+    public var queueLength: Int
+    public init(cut: StreamCut? = nil, item: Int? = nil, stopped: Bool = false, queueLength: Int) {
+        self.cut = cut
+        self.item = item
+        self.stopped = stopped
+        self.queueLength = queueLength
+    }
+}
+
+/// One room as the house sees it, with what the room reports about itself.
+public struct RoomReport: Codable, Sendable, Equatable {
+    public var name: String
+    public var inGroup: Bool
+    public var volume: Int
+    public var latencyMs: Double
+    /// "connecting" until the room's first status, then the room's own state ("idle", "buffering", "playing").
+    public var state: String
+    /// Audio the room holds beyond what it plays now.
+    public var bufferSeconds: Double?
+    /// The room's estimate of how far its playback is from the timeline.
+    public var syncErrorMicroseconds: Double?
+    /// The uncertainty of its clock estimate; nil while too young to play by.
+    public var clockErrorMicroseconds: Double?
+    public var underruns: Int?
+    /// How much faster than real time the stream arrived, once it all has.
+    public var fillRate: Double?
+    /// The timeline second the room plays now.
+    public var playheadSeconds: Double?
+    /// How far the house has sent the stream to the room.
+    public var sentSeconds: Double
+    /// Why the room cannot play what it was sent, as the room says it.
+    public var problem: String?
+    public init(name: String, inGroup: Bool, volume: Int, latencyMs: Double, state: String, bufferSeconds: Double? = nil,
+                syncErrorMicroseconds: Double? = nil, clockErrorMicroseconds: Double? = nil, underruns: Int? = nil,
+                fillRate: Double? = nil, playheadSeconds: Double? = nil, sentSeconds: Double, problem: String? = nil) {
+        self.name = name
+        self.inGroup = inGroup
+        self.volume = volume
+        self.latencyMs = latencyMs
+        self.state = state
+        self.bufferSeconds = bufferSeconds
+        self.syncErrorMicroseconds = syncErrorMicroseconds
+        self.clockErrorMicroseconds = clockErrorMicroseconds
+        self.underruns = underruns
+        self.fillRate = fillRate
+        self.playheadSeconds = playheadSeconds
+        self.sentSeconds = sentSeconds
+        self.problem = problem
+    }
+}
+
+public struct RoomsReport: Codable, Sendable, Equatable {
+    /// By name.
+    public var rooms: [RoomReport]
+    public init(rooms: [RoomReport]) { self.rooms = rooms }
+    public subscript(name: String) -> RoomReport? { rooms.first { $0.name == name } }
+}
+
+public struct RoomChange: Codable, Sendable, Equatable {
+    public var room: String
+    public var inGroup: Bool
+    public var volume: Int
+    public init(room: String, inGroup: Bool, volume: Int) {
+        self.room = room
+        self.inGroup = inGroup
+        self.volume = volume
+    }
+}
+
+public struct QueueEntryReport: Codable, Sendable, Equatable {
+    public var index: Int
+    public var path: String
+    public var current: Bool
+    public var title: String?
+    public var durationSeconds: Double?
+    public init(index: Int, path: String, current: Bool, title: String? = nil, durationSeconds: Double? = nil) {
+        self.index = index
+        self.path = path
+        self.current = current
+        self.title = title
+        self.durationSeconds = durationSeconds
+    }
+}
+
+public struct QueueReport: Codable, Sendable, Equatable {
+    public var items: [QueueEntryReport]
+    /// The position heard now; nil when nothing plays (or it was removed).
+    public var current: Int?
+    public init(items: [QueueEntryReport], current: Int?) {
+        self.items = items
+        self.current = current
+    }
+}
+
+public struct StatusReport: Codable, Sendable, Equatable {
+    public var server: String
+    /// "stopped", "playing" or "paused".
+    public var state: String
+    public var roomCount: Int
+    public var queueLength: Int
+    /// The house's clock when it answered.
+    public var serverTimeNs: Int64
+    public var stream: UInt32?
+    public var positionSeconds: Double?
+    public var bufferedAheadSeconds: Double?
+    public var item: Int?
+    public var title: String?
+    public var itemPositionSeconds: Double?
+    public var itemDurationSeconds: Double?
+    public var rooms: [RoomReport]
+    public init(server: String, state: String, roomCount: Int, queueLength: Int, serverTimeNs: Int64, stream: UInt32? = nil,
+                positionSeconds: Double? = nil, bufferedAheadSeconds: Double? = nil, item: Int? = nil, title: String? = nil,
+                itemPositionSeconds: Double? = nil, itemDurationSeconds: Double? = nil, rooms: [RoomReport] = []) {
+        self.server = server
+        self.state = state
+        self.roomCount = roomCount
+        self.queueLength = queueLength
+        self.serverTimeNs = serverTimeNs
+        self.stream = stream
+        self.positionSeconds = positionSeconds
+        self.bufferedAheadSeconds = bufferedAheadSeconds
+        self.item = item
+        self.title = title
+        self.itemPositionSeconds = itemPositionSeconds
+        self.itemDurationSeconds = itemDurationSeconds
+        self.rooms = rooms
+    }
+}

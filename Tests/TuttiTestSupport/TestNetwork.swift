@@ -1,0 +1,11 @@
+import AsyncHTTPClient
+import TuttiCore
+import TuttiMedia
+
+/// The network access tests give the player, the house and decoders: one HTTP client for the
+/// test process (it lives as long as the process, so it is never shut down) and the real clock.
+public enum TestNetwork {
+    public static let client = MediaHTTPClient.make()
+    public static let clock = MonotonicClock()
+    public static var opener: HTTPInputOpener { HTTPInputOpener(client: client, clock: clock) }
+}
