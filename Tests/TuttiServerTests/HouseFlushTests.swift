@@ -60,11 +60,18 @@ final class HouseHarness: @unchecked Sendable {
     }
 
     /// The current stream's production, once it has finished (the producer thread posts to
-    /// the loop as it goes); guarded by a timeout.
+    /// the loop as it goes) and every room in the group has been sent all of it, up to its end
+    /// message; guarded by a timeout.
     func waitForProduction(timeout: Double = 20) async throws -> ServerStream {
         let deadline = Date().addingTimeInterval(timeout)
         while true {
-            if let stream = try await onLoop({ $0.stream }), stream.endFrame != nil {
+            await loop.run()
+            let done = try await onLoop { house -> ServerStream? in
+                guard let stream = house.stream, stream.endFrame != nil,
+                      house.rooms.values.allSatisfy({ !house.inGroup($0) || $0.sentEnd }) else { return nil }
+                return stream
+            }
+            if let stream = done {
                 await loop.run()
                 return stream
             }
