@@ -188,15 +188,6 @@ import TuttiTestSupport
         #expect(quiet.count == 0, "silent at \(quiet.prefix(5).map { Double($0.frame) / 48000 }) s", sourceLocation: sourceLocation)
     }
 
-    /// Polls `condition` until it holds; a guard against hanging, not a synchronization delay.
-    static func waitUntil(_ what: String, timeout: Duration = .seconds(60), _ condition: () -> Bool) async throws {
-        let deadline = ContinuousClock.now + timeout
-        while !condition() {
-            guard ContinuousClock.now < deadline else { throw Fixture.Failure(description: "timed out waiting for \(what)") }
-            try await Task.sleep(for: .milliseconds(5))
-        }
-    }
-
     static func playlistSum(_ fixture: Fixture, _ path: String) throws -> MediaTime {
         guard case .media(let playlist) = try HLSPlaylist.parse(String(decoding: fixture.files[path]!, as: UTF8.self), url: "http://h" + path) else {
             throw Fixture.Failure(description: "\(path) is not a media playlist")
@@ -337,9 +328,9 @@ import TuttiTestSupport
         async let decoding = Self.decode(url, configuration: configuration)
         func requested(_ sequence: Int) -> Bool { server.requests(for: "/ts/v0/seg\(sequence).ts").contains { $0.status == 200 } }
         do {
-            try await Self.waitUntil("segment 2") { requested(2) }
+            try await waitUntil("segment 2") { requested(2) }
             server.setFile("/live/index.m3u8", Array(live(3...7).utf8))
-            try await Self.waitUntil("segment 7") { requested(7) }
+            try await waitUntil("segment 7") { requested(7) }
         } catch {
             // Leaving the scope awaits `decoding`, which follows the live stream until it ends:
             // end it on this path too, or the test would wait for it forever.
@@ -421,7 +412,7 @@ import TuttiTestSupport
             return (frames, decoder.readError)
         }
         do {
-            try await Self.waitUntil("decoding the last segment") {
+            try await waitUntil("decoding the last segment") {
                 decoding.load(ordering: .relaxed) && server.requests(for: "/ts/v0/seg2.ts").contains { $0.outcome == .completed }
             }
         } catch {

@@ -18,15 +18,6 @@ import TuttiTestSupport
         var all: [String] { list.withLock { $0 } }
     }
 
-    /// Polls `condition` until it holds; the timeout is only a guard.
-    static func waitUntil(_ what: String, timeout: Duration = .seconds(30), _ condition: () -> Bool) async throws {
-        let deadline = ContinuousClock.now + timeout
-        while !condition() {
-            guard ContinuousClock.now < deadline else { throw TestTimeout("timed out waiting for \(what)") }
-            try await Task.sleep(for: .milliseconds(5))
-        }
-    }
-
     /// A stream whose codec header the speaker cannot open: one line naming the stream, once.
     @Test func aCodecThatCannotOpenIsNamed() async throws {
         let device = VirtualDevice(capturePath: nil, format: Self.format)
@@ -36,7 +27,7 @@ import TuttiTestSupport
         engine.onEvent = { lines.append($0) }
         try engine.start()
         inputs.startStream(.init(id: 7, codec: .flac, sampleRate: 48000, channelCount: 2, codecHeader: []))
-        try await Self.waitUntil("the engine to report the problem") { !engine.latestReport.problem.isEmpty }
+        try await waitUntil("the engine to report the problem") { !engine.latestReport.problem.isEmpty }
         try await onOwnThread("the engine to stop") { try engine.stop() }
         let problem = engine.latestReport.problem
         #expect(problem.hasPrefix("stream 7: cannot open its flac decoder: "), "\(problem)")
@@ -78,7 +69,7 @@ import TuttiTestSupport
         inputs.end(streamID: 9, at: Int64(10 * chunkFrames), time: now)
         inputs.apply(TimelineAnchor(timelineFrame: 0, serverTime: now + 300_000_000, isPlaying: true), streamID: 9, now: now)
 
-        try await Self.waitUntil("the room to play the stream through") { engine.latestReport.playheadFrame > Int64(11 * chunkFrames) }
+        try await waitUntil("the room to play the stream through") { engine.latestReport.playheadFrame > Int64(11 * chunkFrames) }
         try await onOwnThread("the engine to stop") { try engine.stop() }
 
         let report = engine.latestReport

@@ -272,3 +272,13 @@ public func collect<T: Sendable>(_ stream: AsyncStream<T>, _ what: String, withi
         throw TestTimeout("\(what) did not end within \(timeout)")
     }
 }
+
+/// Polls `condition` every 5 ms until it holds; past `timeout` it throws a `TestTimeout` naming
+/// `what`. The timeout is only a guard: a test that needs it has failed.
+public func waitUntil(_ what: String, timeout: Duration = .seconds(60), _ condition: () -> Bool) async throws {
+    let deadline = ContinuousClock.now + timeout
+    while !condition() {
+        guard ContinuousClock.now < deadline else { throw TestTimeout("timed out after \(timeout) waiting for \(what)") }
+        try await Task.sleep(for: .milliseconds(5))
+    }
+}
