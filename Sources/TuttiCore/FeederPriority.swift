@@ -29,4 +29,11 @@ public enum FeederPriority {
         return false
         #endif
     }
+
+    /// Puts the calling thread back to the normal nice value 0 (always permitted).
+    public static func restoreCurrentThread() {
+        #if os(Linux)
+        _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 0)
+        #endif
+    }
 }

@@ -115,8 +115,11 @@ public struct SyncAnalysis: Sendable {
                 var guess = Int(lags[room.name]!.rounded())
                 var search = 16
                 if previousLag[room.name] == nil {
-                    search = 480
+                    // The first sound only gives the lag if the room started at timeline frame 0;
+                    // one that started late (a play the rooms could not meet) is up to 100 ms off.
+                    search = 4800
                     if !heard.isEmpty {
+                        search = 480
                         let pilot = heard.reduce(0, +) / Double(heard.count)
                         guess = Int((room.capture.frame(atEmissionTime: pilot - room.latencyNanoseconds) - Double(checkpoint)).rounded())
                     }

@@ -83,12 +83,17 @@ public final class QueueProducer: @unchecked Sendable {
     // MARK: Control
 
     /// Starts producing on a new thread.
-    /// - Parameter raisedPriority: raise the thread's CPU share (`FeederPriority`), for a
-    ///   producer a sound card waits on. A producer filling minutes ahead (the house) leaves it
-    ///   off, so its bulk decoding never delays the event loop that keeps the rooms in sync.
-    public func start(threadName: String = "tutti-decode", raisedPriority: Bool = false) {
+    /// - Parameters:
+    ///   - raisedPriority: raise the thread's CPU share (`FeederPriority`), for a producer a
+    ///     sound card waits on. A producer filling minutes ahead (the house) leaves it off, so
+    ///     its bulk decoding never delays the event loop that keeps the rooms in sync.
+    ///   - raisedAfterCuts: raise it only from a cut until a second past the cut is written: the
+    ///     audio after a seek or skip is due within the edit lead, on a busy machine too, while
+    ///     bulk decoding stays at normal priority.
+    public func start(threadName: String = "tutti-decode", raisedPriority: Bool = false, raisedAfterCuts: Bool = false) {
         let thread = Thread { [self] in
             if raisedPriority { FeederPriority.raiseCurrentThread() }
+            urgentAfterCuts = raisedAfterCuts && !raisedPriority
             run()
             finished.store(true, ordering: .releasing)
             done.signal()
@@ -164,6 +169,10 @@ public final class QueueProducer: @unchecked Sendable {
 
     // MARK: Producer
 
+    /// Producer-thread state: whether cuts raise the priority, and the frame up to which it is raised.
+    private var urgentAfterCuts = false
+    private var urgentUntil: Int64?
+
     private func run() {
         defer {
             let leftover = requests.withLock { state -> [EditCompletion] in
@@ -191,8 +200,16 @@ public final class QueueProducer: @unchecked Sendable {
         if exhausted { output.queueRanOut() }
         let channels = configuration.outputFormat.channelCount
         while !stopRequested.load(ordering: .acquiring) {
+            if let until = urgentUntil, output.writtenFrames >= until {
+                FeederPriority.restoreCurrentThread()
+                urgentUntil = nil
+            }
             if let edits = takeEdits(newerThan: &seenGeneration) {
                 let action = apply(edits, exhausted: exhausted)
+                if case .cut(let frame, _, _) = action, urgentAfterCuts {
+                    if urgentUntil == nil { FeederPriority.raiseCurrentThread() }
+                    urgentUntil = frame + Int64(configuration.outputFormat.sampleRate)
+                }
                 if case .cut = action {
                     block.removeAll(keepingCapacity: true)
                     blockOffset = 0

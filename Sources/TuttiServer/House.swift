@@ -28,9 +28,11 @@ public final class House: @unchecked Sendable {
         /// From a play/resume command to the first sample heard (plus the largest room latency).
         public var startDelayNanoseconds: Int64 = 90_000_000
         /// Queue edits, seeks and skips cut the stream this far ahead of what is heard (plus the
-        /// largest room latency): a little more than a room commits to its device ahead of time
-        /// (its 50 ms ring lead plus the device's buffer), so every room cuts on the same frame.
-        public var editLeadNanoseconds: Int64 = 150_000_000
+        /// largest room latency). A room commits audio to its device about 90 ms ahead (its
+        /// 50 ms ring lead plus the device's buffer); the rest is the house's time to decode,
+        /// encode and deliver the audio after the cut, which a busy machine needs (at 150 ms a
+        /// loaded house was seen to deliver it late, and the room fell silent for 10 ms).
+        public var editLeadNanoseconds: Int64 = 250_000_000
         /// Pauses take effect this far ahead, so every room stops on the same frame.
         public var pauseDelayNanoseconds: Int64 = 90_000_000
         /// A queue edit that cuts the stream at least this far ahead of the playhead is seamless
@@ -160,7 +162,7 @@ public final class House: @unchecked Sendable {
             if reported.withLock({ $0.insert("\(outcome.tag)/\(outcome.startFrame)/\(error)").inserted }) { log("\(error)") }
         }
         stream.engine = engine
-        engine.start(threadName: "tutti-produce")
+        engine.start(threadName: "tutti-produce", raisedAfterCuts: true)
         for room in rooms.values { pump(room) }
     }
 

@@ -182,8 +182,8 @@ final class LogLines: @unchecked Sendable {
         _ = try await harness.control(.play(files: [a, b]))
         let stream = try await harness.waitForProduction()
         var sent = try await harness.messages("kitchen")
-        // 1.8 s into a: the boundary is 0.2 s ahead, under the 0.5 s margin.
-        harness.clock.advance(by: House.Configuration().startDelayNanoseconds + 1_800_000_000)
+        // 1.7 s into a: the boundary is 0.3 s ahead, beyond the edit lead, under the 0.5 s margin.
+        harness.clock.advance(by: House.Configuration().startDelayNanoseconds + 1_700_000_000)
         let reply = try await harness.control(.queueAdd(file: c, at: 1)).edited!
         #expect(reply.cut != nil)
         #expect(reply.cut?.fromSeconds == 2.0)

@@ -75,7 +75,7 @@ import TuttiTestSupport
     @Test(.timeLimit(.minutes(3)))
     func threeRoomsPlayInSyncJoinLeaveAndDie() async throws {
         let directory = try TemporaryDirectory("multiroom")
-        defer { directory.remove() }
+        defer { directory.preserveLogs(as: "multiroom-sync"); directory.remove() }
         let music = directory.file("music.flac")
         // Music-like: chords with vibrato plus noise, at 44.1 kHz so the server resamples.
         try TestMedia.ffmpeg(["-f", "lavfi", "-i", "sine=f=220:d=10", "-f", "lavfi", "-i", "sine=f=331:d=10", "-f", "lavfi", "-i", "anoisesrc=d=10:c=pink:a=0.15",
@@ -145,7 +145,7 @@ import TuttiTestSupport
     @Test(.timeLimit(.minutes(3)))
     func seekAndNextCutEveryRoomInSync() async throws {
         let directory = try TemporaryDirectory("multiroom-edit")
-        defer { directory.remove() }
+        defer { directory.preserveLogs(as: "multiroom-edit"); directory.remove() }
         let a = directory.file("a.flac"), b = directory.file("b.flac")
         // Two different noise-and-tone signals, at the stream's rate: every window is unique.
         try TestMedia.ffmpeg(["-f", "lavfi", "-i", "anoisesrc=d=6:c=brown:a=0.2:seed=1", "-f", "lavfi", "-i", "sine=f=110:d=6",

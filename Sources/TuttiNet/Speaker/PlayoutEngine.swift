@@ -288,6 +288,10 @@ public final class PlayoutEngine: @unchecked Sendable {
             resyncsLogged = controller.resyncCount
             onEvent?("resynchronised by a jump: the read position was \((controller.lastError * 10).rounded() / 10) frames off")
         }
+        if playing && !wasPlaying {
+            let ms = (clock.offset / 1e4).rounded() / 100, ppm = (clock.skew * 1e7).rounded() / 10
+            onEvent?("playing stream \(stream.id) from timeline frame \(controller.position?.frame ?? -1); clock: server − local \(ms) ms ± \(Int(clock.errorNanoseconds / 1000)) µs, rate \(ppm) ppm, over \(clock.sampleCount) exchanges")
+        }
         if playing { wasPlaying = true }
         applyGain(target: inputs.volume, rampNanoseconds: inputs.volumeRampNanoseconds, channels: channels)
         report.syncErrorNanoseconds = Int64(controller.lastError / Double(stream.sampleRate) * 1e9)
