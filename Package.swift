@@ -9,10 +9,14 @@ let package = Package(
         .executable(name: "tutti-bench", targets: ["tutti-bench"]),
         .library(name: "TuttiCore", targets: ["TuttiCore"]),
         .library(name: "TuttiMedia", targets: ["TuttiMedia"]),
+        .library(name: "TuttiMediaHTTP", targets: ["TuttiMediaHTTP"]),
         .library(name: "TuttiDevices", targets: ["TuttiDevices"]),
-        .library(name: "TuttiPlayback", targets: ["TuttiPlayback"]),
-        .library(name: "TuttiNet", targets: ["TuttiNet"]),
-        .library(name: "TuttiServer", targets: ["TuttiServer"]),
+        .library(name: "TuttiEngine", targets: ["TuttiEngine"]),
+        .library(name: "TuttiPlayer", targets: ["TuttiPlayer"]),
+        .library(name: "TuttiProtocol", targets: ["TuttiProtocol"]),
+        .library(name: "TuttiSpeaker", targets: ["TuttiSpeaker"]),
+        .library(name: "TuttiHouse", targets: ["TuttiHouse"]),
+        .library(name: "TuttiSimulation", targets: ["TuttiSimulation"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -30,59 +34,87 @@ let package = Package(
         // Test-only: counts heap allocations per thread to prove the render loop allocation-free.
         .target(name: "CAllocationCounter"),
 
+        // The data path, in order (docs/ARCHITECTURE.md): time and rings; decoding; network
+        // sources; sound cards; the queue engine; the local player; the wire; the room; the house.
         .target(name: "TuttiCore", dependencies: [.product(name: "Atomics", package: "swift-atomics")]),
-        .target(name: "TuttiMedia", dependencies: [
-            "TuttiCore", "CFFmpeg", "CSoxr", "CLibOgg",
+        .target(name: "TuttiMedia", dependencies: ["TuttiCore", "CFFmpeg", "CSoxr", "CLibOgg"]),
+        .target(name: "TuttiMediaHTTP", dependencies: [
+            "TuttiCore", "TuttiMedia",
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
         ]),
         .target(name: "TuttiDevices", dependencies: ["TuttiCore", "CALSA",
                                                      .product(name: "Atomics", package: "swift-atomics")]),
-        .target(name: "TuttiPlayback", dependencies: ["TuttiCore", "TuttiMedia", "TuttiDevices",
-                                                      .product(name: "Atomics", package: "swift-atomics")]),
-        .target(name: "TuttiNet", dependencies: [
-            "TuttiCore", "TuttiMedia", "TuttiDevices",
+        .target(name: "TuttiEngine", dependencies: ["TuttiCore", "TuttiMedia"]),
+        .target(name: "TuttiPlayer", dependencies: ["TuttiCore", "TuttiMedia", "TuttiEngine", "TuttiDevices",
+                                                    .product(name: "Atomics", package: "swift-atomics")]),
+        .target(name: "TuttiProtocol", dependencies: [
+            "TuttiCore", "TuttiMedia",
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+        ]),
+        .target(name: "TuttiSpeaker", dependencies: [
+            "TuttiCore", "TuttiMedia", "TuttiProtocol", "TuttiDevices",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "Atomics", package: "swift-atomics"),
         ]),
-        .target(name: "TuttiServer", dependencies: [
-            "TuttiCore", "TuttiMedia", "TuttiNet", "TuttiPlayback",
+        // No Devices and no ALSA: the house never opens a sound card.
+        .target(name: "TuttiHouse", dependencies: [
+            "TuttiCore", "TuttiMedia", "TuttiEngine", "TuttiProtocol",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
         ]),
+        // Test clocks, the seeded generator, the network impairment proxy, the HTTP media server
+        // and child processes: what tests, benchmarks and `tutti proxy` drive the product with
+        // (like NIOEmbedded beside NIOCore). No product module depends on it.
+        .target(name: "TuttiSimulation", dependencies: [
+            "TuttiCore",
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+        ]),
+        // Reads virtual-device captures back and measures sync; for tests and benchmarks.
+        .target(name: "TuttiDiagnostics"),
         .executableTarget(name: "tutti", dependencies: [
-            "TuttiCore", "TuttiMedia", "TuttiDevices", "TuttiPlayback", "TuttiNet", "TuttiServer",
+            "TuttiCore", "TuttiMedia", "TuttiMediaHTTP", "TuttiDevices", "TuttiEngine", "TuttiPlayer",
+            "TuttiProtocol", "TuttiSpeaker", "TuttiHouse", "TuttiSimulation",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
         ]),
-        // Reads virtual-device captures back and measures sync; for tests and benchmarks.
-        .target(name: "TuttiDiagnostics"),
         .executableTarget(name: "tutti-bench", dependencies: [
-            "TuttiCore", "TuttiMedia", "TuttiNet", "TuttiDiagnostics", "TuttiDevices", "TuttiPlayback",
-            // Its HTTP media server serves the startup benchmark's URLs.
-            "TuttiTestSupport",
+            "TuttiCore", "TuttiMedia", "TuttiMediaHTTP", "TuttiDevices", "TuttiEngine", "TuttiPlayer",
+            "TuttiProtocol", "TuttiSpeaker", "TuttiHouse", "TuttiSimulation", "TuttiDiagnostics",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
         ]),
 
-        .testTarget(name: "TuttiCoreTests", dependencies: ["TuttiCore", "CAllocationCounter"]),
-        .testTarget(name: "TuttiMediaTests", dependencies: ["TuttiMedia", "TuttiTestSupport"]),
-        .testTarget(name: "TuttiDevicesTests", dependencies: ["TuttiDevices", "TuttiTestSupport", "CAllocationCounter"]),
-        .testTarget(name: "TuttiPlaybackTests", dependencies: ["TuttiPlayback", "TuttiTestSupport", "CAllocationCounter"]),
-        .testTarget(name: "TuttiNetTests", dependencies: ["TuttiNet", "TuttiTestSupport",
-                                                          .product(name: "NIOCore", package: "swift-nio"),
-                                                          .product(name: "NIOEmbedded", package: "swift-nio")]),
-        .testTarget(name: "TuttiServerTests", dependencies: ["TuttiServer", "TuttiNet", "TuttiTestSupport", "TuttiDiagnostics", "TuttiMedia"]),
-        .testTarget(name: "TuttiCLITests", dependencies: ["TuttiTestSupport"]),
+        // Tests mirror the modules.
+        .testTarget(name: "TuttiCoreTests", dependencies: ["TuttiCore", "TuttiSimulation", "CAllocationCounter"]),
+        .testTarget(name: "TuttiMediaTests", dependencies: ["TuttiMedia", "TuttiSimulation", "TuttiTestSupport", "CAllocationCounter"]),
+        .testTarget(name: "TuttiMediaHTTPTests", dependencies: ["TuttiMediaHTTP", "TuttiMedia", "TuttiSimulation", "TuttiTestSupport"]),
+        .testTarget(name: "TuttiDevicesTests", dependencies: ["TuttiDevices", "TuttiSimulation", "TuttiTestSupport", "CAllocationCounter"]),
+        .testTarget(name: "TuttiEngineTests", dependencies: ["TuttiEngine", "TuttiSimulation", "TuttiTestSupport"]),
+        .testTarget(name: "TuttiPlayerTests", dependencies: ["TuttiPlayer", "TuttiEngine", "TuttiDevices", "TuttiSimulation",
+                                                             "TuttiTestSupport", "CAllocationCounter"]),
+        .testTarget(name: "TuttiProtocolTests", dependencies: ["TuttiProtocol", "TuttiSimulation", "TuttiTestSupport",
+                                                               .product(name: "NIOCore", package: "swift-nio"),
+                                                               .product(name: "NIOEmbedded", package: "swift-nio")]),
+        .testTarget(name: "TuttiSpeakerTests", dependencies: ["TuttiSpeaker", "TuttiProtocol", "TuttiDevices", "TuttiSimulation", "TuttiTestSupport"]),
+        .testTarget(name: "TuttiHouseTests", dependencies: ["TuttiHouse", "TuttiProtocol", "TuttiEngine", "TuttiSimulation",
+                                                            "TuttiTestSupport", "TuttiDiagnostics", "TuttiMedia"]),
+        .testTarget(name: "TuttiSimulationTests", dependencies: ["TuttiSimulation", "TuttiTestSupport",
+                                                                 .product(name: "NIOCore", package: "swift-nio"),
+                                                                 .product(name: "NIOPosix", package: "swift-nio")]),
+        .testTarget(name: "TuttiCLITests", dependencies: ["TuttiSimulation", "TuttiTestSupport"]),
         // Shared test helpers: media generation with the ffmpeg CLI, WAV reading, signal checks.
         .target(name: "TuttiTestSupport", dependencies: [
-            "TuttiCore", "TuttiDiagnostics", "TuttiMedia",
+            "TuttiCore", "TuttiDiagnostics", "TuttiMedia", "TuttiMediaHTTP", "TuttiSimulation",
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),

@@ -16,7 +16,7 @@ public final class ALSADevice: OutputDevice, @unchecked Sendable {
     public let format: AudioFormat
     public let periodFrames: Int
     public let bufferFrames: Int
-    public var renderLoopObserver: RenderLoopObserver?
+    @_spi(Testing) public var renderLoopObserver: RenderLoopObserver?
 
     private let pcm: OpaquePointer
     public let clock: any HostClock
@@ -36,8 +36,7 @@ public final class ALSADevice: OutputDevice, @unchecked Sendable {
         return snd_card_next(&card) == 0 && card >= 0
     }
 
-    public init(pcmName: String, format requested: AudioFormat, periodFrames: Int = 480, bufferPeriods: Int = 4,
-                clock: any HostClock = MonotonicClock()) throws(DeviceError) {
+    public init(clock: any HostClock, pcmName: String, format requested: AudioFormat, periodFrames: Int = 480, bufferPeriods: Int = 4) throws(DeviceError) {
         tutti_alsa_silence_errors()
         let deviceName = "alsa:\(pcmName)"
         var handle: OpaquePointer? = nil

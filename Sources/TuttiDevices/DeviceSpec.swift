@@ -50,23 +50,25 @@ public enum DeviceSpec: Sendable, Equatable, CustomStringConvertible {
         public var periodFrames: Int = 480
         public var bufferPeriods: Int = 4
         public var driftPPM: Double = 0
-        public var clock: any SleepingClock = MonotonicClock()
+        /// Paces virtual devices and timestamps every device's position; `MonotonicClock` in
+        /// production, a simulated clock in tests.
+        public var clock: any SleepingClock
         public var reportingClock: SkewedClock? = nil
-        public init() {}
+        public init(clock: any SleepingClock) { self.clock = clock }
     }
 
-    public func makeDevice(format: AudioFormat, options: Options = Options()) throws(DeviceError) -> any OutputDevice {
+    public func makeDevice(format: AudioFormat, options: Options) throws(DeviceError) -> any OutputDevice {
         switch self {
         case .alsa(let name):
-            return try ALSADevice(pcmName: name, format: format, periodFrames: options.periodFrames, bufferPeriods: options.bufferPeriods, clock: options.clock)
+            return try ALSADevice(clock: options.clock, pcmName: name, format: format, periodFrames: options.periodFrames, bufferPeriods: options.bufferPeriods)
         case .wav(let path):
-            return WAVFileDevice(path: path, format: format, clock: options.clock)
+            return WAVFileDevice(clock: options.clock, path: path, format: format)
         case .virtual(let path):
-            return VirtualDevice(capturePath: path, format: format, periodFrames: options.periodFrames, bufferPeriods: options.bufferPeriods,
-                                 driftPPM: options.driftPPM, clock: options.clock, reportingClock: options.reportingClock)
+            return VirtualDevice(clock: options.clock, capturePath: path, format: format, periodFrames: options.periodFrames, bufferPeriods: options.bufferPeriods,
+                                 driftPPM: options.driftPPM, reportingClock: options.reportingClock)
         case .null:
-            return VirtualDevice(capturePath: nil, format: format, periodFrames: options.periodFrames, bufferPeriods: options.bufferPeriods,
-                                 driftPPM: options.driftPPM, clock: options.clock, reportingClock: options.reportingClock)
+            return VirtualDevice(clock: options.clock, capturePath: nil, format: format, periodFrames: options.periodFrames, bufferPeriods: options.bufferPeriods,
+                                 driftPPM: options.driftPPM, reportingClock: options.reportingClock)
         }
     }
 }

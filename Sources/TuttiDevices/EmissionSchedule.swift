@@ -1,4 +1,3 @@
-import TuttiCore
 
 /// When a simulated crystal emits each frame: frame `n` leaves the DAC at
 /// `start + n / (rate × (1 + drift))` seconds of the pacing clock, computed in closed form with

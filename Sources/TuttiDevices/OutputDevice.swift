@@ -20,8 +20,8 @@ public protocol OutputDevice: AnyObject, Sendable {
     /// device (`wav:`) renders as fast as it can and waits for data instead of underrunning.
     var isPaced: Bool { get }
 
-    /// Called on the render thread; set before `start`.
-    var renderLoopObserver: RenderLoopObserver? { get set }
+    /// Called on the render thread; set before `start`. A test hook.
+    @_spi(Testing) var renderLoopObserver: RenderLoopObserver? { get set }
 
     func start(source: any RenderSource) throws(DeviceError)
     /// Ends playback at once (Ctrl-C); the device finishes after its current period.
@@ -65,4 +65,12 @@ public struct DeviceError: Error, Sendable, CustomStringConvertible, Equatable {
     }
 
     public var description: String { "\(device): \(reason)" }
+}
+
+@_spi(Testing) extension OutputDevice {
+    /// Devices without the hook observe nothing.
+    public var renderLoopObserver: RenderLoopObserver? {
+        get { nil }
+        set {}
+    }
 }

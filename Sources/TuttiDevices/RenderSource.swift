@@ -25,7 +25,7 @@ public struct RenderResult: Sendable, Equatable {
 
 /// Hooks a device calls on its render thread just before entering and just after leaving its
 /// render loop. Tests use them to count allocations on that thread; they must not allocate.
-public struct RenderLoopObserver: Sendable {
+@_spi(Testing) public struct RenderLoopObserver: Sendable {
     public var didEnter: @Sendable () -> Void
     public var willExit: @Sendable () -> Void
 

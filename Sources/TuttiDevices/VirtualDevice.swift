@@ -25,7 +25,7 @@ public final class VirtualDevice: OutputDevice, @unchecked Sendable {
     public var bufferFrames: Int { periodFrames * bufferPeriods }
     public let driftPPM: Double
     public let capturePath: String?
-    public var renderLoopObserver: RenderLoopObserver?
+    @_spi(Testing) public var renderLoopObserver: RenderLoopObserver?
 
     private let pacingClock: any SleepingClock
     private let reportingClock: SkewedClock?
@@ -56,14 +56,13 @@ public final class VirtualDevice: OutputDevice, @unchecked Sendable {
     private var writerError: DeviceError?
 
     /// - Parameters:
+    ///   - clock: the pacing clock; `MonotonicClock` in production, `FreeRunningClock` (in
+    ///     TuttiSimulation) to run simulated time as fast as possible.
     ///   - capturePath: WAV file for the emitted frames (plus `.timing.jsonl`); nil for `null`.
-    ///   - clock: the pacing clock; `MonotonicClock` in production, `FreeRunningClock` to run
-    ///     simulated time as fast as possible.
     ///   - reportingClock: the clock `position()` reports in, derived from the pacing clock;
     ///     nil reports pacing-clock time.
-    public init(name: String? = nil, capturePath: String?, format: AudioFormat, periodFrames: Int = 480, bufferPeriods: Int = 4,
-                driftPPM: Double = 0, clock: any SleepingClock = MonotonicClock(), reportingClock: SkewedClock? = nil,
-                realtime: Bool? = nil) {
+    public init(clock: any SleepingClock, name: String? = nil, capturePath: String?, format: AudioFormat, periodFrames: Int = 480,
+                bufferPeriods: Int = 4, driftPPM: Double = 0, reportingClock: SkewedClock? = nil, realtime: Bool? = nil) {
         precondition(periodFrames > 0 && bufferPeriods >= 2, "a device needs a period and at least two periods of buffer")
         self.name = name ?? (capturePath.map { "virtual:\($0)" } ?? "null")
         self.format = format

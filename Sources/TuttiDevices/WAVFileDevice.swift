@@ -9,7 +9,7 @@ public final class WAVFileDevice: OutputDevice, @unchecked Sendable {
     public let format: AudioFormat
     public let periodFrames: Int
     public var bufferFrames: Int { 0 }
-    public var renderLoopObserver: RenderLoopObserver?
+    @_spi(Testing) public var renderLoopObserver: RenderLoopObserver?
     public let path: String
 
     public let clock: any HostClock
@@ -19,7 +19,7 @@ public final class WAVFileDevice: OutputDevice, @unchecked Sendable {
     private var thread: DeviceThread?
     private var failure: DeviceError?
 
-    public init(path: String, format: AudioFormat, periodFrames: Int = 4096, clock: any HostClock = MonotonicClock()) {
+    public init(clock: any HostClock, path: String, format: AudioFormat, periodFrames: Int = 4096) {
         self.name = "wav:\(path)"
         self.path = path
         self.format = format

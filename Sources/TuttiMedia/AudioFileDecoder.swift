@@ -85,7 +85,7 @@ public final class AudioFileDecoder {
             source = try network.open(path, isPlaylist: location.kind == .hls, cancellation: cancellation, events: networkEvents)
         }
         // An HLS source given unopened opens here (opening again only waits).
-        let hls = source as? HLSByteSource
+        let hls = source as? any PlaylistByteSource
         try hls?.open()
         customIO = source.map { ByteSourceIOContext(source: $0) }
         var ctx: UnsafeMutablePointer<AVFormatContext>? = avformat_alloc_context()

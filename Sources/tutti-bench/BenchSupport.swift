@@ -5,6 +5,7 @@ import TuttiCore
 #if canImport(Glibc)
 import Glibc
 #endif
+import TuttiSimulation
 
 /// Output through the file descriptors (the global `stderr` is not concurrency-safe in Swift 6).
 enum Console {

@@ -1,6 +1,9 @@
 import ArgumentParser
 import Foundation
 import TuttiMedia
+import TuttiPlayer
+import TuttiProtocol
+import TuttiSimulation
 
 /// `tutti-bench decode`: how fast Tutti decodes and resamples each supported format, against
 /// the ffmpeg CLI doing the same on one thread.

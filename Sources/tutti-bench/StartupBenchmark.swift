@@ -3,13 +3,17 @@ import Foundation
 import Synchronization
 import TuttiCore
 import TuttiDevices
-import TuttiMedia
-import TuttiPlayback
-import TuttiTestSupport
+import TuttiEngine
+import TuttiPlayer
 
 #if canImport(Glibc)
 import Glibc
 #endif
+import TuttiMediaHTTP
+import TuttiProtocol
+import TuttiSpeaker
+import TuttiHouse
+import TuttiSimulation
 
 /// `tutti-bench startup`: time from `QueuePlayer.play` to the emission of the first sample, for
 /// a local file and for the same file over HTTP on loopback, against the ffmpeg CLI's time to
@@ -122,7 +126,7 @@ struct StartupBenchmark: ParsableCommand {
             }
             if case .ended = event { started.signal() }
         }
-        let device = VirtualDevice(capturePath: nil, format: format)
+        let device = VirtualDevice(clock: MonotonicClock(), capturePath: nil, format: format)
         let playCalled = MonotonicClock().now()
         try player.play(on: device)
         if started.wait(timeout: .now() + 10) == .timedOut { throw BenchError("\(input): did not start within 10 s") }

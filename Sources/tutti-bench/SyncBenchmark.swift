@@ -4,8 +4,9 @@ import NIOCore
 import NIOPosix
 import TuttiCore
 import TuttiDiagnostics
-import TuttiMedia
-import TuttiNet
+import TuttiProtocol
+import TuttiSimulation
+import TuttiEngine
 
 /// `tutti-bench sync`: a house and N rooms as separate processes on loopback, each room behind
 /// its own impairment proxy (delay, jitter, an outage) with a random clock offset, clock drift

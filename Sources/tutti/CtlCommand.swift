@@ -2,7 +2,7 @@ import ArgumentParser
 import Foundation
 import NIOCore
 import NIOPosix
-import TuttiNet
+import TuttiProtocol
 
 struct Ctl: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

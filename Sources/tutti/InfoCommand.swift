@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import TuttiCore
 import TuttiMedia
+import TuttiMediaHTTP
 
 struct Info: ParsableCommand {
     static let configuration = CommandConfiguration(

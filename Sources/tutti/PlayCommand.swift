@@ -4,7 +4,12 @@ import Synchronization
 import TuttiCore
 import TuttiDevices
 import TuttiMedia
-import TuttiPlayback
+import TuttiEngine
+import TuttiPlayer
+import TuttiMediaHTTP
+import TuttiProtocol
+import TuttiSpeaker
+import TuttiHouse
 
 struct Play: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -73,7 +78,7 @@ struct Play: ParsableCommand {
             spec = chosen.spec
             if let notice = chosen.notice { Terminal.standardError("tutti: \(notice)\n") }
         }
-        var options = DeviceSpec.Options()
+        var options = DeviceSpec.Options(clock: MonotonicClock())
         options.driftPPM = deviceDriftPPM
         let requested = AudioFormat(sampleRate: rate, channelCount: channels, sampleFormat: format)
         let device: any OutputDevice

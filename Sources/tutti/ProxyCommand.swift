@@ -1,7 +1,7 @@
 import ArgumentParser
 import Foundation
 import Synchronization
-import TuttiNet
+import TuttiSimulation
 
 struct Proxy: ParsableCommand {
     static let configuration = CommandConfiguration(

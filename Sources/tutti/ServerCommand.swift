@@ -4,7 +4,12 @@ import NIOCore
 import NIOPosix
 import TuttiCore
 import TuttiMedia
-import TuttiServer
+import TuttiHouse
+import TuttiMediaHTTP
+import TuttiEngine
+import TuttiPlayer
+import TuttiProtocol
+import TuttiSpeaker
 
 struct Server: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -36,7 +41,7 @@ struct Server: AsyncParsableCommand {
         configuration.bufferDepthNanoseconds = Int64(bufferSeconds * 1e9)
         guard let codec = StreamCodec(wireName: codec) else { throw ValidationError("--codec \(codec): use flac or pcm-f32le") }
         configuration.codec = codec
-        let server = HouseServer(host: listen.host, port: listen.port, configuration: configuration) { line in
+        let server = HouseServer(clock: MonotonicClock(), host: listen.host, port: listen.port, configuration: configuration) { line in
             Terminal.standardError("tutti server: \(line)\n")
         }
         let port: Int

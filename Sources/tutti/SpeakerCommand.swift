@@ -4,7 +4,12 @@ import NIOCore
 import NIOPosix
 import TuttiCore
 import TuttiDevices
-import TuttiNet
+import TuttiProtocol
+import TuttiSpeaker
+import TuttiMediaHTTP
+import TuttiEngine
+import TuttiPlayer
+import TuttiHouse
 
 struct Speaker: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -56,7 +61,7 @@ struct Speaker: AsyncParsableCommand {
             Terminal.standardError("tutti speaker: no sound card found; playing to virtual:tutti-\(name).wav\n")
         }
         if case .wav = spec { throw ValidationError("--output wav: is not paced; a room needs alsa:, virtual: or null") }
-        var options = DeviceSpec.Options()
+        var options = DeviceSpec.Options(clock: MonotonicClock())
         options.driftPPM = deviceDriftPPM
         options.reportingClock = clock
         let device: any OutputDevice

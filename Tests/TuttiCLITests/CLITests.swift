@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TuttiSimulation
 import TuttiTestSupport
 
 /// Runs the real `tutti` executable (built by `swift build`) as a child process.

@@ -1,5 +1,6 @@
 import Testing
 @testable import TuttiCore
+import TuttiSimulation
 
 @Suite struct ClockTests {
     @Test func skewedClockAppliesOffsetAndDriftExactly() {

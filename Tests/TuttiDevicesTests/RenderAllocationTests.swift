@@ -1,7 +1,8 @@
 import Testing
 import TuttiCore
+@_spi(Testing) @testable import TuttiDevices
+import TuttiSimulation
 import TuttiTestSupport
-@testable import TuttiDevices
 
 /// The render loops must never allocate: a malloc interposer counts every allocation made on
 /// the render thread between entering and leaving its loop.
@@ -12,7 +13,7 @@ import TuttiTestSupport
         let directory = try TemporaryDirectory("alloc")
         defer { directory.remove() }
         // Real time, real pacing clock, real capture thread; includes an underrun.
-        let device = VirtualDevice(capturePath: directory.file("a.wav"), format: Self.format)
+        let device = VirtualDevice(clock: MonotonicClock(), capturePath: directory.file("a.wav"), format: Self.format)
         let counter = RenderThreadAllocations()
         device.renderLoopObserver = counter.observer
         try device.start(source: RampSource(totalFrames: 48000, stall: 9600..<10080))
@@ -23,7 +24,7 @@ import TuttiTestSupport
 
     @Test func alsaRenderLoopDoesNotAllocate() async throws {
         // ALSA's "null" PCM runs the whole ALSA write path with no sound card.
-        let device = try ALSADevice(pcmName: "null", format: Self.format)
+        let device = try ALSADevice(clock: MonotonicClock(), pcmName: "null", format: Self.format)
         let counter = RenderThreadAllocations()
         device.renderLoopObserver = counter.observer
         try device.start(source: RampSource(totalFrames: 48000 * 5))
@@ -34,7 +35,7 @@ import TuttiTestSupport
 
     /// The counter is not vacuous: a source that allocates on every render is caught.
     @Test func allocatingSourceIsDetected() async throws {
-        let device = VirtualDevice(capturePath: nil, format: Self.format, clock: FreeRunningClock())
+        let device = VirtualDevice(clock: FreeRunningClock(), capturePath: nil, format: Self.format)
         let counter = RenderThreadAllocations()
         device.renderLoopObserver = counter.observer
         try device.start(source: RampSource(totalFrames: 4800, allocateOnRender: true))

@@ -1,6 +1,5 @@
 import Synchronization
-import TuttiCore
-import TuttiDevices
+@_spi(Testing) import TuttiDevices
 import CAllocationCounter
 
 /// A source whose frame `n` is the value `ramp(n)` on the left and `-ramp(n)` on the right, so a

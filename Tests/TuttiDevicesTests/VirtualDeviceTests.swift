@@ -1,8 +1,9 @@
 import Foundation
 import Testing
 import TuttiCore
-import TuttiTestSupport
 @testable import TuttiDevices
+import TuttiSimulation
+import TuttiTestSupport
 
 struct TimingLine {
     var frame: Int64
@@ -33,7 +34,7 @@ func readTiming(_ path: String) throws -> [TimingLine] {
         let clock = FreeRunningClock(startingAt: 5_000_000_000)
         let rateWithDrift = 48000.0 * (1 + driftPPM / 1e6)
         let total = Int64((60 * rateWithDrift).rounded(.up))
-        let device = VirtualDevice(capturePath: directory.file("out.wav"), format: Self.format, driftPPM: driftPPM, clock: clock)
+        let device = VirtualDevice(clock: clock, capturePath: directory.file("out.wav"), format: Self.format, driftPPM: driftPPM)
         try device.start(source: RampSource(totalFrames: total))
         try waitOnOwnThread("the device to finish") { try device.waitUntilFinished() }
         #expect(device.underrunCount == 0)
@@ -75,7 +76,7 @@ func readTiming(_ path: String) throws -> [TimingLine] {
         let clock = MonotonicClock()
         let driftPPM = 100.0
         let total = Int64(60 * 48000 * (1 + driftPPM / 1e6))
-        let device = VirtualDevice(capturePath: directory.file("rt.wav"), format: Self.format, driftPPM: driftPPM, clock: clock)
+        let device = VirtualDevice(clock: clock, capturePath: directory.file("rt.wav"), format: Self.format, driftPPM: driftPPM)
         try device.start(source: RampSource(totalFrames: total))
         let finished = try await onOwnThread {
             try waitOnOwnThread("the device to finish") { try device.waitUntilFinished() }
@@ -105,7 +106,7 @@ func readTiming(_ path: String) throws -> [TimingLine] {
         defer { directory.remove() }
         let stall: Range<Int64> = 4800..<(4800 + 5 * 480)
         let source = RampSource(totalFrames: 24000, stall: stall)
-        let device = VirtualDevice(capturePath: directory.file("u.wav"), format: Self.format, clock: FreeRunningClock())
+        let device = VirtualDevice(clock: FreeRunningClock(), capturePath: directory.file("u.wav"), format: Self.format)
         try device.start(source: source)
         try waitOnOwnThread("the device to finish") { try device.waitUntilFinished() }
         #expect(device.underrunCount == 5)
@@ -122,7 +123,7 @@ func readTiming(_ path: String) throws -> [TimingLine] {
 
     @Test func nullDeviceIsPacedAndWritesNothing() throws {
         let clock = FreeRunningClock()
-        let device = VirtualDevice(capturePath: nil, format: Self.format, driftPPM: -20, clock: clock)
+        let device = VirtualDevice(clock: clock, capturePath: nil, format: Self.format, driftPPM: -20)
         try device.start(source: RampSource(totalFrames: 48000 * 10))
         try waitOnOwnThread("the device to finish") { try device.waitUntilFinished() }
         #expect(device.name == "null")
@@ -132,7 +133,7 @@ func readTiming(_ path: String) throws -> [TimingLine] {
     @Test func positionIsReportedInTheGivenClock() throws {
         let clock = FreeRunningClock(startingAt: 1_000_000_000)
         let speakerClock = SkewedClock(base: clock, offsetNanoseconds: 777_000_000, driftPPM: 50, anchor: 0)
-        let device = VirtualDevice(capturePath: nil, format: Self.format, clock: clock, reportingClock: speakerClock)
+        let device = VirtualDevice(clock: clock, capturePath: nil, format: Self.format, reportingClock: speakerClock)
         try device.start(source: RampSource(totalFrames: 48000))
         try waitOnOwnThread("the device to finish") { try device.waitUntilFinished() }
         let position = device.position()

@@ -1,7 +1,7 @@
 import Testing
 import TuttiCore
-import TuttiTestSupport
 @testable import TuttiDevices
+import TuttiTestSupport
 
 @Suite struct WAVFileDeviceTests {
     @Test(arguments: [SampleFormat.float32, .int16, .int24])
@@ -9,7 +9,7 @@ import TuttiTestSupport
         let directory = try TemporaryDirectory("wavdev")
         defer { directory.remove() }
         let path = directory.file("o.wav")
-        let device = WAVFileDevice(path: path, format: AudioFormat(sampleRate: 44100, channelCount: 2, sampleFormat: sampleFormat), periodFrames: 1000)
+        let device = WAVFileDevice(clock: MonotonicClock(), path: path, format: AudioFormat(sampleRate: 44100, channelCount: 2, sampleFormat: sampleFormat), periodFrames: 1000)
         try device.start(source: RampSource(totalFrames: 12345))
         try waitOnOwnThread("the device to finish") { try device.waitUntilFinished() }
         let wav = try WAVFile(path: path)
@@ -45,7 +45,7 @@ import TuttiTestSupport
 
     @Test func missingALSADeviceGivesOneLineError() {
         do {
-            _ = try ALSADevice(pcmName: "hw:42", format: AudioFormat(sampleRate: 48000, channelCount: 2))
+            _ = try ALSADevice(clock: MonotonicClock(), pcmName: "hw:42", format: AudioFormat(sampleRate: 48000, channelCount: 2))
             Issue.record("opening hw:42 should fail on this machine")
         } catch {
             #expect(error.description.hasPrefix("alsa:hw:42: cannot open"))

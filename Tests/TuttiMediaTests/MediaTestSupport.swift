@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TuttiMedia
+import TuttiSimulation
 import TuttiTestSupport
 
 /// The encodings the tests generate with the ffmpeg CLI.

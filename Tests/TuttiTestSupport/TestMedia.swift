@@ -1,6 +1,5 @@
 import Foundation
 import Synchronization
-import TuttiCore
 
 /// Test media made with the real ffmpeg CLI, and independent decodes by the same CLI to
 /// compare Tutti's output against.

@@ -1,6 +1,6 @@
 import AsyncHTTPClient
 import TuttiCore
-import TuttiMedia
+import TuttiMediaHTTP
 
 /// The network access tests give the player, the house and decoders: one HTTP client for the
 /// test process (it lives as long as the process, so it is never shut down) and the real clock.

@@ -1,3 +1,5 @@
+import TuttiCore
+
 /// Random-access bytes of one input that arrive over time: what FFmpeg demuxes when the input is
 /// not a local file (HTTP progressive download, HLS segments).
 ///
@@ -40,4 +42,17 @@ public struct ByteBufferingState: Sendable, Equatable {
         self.arrivalBytesPerSecond = arrivalBytesPerSecond
         self.loadedRanges = loadedRanges
     }
+}
+
+/// A byte source that plays a playlist of segments (HLS): it must be opened (playlists loaded,
+/// a variant chosen) before its bytes are demuxed, and it knows the stream's duration and
+/// bandwidth better than the first bytes do.
+public protocol PlaylistByteSource: MediaByteSource {
+    /// Loads the playlists and waits until the first segment can be read; calling it again
+    /// only waits. Throws a one-line error naming the URL.
+    func open() throws(MediaError)
+    /// Sum of the segment durations of a VOD playlist; nil for live streams.
+    var duration: MediaTime? { get }
+    /// The advertised bandwidth of the variant being played, bits per second.
+    var currentBandwidth: Int? { get }
 }

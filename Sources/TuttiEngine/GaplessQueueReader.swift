@@ -1,0 +1,294 @@
+import TuttiCore
+import TuttiMedia
+
+/// What happened to one queue item: where it went on the timeline, how much of it, and why not
+/// all of it. The one record of an item for the reader, the engine, the player and the house.
+public struct ItemOutcome: Sendable {
+    public var index: Int
+    public var path: String
+    public var info: TrackInfo?
+    /// The output frame (timeline position of the queue) at which the item starts.
+    public var startFrame: Int64
+    /// Output frames it contributed.
+    public var frameCount: Int64
+    /// Set when the item could not be played, or only partly (truncated, corrupt).
+    public var error: MediaError?
+    /// Which pass over the queue this is, from 0 (the looper repeats the queue).
+    public var pass: Int = 0
+    /// The caller's tag of the queue entry (`GaplessQueueReader.Entry.tag`); the index for a
+    /// reader made from paths.
+    public var tag: Int = 0
+    /// The item's own time of its first frame: zero, or where a seek started it.
+    public var itemStartTime: MediaTime = .zero
+}
+
+/// Reads a queue of files as one continuous PCM stream at an output rate and channel count:
+/// the decode path shared by the local player and the house server.
+///
+/// Items follow each other with no added or missing frames; one resampler is kept across
+/// consecutive items of the same source rate, so joins are continuous through its filter. An
+/// item that cannot be played is reported and skipped. Not thread-safe: one reading thread.
+public final class GaplessQueueReader {
+    /// One queue entry: what to play, where to stop, and the caller's tag for it.
+    public struct Entry: Sendable, Equatable {
+        public var path: String
+        /// The item's forward playback end time: it is cut there (nil: plays to its end).
+        public var endTime: MediaTime?
+        /// Reported back in `ItemOutcome.tag`, so a caller that edits its queue knows which
+        /// entry a report is about.
+        public var tag: Int
+        public init(path: String, endTime: MediaTime? = nil, tag: Int) {
+            self.path = path
+            self.endTime = endTime
+            self.tag = tag
+        }
+    }
+
+    public private(set) var entries: [Entry]
+    public var paths: [String] { entries.map(\.path) }
+    public let outputRate: Int
+    public let channelCount: Int
+    public let quality: Resampler.Quality
+    /// Called on the reading thread when an item starts (with `frameCount` 0), fails, or ends.
+    public var onItem: ((ItemOutcome) -> Void)?
+    /// Called on a network task with an item's retries and radio titles (item index, event).
+    public var onNetworkEvent: (@Sendable (Int, NetworkInputEvent) -> Void)?
+    /// Cancels network reads of this reader from another thread (a stopping player).
+    public let cancellation: InputCancellation
+    /// Opens the items that are URLs; nil refuses them (set before reading).
+    public var network: (any NetworkInputOpener)?
+    /// The decoder of the item being read, for buffering measures (reading thread only).
+    public var currentDecoder: AudioFileDecoder? { decoder }
+
+    private var nextIndex: Int
+    private var startOffset: MediaTime
+    private var decoder: AudioFileDecoder?
+    private var current: ItemOutcome?
+    private var itemFrames: Int64 = 0
+    /// The current item's end in its own frames (its forward playback end time), if cut.
+    private var itemEndFrame: Int64?
+    private var resampler: Resampler?
+    private var segmentRate: Int
+    private var segmentOutputStart: Int64
+    private var segmentInput: Int64 = 0
+    private var written: Int64
+    private var decoded: [Float] = []
+    private var finished = false
+
+    /// - Parameters:
+    ///   - firstItem, offset: where to start (a seek); earlier items are skipped.
+    ///   - firstFrame: the output frame number of the first frame read (the timeline position).
+    /// How many times the queue plays (nil: until the reader is abandoned). Passes join
+    /// gaplessly, sample-exact at the seams, like AVPlayerLooper's treadmill.
+    public let passes: Int?
+    private var pass = 0
+
+    public convenience init(paths: [String], outputRate: Int, channelCount: Int, quality: Resampler.Quality = .high,
+                            firstItem: Int = 0, offset: MediaTime = .zero, firstFrame: Int64 = 0, passes: Int? = 1) {
+        self.init(entries: paths.enumerated().map { Entry(path: $1, tag: $0) }, outputRate: outputRate, channelCount: channelCount,
+                  quality: quality, firstItem: firstItem, offset: offset, firstFrame: firstFrame, passes: passes)
+    }
+
+    /// - Parameter firstPass: the pass number of the first item (a reader that takes over a
+    ///   looping queue midway); `passes` counts from it.
+    public init(entries: [Entry], outputRate: Int, channelCount: Int, quality: Resampler.Quality = .high,
+                firstItem: Int = 0, offset: MediaTime = .zero, firstFrame: Int64 = 0, passes: Int? = 1, firstPass: Int = 0,
+                cancellation: InputCancellation = InputCancellation()) {
+        precondition(passes.map { $0 > firstPass } ?? true, "a queue plays at least once")
+        self.cancellation = cancellation
+        self.passes = passes
+        self.entries = entries
+        pass = firstPass
+        self.outputRate = outputRate
+        self.channelCount = channelCount
+        self.quality = quality
+        nextIndex = firstItem
+        startOffset = offset
+        segmentRate = outputRate
+        segmentOutputStart = firstFrame
+        written = firstFrame
+    }
+
+    /// The output frame the next `read` starts at.
+    public var position: Int64 { written }
+
+    /// Replaces the entries still to come: the next item opened is `entries[nextIndex]` (in
+    /// pass `pass`), and passes wrap around the new list. The item being read goes on. For a
+    /// player whose queue was edited beyond what it has read.
+    public func replaceUpcoming(_ entries: [Entry], nextIndex: Int, pass: Int) {
+        precondition(nextIndex >= 0 && nextIndex <= entries.count, "the next index must be in the new entries")
+        self.entries = entries
+        self.nextIndex = nextIndex
+        self.pass = pass
+    }
+
+    /// Replaces `output` with the next block of interleaved frames; returns the frame count,
+    /// 0 once the queue is exhausted.
+    public func read(into output: inout [Float]) -> Int {
+        output.removeAll(keepingCapacity: true)
+        while !finished {
+            if !tail.isEmpty {
+                // The previous run's resampler tail, ahead of a run at another rate.
+                swap(&output, &tail)
+                tail.removeAll(keepingCapacity: true)
+                break
+            }
+            if decoder == nil && !openNext() {
+                // Queue exhausted: the resampler's tail is the last audio.
+                if let active = resampler {
+                    active.flush(appendingTo: &output)
+                    resampler = nil
+                }
+                finished = true
+                break
+            }
+            var frames: Int
+            do throws(MediaError) {
+                frames = try decoder!.read(into: &decoded)
+            } catch {
+                current?.error = error
+                finishItem()
+                continue
+            }
+            if frames == 0 {
+                finishItem()
+                if !output.isEmpty { break }
+                continue
+            }
+            var reachedEndTime = false
+            if let end = itemEndFrame, decoder!.position >= end {
+                // The forward playback end time: keep what precedes it, then end the item.
+                frames = max(0, frames - Int(decoder!.position - end))
+                decoded.removeSubrange((frames * channelCount)...)
+                reachedEndTime = true
+            }
+            itemFrames += Int64(frames)
+            segmentInput += Int64(frames)
+            if reachedEndTime { finishItem() }
+            if frames == 0 {
+                if !output.isEmpty { break }
+                continue
+            }
+            if let resampler {
+                decoded.withUnsafeBufferPointer { resampler.process($0.baseAddress!, frames: frames, appendingTo: &output) }
+                if output.isEmpty { continue }
+            } else {
+                swap(&output, &decoded)
+            }
+            break
+        }
+        written += Int64(output.count / channelCount)
+        return output.count / channelCount
+    }
+
+    /// The output position of the next input frame, through the resampler's exact ratio.
+    private var inputPosition: Int64 {
+        segmentOutputStart + WideMath.multiplyDivide(segmentInput, Int64(outputRate), Int64(segmentRate), rounding: .toNearestOrAwayFromZero)
+    }
+
+    /// Opens the next playable item; false when none is left.
+    private func openNext() -> Bool {
+        var failuresThisPass = 0
+        while true {
+            if nextIndex == entries.count {
+                // Another pass, unless done — or unless a whole pass failed (nothing would ever play).
+                let playedSomething = failuresThisPass < entries.count
+                guard !entries.isEmpty, playedSomething, passes.map({ pass + 1 < $0 }) ?? true else { return false }
+                pass += 1
+                nextIndex = 0
+                failuresThisPass = 0
+            }
+            let index = nextIndex
+            let entry = entries[index]
+            nextIndex += 1
+            var report = ItemOutcome(index: index, path: entry.path, info: nil, startFrame: inputPosition, frameCount: 0, error: nil,
+                                         pass: pass, tag: entry.tag, itemStartTime: startOffset)
+            let opened: AudioFileDecoder
+            do throws(MediaError) {
+                var networkEvents: (@Sendable (NetworkInputEvent) -> Void)? = nil
+                if let report = onNetworkEvent {
+                    networkEvents = { event in report(index, event) }
+                }
+                opened = try AudioFileDecoder(path: entry.path, outputChannelCount: channelCount, network: network,
+                                              cancellation: cancellation, networkEvents: networkEvents)
+                if startOffset > .zero {
+                    try opened.seek(toFrame: startOffset.frame(atSampleRate: opened.sampleRate, rounding: .toNearestOrAwayFromZero))
+                }
+            } catch {
+                startOffset = .zero
+                report.error = error
+                onItem?(report)
+                failuresThisPass += 1
+                continue
+            }
+            startOffset = .zero
+            report.info = opened.info
+            if opened.sampleRate != segmentRate || (resampler == nil && opened.sampleRate != outputRate) {
+                // A new run of another source rate: the previous resampler's tail ends the old run.
+                do throws(MediaError) {
+                    try beginSegment(rate: opened.sampleRate)
+                } catch {
+                    report.error = error
+                    onItem?(report)
+                    failuresThisPass += 1
+                    continue
+                }
+            }
+            report.startFrame = inputPosition
+            decoder = opened
+            current = report
+            itemFrames = 0
+            itemEndFrame = entry.endTime.map { $0.frame(atSampleRate: opened.sampleRate, rounding: .toNearestOrAwayFromZero) }
+            onItem?(report)
+            return true
+        }
+    }
+
+    private var tail: [Float] = []
+
+    private func beginSegment(rate: Int) throws(MediaError) {
+        if let old = resampler {
+            tail.removeAll(keepingCapacity: true)
+            old.flush(appendingTo: &tail)
+        }
+        let carried = Int64(tail.count / channelCount)
+        resampler = rate == outputRate ? nil : try Resampler(inputRate: rate, outputRate: outputRate, channelCount: channelCount, quality: quality)
+        segmentRate = rate
+        segmentOutputStart = written + carried
+        segmentInput = 0
+    }
+
+    private func finishItem() {
+        if var report = current, let decoder {
+            let cut = itemEndFrame.map { decoder.position >= $0 } ?? false
+            if report.error == nil { report.error = Self.problem(with: decoder, framesDecoded: itemFrames, cutShort: cut) }
+            report.frameCount = inputPosition - report.startFrame
+            onItem?(report)
+        }
+        decoder = nil
+        current = nil
+    }
+
+    /// Partial failures found after decoding: the item played, but not all of it.
+    static func problem(with decoder: AudioFileDecoder, framesDecoded: Int64, cutShort: Bool = false) -> MediaError? {
+        let input = decoder.info.input
+        if let readError = decoder.readError {
+            return MediaError(.corrupt, input: input, reason: "read error after \(formatSeconds(framesDecoded, decoder.sampleRate)): \(readError)")
+        }
+        if decoder.corruptPacketCount > 0 {
+            return MediaError(.corrupt, input: input, reason: "\(decoder.corruptPacketCount) corrupt packet(s) skipped")
+        }
+        if !cutShort, !decoder.info.durationIsEstimate, let expected = decoder.expectedFrameCount, decoder.position < expected - Int64(decoder.sampleRate / 5) {
+            return MediaError(.truncated, input: input, reason: "truncated: decoded \(formatSeconds(decoder.position, decoder.sampleRate)) of \(formatSeconds(expected, decoder.sampleRate))")
+        }
+        if framesDecoded == 0 {
+            return MediaError(.corrupt, input: input, reason: "no audio could be decoded")
+        }
+        return nil
+    }
+}
+
+func formatSeconds(_ frames: Int64, _ rate: Int) -> String {
+    let tenths = WideMath.multiplyDivide(frames, 10, Int64(rate))
+    return "\(tenths / 10).\(tenths % 10) s"
+}

@@ -1,0 +1,259 @@
+import Foundation
+import NIOCore
+import Synchronization
+import TuttiCore
+import TuttiMedia
+import TuttiProtocol
+import TuttiEngine
+
+/// The house: rooms, the queue, the stream that plays it and the timeline every room follows.
+///
+/// The queue plays through the playback engine `QueuePlayer` uses (`QueueProducer`), writing
+/// into a `StreamTimelineOutput` instead of a device's ring: items join gaplessly, broken
+/// items are skipped, and queue edits, seeks and skips cut the stream's timeline by the same
+/// rule (`QueueEditPlan`); the rooms are told `flush(from:)` for each cut.
+///
+/// Thread-safety: confined to `loop`; every method must be called on it (the network handlers
+/// and the producer hop there). The server runs it on a one-thread event loop group.
+public final class House: @unchecked Sendable {
+    public struct Configuration: Sendable {
+        public var name = "tutti"
+        public var stateDirectory: String?
+        public var sampleRate = 48000
+        public var channelCount = 2
+        public var codec: StreamCodec = .flac
+        public var chunkFrames = 2048
+        /// How far ahead of the playhead audio is produced and sent: enhanced buffering.
+        public var bufferDepthNanoseconds: Int64 = 300_000_000_000
+        /// From a play/resume command to the first sample heard (plus the largest room latency).
+        public var startDelayNanoseconds: Int64 = 90_000_000
+        /// Queue edits, seeks and skips cut the stream this far ahead of what is heard (plus the
+        /// largest room latency). A room commits audio to its device about 90 ms ahead (its
+        /// 50 ms ring lead plus the device's buffer); the rest is the house's time to decode,
+        /// encode and deliver the audio after the cut, which a busy machine needs (at 150 ms a
+        /// loaded house was seen to deliver it late, and the room fell silent for 10 ms).
+        public var editLeadNanoseconds: Int64 = 250_000_000
+        /// Pauses take effect this far ahead, so every room stops on the same frame.
+        public var pauseDelayNanoseconds: Int64 = 90_000_000
+        /// A queue edit that cuts the stream at least this far ahead of the playhead is seamless
+        /// in every room; closer (down to the start delay) the rooms may have decoded past the
+        /// cut, and the reply says so.
+        public var flushMarginNanoseconds: Int64 = 500_000_000
+        /// A joining room starts this far after the playhead (the data must reach it first).
+        public var joinMarginNanoseconds: Int64 = 200_000_000
+        /// Opens queue items that are URLs; nil refuses them, each with a one-line error.
+        public var network: (any NetworkInputOpener)?
+        public init() {}
+    }
+
+    public let configuration: Configuration
+    public let loop: any EventLoop
+    let clock: any HostClock
+    let log: @Sendable (String) -> Void
+    var rooms: [UInt32: RoomLink] = [:]
+    private var nextClientID: UInt32 = 1
+    var state: HouseState
+    /// Tags naming the queue's entries for the engine, parallel to `state.queue`: an edit
+    /// moves an item's tag with it, so the engine knows which decoded item is which.
+    var queueTags: [Int] = []
+    private var nextTag = 0
+    var stream: ServerStream?
+    private var nextStreamID: UInt32 = 1
+
+    public init(configuration: Configuration, loop: any EventLoop, clock: any HostClock, log: @escaping @Sendable (String) -> Void) {
+        self.configuration = configuration
+        self.loop = loop
+        self.clock = clock
+        self.log = log
+        let (loaded, problem) = HouseState.load(from: configuration.stateDirectory)
+        state = loaded
+        if let problem { log(problem) }
+        queueTags = state.queue.map { _ in makeTag() }
+    }
+
+    func makeTag() -> Int {
+        defer { nextTag += 1 }
+        return nextTag
+    }
+
+    /// The queue as the engine plays it.
+    var queueEntries: [QueueProducer.Entry] {
+        zip(state.queue, queueTags).map { QueueProducer.Entry(path: $0, tag: $1) }
+    }
+
+    var sampleRate: Int { configuration.sampleRate }
+    func frames(_ nanoseconds: Int64) -> Int64 { WideMath.multiplyDivide(nanoseconds, Int64(sampleRate), 1_000_000_000) }
+
+    // MARK: Connections
+
+    func connect(channel: any Channel, hello: WireMessage.Hello) -> UInt32 {
+        loop.preconditionInEventLoop()
+        let id = nextClientID
+        nextClientID += 1
+        guard hello.role == .speaker else { return id }
+        if let existing = rooms.values.first(where: { $0.name == hello.name }) {
+            // A room that reconnects (or a duplicate name): the newest connection wins.
+            log("room \(hello.name) reconnected; closing its previous connection")
+            rooms[existing.id] = nil
+            existing.channel.close(promise: nil)
+        }
+        let room = RoomLink(id: id, name: hello.name, latencyNanoseconds: hello.latencyNanoseconds, channel: channel)
+        rooms[id] = room
+        log("room \(hello.name) connected from \(channel.remoteAddress.map { "\($0)" } ?? "?")")
+        if let level = state.volumes[hello.name] { send(.volume(.init(level: Self.gain(percent: level), rampNanoseconds: 0)), to: room) }
+        pump(room)
+        return id
+    }
+
+    func disconnect(id: UInt32) {
+        loop.preconditionInEventLoop()
+        if let room = rooms.removeValue(forKey: id) { log("room \(room.name) disconnected") }
+    }
+
+    func received(status: WireMessage.SpeakerStatus, from id: UInt32) {
+        guard let room = rooms[id] else { return }
+        if !status.problem.isEmpty, status.problem != room.status?.problem {
+            log("room \(room.name): \(status.problem)")
+        }
+        room.status = status
+        room.statusTime = clock.now()
+    }
+
+    // MARK: Timeline
+
+    var now: Int64 { clock.now() }
+
+    /// The timeline frame heard now (frozen while paused), if a stream exists.
+    func playhead(at time: Int64? = nil) -> Int64 {
+        stream?.schedule.heardFrame(atServer: time ?? now) ?? 0
+    }
+
+    var isPlaying: Bool { stream?.schedule.anchors.last?.isPlaying ?? false }
+
+    func inGroup(_ room: RoomLink) -> Bool { state.group.map { $0.contains(room.name) } ?? true }
+    var groupRooms: [RoomLink] { rooms.values.filter(inGroup).sorted { $0.name < $1.name } }
+    var largestLatency: Int64 { groupRooms.map(\.latencyNanoseconds).max() ?? 0 }
+
+    /// Starts a new stream of the queue from `item` at `offset`, heard after the start delay.
+    func startStream(item: Int, offset: MediaTime = .zero) throws(MediaError) {
+        stopStream()
+        let encoder = try ChunkEncoder(codec: configuration.codec, sampleRate: sampleRate, channelCount: configuration.channelCount)
+        let id = nextStreamID
+        nextStreamID += 1
+        let stream = ServerStream(id: id, codec: configuration.codec, sampleRate: sampleRate, channelCount: configuration.channelCount,
+                                  codecHeader: encoder.codecHeader)
+        let startTime = now + configuration.startDelayNanoseconds + largestLatency
+        stream.schedule.apply(TimelineAnchor(timelineFrame: 0, serverTime: startTime, isPlaying: true), now: now)
+        self.stream = stream
+        publishListening()
+        let loop = self.loop
+        let output = StreamTimelineOutput(stream: stream, encoder: encoder, chunkFrames: configuration.chunkFrames,
+                                          depthFrames: frames(configuration.bufferDepthNanoseconds), clock: clock,
+                                          notify: { [weak self] in loop.execute { [weak self] in self?.produced(streamID: id) } })
+        var engineConfiguration = QueueProducer.Configuration(outputFormat: AudioFormat(sampleRate: sampleRate, channelCount: configuration.channelCount))
+        engineConfiguration.startTag = queueTags.indices.contains(item) ? queueTags[item] : nil
+        engineConfiguration.startTime = offset
+        engineConfiguration.network = configuration.network
+        let engine = QueueProducer(entries: queueEntries, configuration: engineConfiguration, output: output)
+        let log = self.log
+        let reported = Mutex(Set<String>())
+        engine.onItem = { outcome in
+            guard let error = outcome.error else { return }
+            if reported.withLock({ $0.insert("\(outcome.tag)/\(outcome.startFrame)/\(error)").inserted }) { log("\(error)") }
+        }
+        stream.engine = engine
+        engine.start(threadName: "tutti-produce", raisedAfterCuts: true)
+        for room in rooms.values { pump(room) }
+    }
+
+    /// Tells the stream's producer what it needs of the timeline: the anchors and the lead an
+    /// edit needs to reach every room.
+    func publishListening() {
+        guard let stream else { return }
+        let lead = configuration.editLeadNanoseconds + largestLatency
+        stream.listening.withLock { $0 = ServerStream.Listening(schedule: stream.schedule, editLeadNanoseconds: lead) }
+    }
+
+    func stopStream() {
+        guard let old = stream else { return }
+        old.engine?.stop()
+        stream = nil
+        for room in rooms.values where room.streamID == old.id {
+            send(.flush(.init(streamID: old.id, fromFrame: .min)), to: room)
+            room.streamID = nil
+        }
+    }
+
+    private func produced(streamID: UInt32) {
+        guard let stream, stream.id == streamID else { return }
+        for room in rooms.values { pump(room) }
+    }
+
+    /// Sends a room what it is missing of the current stream, as far as its connection takes.
+    func pump(_ room: RoomLink) {
+        loop.preconditionInEventLoop()
+        // The playhead moved: production may go on if it waited at the buffer depth.
+        stream?.engine?.output.wake()
+        publishListening()
+        guard let stream, inGroup(room) else { return }
+        let channel = room.channel
+        if room.streamID != stream.id {
+            room.streamID = stream.id
+            room.sentEnd = false
+            channel.write(WireMessage.streamStart(.init(streamID: stream.id, codec: stream.codec.wireName, sampleRate: UInt32(stream.sampleRate),
+                                                        channelCount: UInt8(stream.channelCount), codecHeader: stream.codecHeader)), promise: nil)
+            for anchor in stream.schedule.anchors { channel.write(WireMessage.anchor(wire(anchor, stream)), promise: nil) }
+            // A room joining a playing stream starts a little after the playhead.
+            let startFrame = isPlaying && stream.schedule.anchors.first.map({ $0.serverTime < now }) == true
+                ? playhead() + frames(configuration.joinMarginNanoseconds) : playhead()
+            (room.nextChunk, room.epoch) = stream.joinPoint(at: startFrame)
+        }
+        // Queue edits cut the stream: the room drops its audio from each cut before it is sent
+        // what follows.
+        let (cuts, epoch) = stream.cuts(after: room.epoch)
+        for cut in cuts {
+            channel.write(WireMessage.flush(.init(streamID: stream.id, fromFrame: cut.frame)), promise: nil)
+            room.nextChunk = min(room.nextChunk, cut.chunkCount)
+            room.sentEnd = false
+        }
+        room.epoch = epoch
+        let limit = playhead() + frames(configuration.bufferDepthNanoseconds)
+        while channel.isWritable, let chunk = stream.chunk(at: room.nextChunk, epoch: epoch) {
+            if chunk.firstFrame > limit { break }
+            channel.write(WireMessage.audioChunk(.init(streamID: stream.id, firstFrame: chunk.firstFrame, frameCount: UInt32(chunk.frameCount), payload: chunk.payload)), promise: nil)
+            room.nextChunk += 1
+            room.sentUntilFrame = chunk.endFrame
+        }
+        if !room.sentEnd, let (end, count) = stream.end(epoch: epoch), room.nextChunk >= count {
+            channel.write(WireMessage.streamEnd(.init(streamID: stream.id, endFrame: end)), promise: nil)
+            room.sentEnd = true
+        }
+        channel.flush()
+    }
+
+    func wire(_ anchor: TimelineAnchor, _ stream: ServerStream) -> WireMessage.Anchor {
+        .init(streamID: stream.id, timelineFrame: anchor.timelineFrame, serverTime: anchor.serverTime, isPlaying: anchor.isPlaying)
+    }
+
+    func apply(_ anchor: TimelineAnchor) {
+        guard let stream else { return }
+        stream.schedule.apply(anchor, now: now)
+        publishListening()
+        for room in rooms.values where room.streamID == stream.id {
+            send(.anchor(wire(anchor, stream)), to: room)
+        }
+    }
+
+    func send(_ message: WireMessage, to room: RoomLink) {
+        room.channel.writeAndFlush(message, promise: nil)
+    }
+
+    static func gain(percent: Int) -> Float {
+        // 60 dB across the scale, so equal steps sound equal; 0 is silence.
+        percent <= 0 ? 0 : Float(pow(10, Double(min(percent, 100) - 100) * 0.6 / 20))
+    }
+
+    func saveState() {
+        if let problem = state.save(to: configuration.stateDirectory) { log(problem) }
+    }
+}

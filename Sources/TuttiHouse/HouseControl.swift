@@ -1,0 +1,307 @@
+import Foundation
+import NIOCore
+import TuttiCore
+import TuttiProtocol
+import TuttiEngine
+
+/// The control commands (`ControlCommand`), dispatched and answered with typed replies. The
+/// JSON on the wire is read and written only by `ControlJSON`.
+///
+/// Commands that change the playing queue (`seek`, `next`, `queue-add`, `queue-remove`,
+/// `queue-move`) are answered once the engine has applied them, with where the stream was cut.
+extension House {
+    /// The answer to a command: called once, on the house's loop.
+    typealias Respond = (Result<ControlReply, ControlRefusal>) -> Void
+
+    /// A request as it arrives on the wire; `reply` gets the JSON to send back (called once, on
+    /// the loop).
+    func control(json: String, reply: @escaping (_ ok: Bool, _ json: String) -> Void) {
+        loop.preconditionInEventLoop()
+        let command: ControlCommand
+        do { command = try ControlJSON.decodeCommand(json) } catch {
+            return reply(false, ControlJSON.encode(error))
+        }
+        control(command) { result in
+            switch result {
+            case .success(let answer): reply(true, ControlJSON.encode(answer))
+            case .failure(let refusal): reply(false, ControlJSON.encode(refusal))
+            }
+        }
+    }
+
+    /// Performs `command`; `respond` is called once, on the loop, at once or when the engine
+    /// has applied an edit.
+    func control(_ command: ControlCommand, respond: @escaping Respond) {
+        loop.preconditionInEventLoop()
+        do {
+            if let problem = command.problem { throw ControlRefusal(problem) }
+            if let reply = try performAtOnce(command, respond) { respond(.success(reply)) }
+        } catch let refusal as ControlRefusal {
+            respond(.failure(refusal))
+        } catch {
+            respond(.failure(ControlRefusal("\(error)")))
+        }
+    }
+
+    /// Performs `command`; returns the reply, or nil when `respond` will be called later.
+    private func performAtOnce(_ command: ControlCommand, _ respond: @escaping Respond) throws -> ControlReply? {
+        switch command {
+        case .play(let files, let names):
+            try checkReadable(files)
+            if let names, !names.isEmpty {
+                let unknown = names.filter { name in !rooms.values.contains { $0.name == name } }
+                if !unknown.isEmpty { throw ControlRefusal("no such room: \(unknown.joined(separator: ", ")) (connected: \(roomNames))") }
+                state.group = names
+            } else {
+                state.group = nil
+            }
+            state.queue = files
+            queueTags = files.map { _ in makeTag() }
+            saveState()
+            try startPlaying(item: 0)
+            return .started(PlayReport(items: files.count, rooms: groupRooms.map(\.name), startsInMs: startsInMilliseconds))
+        case .pause:
+            guard let stream, isPlaying else { throw ControlRefusal("nothing is playing") }
+            let time = now + configuration.pauseDelayNanoseconds
+            let frame = stream.schedule.position(atServer: time)?.frame ?? playhead()
+            apply(TimelineAnchor(timelineFrame: frame, serverTime: time, isPlaying: false))
+            return .paused(PauseReport(pausedAtSeconds: seconds(frame)))
+        case .resume:
+            guard let stream, !isPlaying, let anchor = stream.schedule.anchors.last else { throw ControlRefusal("nothing is paused") }
+            let time = now + configuration.startDelayNanoseconds + largestLatency
+            apply(TimelineAnchor(timelineFrame: anchor.timelineFrame, serverTime: time, isPlaying: true))
+            return .resumed(ResumeReport(resumedAtSeconds: seconds(anchor.timelineFrame), startsInMs: startsInMilliseconds))
+        case .seek(let target):
+            guard let item = currentItem, item.index >= 0 else { throw ControlRefusal("nothing is playing") }
+            let time = MediaTime(seconds: target)
+            editPlayingQueue({ $0.seek(to: time, completion: $1) }, respond) { [self] action in
+                guard let action else {
+                    // Production had ended (the end is about to be heard): a new stream.
+                    try startPlaying(item: item.index, offset: time)
+                    return EditReport(item: item.index, queueLength: state.queue.count)
+                }
+                return EditReport(cut: cut(action), item: item.index, queueLength: state.queue.count)
+            }
+            return nil
+        case .next:
+            guard let item = currentItem, item.index >= 0 else { throw ControlRefusal("nothing is playing") }
+            editPlayingQueue({ $0.advanceToNextItem(completion: $1) }, respond) { [self] action in
+                guard let action else {
+                    guard item.index + 1 < state.queue.count else {
+                        stopStream()
+                        return EditReport(stopped: true, queueLength: state.queue.count)
+                    }
+                    try startPlaying(item: item.index + 1)
+                    return EditReport(item: item.index + 1, queueLength: state.queue.count)
+                }
+                var report = EditReport(cut: cut(action), queueLength: state.queue.count)
+                if case .cut(_, let restart, _) = action {
+                    if let restart { report.item = restart.index } else { report.stopped = true }
+                }
+                return report
+            }
+            return nil
+        case .rooms:
+            return .rooms(RoomsReport(rooms: roomReports()))
+        case .join(let name):
+            let room = try room(named: name)
+            var group = state.group ?? rooms.values.map(\.name)
+            if !group.contains(room.name) { group.append(room.name) }
+            state.group = group
+            saveState()
+            pump(room)
+            return .room(roomChange(room))
+        case .leave(let name):
+            let room = try room(named: name)
+            state.group = (state.group ?? rooms.values.map(\.name)).filter { $0 != room.name }
+            saveState()
+            if let id = room.streamID {
+                send(.flush(.init(streamID: id, fromFrame: .min)), to: room)
+                room.streamID = nil
+            }
+            return .room(roomChange(room))
+        case .volume(let name, let percent):
+            let room = try room(named: name)
+            state.volumes[room.name] = percent
+            saveState()
+            send(.volume(.init(level: Self.gain(percent: percent), rampNanoseconds: 100_000_000)), to: room)
+            return .room(roomChange(room))
+        case .queue:
+            return .queue(queueReport())
+        case .queueAdd(let file, let position):
+            try checkReadable([file])
+            let at = position ?? state.queue.count
+            guard (0...state.queue.count).contains(at) else { throw ControlRefusal("queue position \(at) is out of range 0…\(state.queue.count)") }
+            state.queue.insert(file, at: at)
+            queueTags.insert(makeTag(), at: at)
+            saveState()
+            queueEdited(respond)
+            return nil
+        case .queueRemove(let index):
+            guard state.queue.indices.contains(index) else {
+                throw ControlRefusal("no queue item \(index) (the queue has \(state.queue.count))")
+            }
+            state.queue.remove(at: index)
+            queueTags.remove(at: index)
+            saveState()
+            queueEdited(respond)
+            return nil
+        case .queueMove(let from, let to):
+            guard state.queue.indices.contains(from) else {
+                throw ControlRefusal("no queue item \(from) (the queue has \(state.queue.count))")
+            }
+            guard state.queue.indices.contains(to) else {
+                throw ControlRefusal("queue position \(to) is out of range 0…\(state.queue.count - 1)")
+            }
+            state.queue.insert(state.queue.remove(at: from), at: to)
+            queueTags.insert(queueTags.remove(at: from), at: to)
+            saveState()
+            queueEdited(respond)
+            return nil
+        case .status:
+            return .status(statusReport())
+        }
+    }
+
+    /// Refuses files the house cannot open at all (a damaged file is found while decoding).
+    private func checkReadable(_ files: [String]) throws {
+        for file in files where !file.contains("://") && file != "-" && !file.hasPrefix("pipe:") {
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: file, isDirectory: &isDirectory) else { throw ControlRefusal("\(file): no such file") }
+            guard !isDirectory.boolValue else { throw ControlRefusal("\(file): is a directory") }
+            guard FileManager.default.isReadableFile(atPath: file) else { throw ControlRefusal("\(file): permission denied") }
+        }
+    }
+
+    private var roomNames: String {
+        let names = rooms.values.map(\.name).sorted()
+        return names.isEmpty ? "none" : names.joined(separator: ", ")
+    }
+
+    private func room(named name: String) throws -> RoomLink {
+        guard let room = rooms.values.first(where: { $0.name == name }) else { throw ControlRefusal("no such room: \(name) (connected: \(roomNames))") }
+        return room
+    }
+
+    private func roomChange(_ room: RoomLink) -> RoomChange {
+        RoomChange(room: room.name, inGroup: inGroup(room), volume: state.volumes[room.name] ?? 100)
+    }
+
+    private func startPlaying(item: Int, offset: MediaTime = .zero) throws {
+        do { try startStream(item: item, offset: offset) } catch { throw ControlRefusal("\(error)") }
+    }
+
+    private var startsInMilliseconds: Int {
+        guard let anchor = stream?.schedule.anchors.last else { return 0 }
+        return Int((anchor.serverTime - now) / 1_000_000)
+    }
+
+    /// The item heard now, its `index` its position in the queue (-1 if it has been removed).
+    var currentItem: ItemOutcome? {
+        guard var item = stream?.engine?.outcome(atFrame: playhead()) else { return nil }
+        item.index = queueTags.firstIndex(of: item.tag) ?? -1
+        return item
+    }
+
+    private func seconds(_ frame: Int64) -> Double { Double(frame) / Double(sampleRate) }
+
+    /// Hands `edit` to the playing stream's engine and answers, on the loop, with `answer` of
+    /// what the engine did (nil: production had ended, or nothing plays).
+    private func editPlayingQueue(_ edit: (QueueProducer, @escaping QueueProducer.EditCompletion) -> Void, _ respond: @escaping Respond,
+                                  answer: @escaping (QueueEditPlan.Action?) throws -> EditReport) {
+        let finish = NIOLoopBound((respond, answer), eventLoop: loop)
+        let loop = self.loop
+        let streamID = stream?.id
+        let completion: QueueProducer.EditCompletion = { action in
+            loop.execute { [weak self] in
+                let (respond, answer) = finish.value
+                guard let self, self.stream?.id == streamID else {
+                    // A newer command replaced the stream before this edit reached it.
+                    return respond(.failure(ControlRefusal("superseded: another command replaced the stream before this one took effect")))
+                }
+                do {
+                    respond(.success(.edited(try answer(action))))
+                } catch let refusal as ControlRefusal {
+                    respond(.failure(refusal))
+                } catch {
+                    respond(.failure(ControlRefusal("\(error)")))
+                }
+            }
+        }
+        guard let engine = stream?.engine else { return completion(nil) }
+        edit(engine, completion)
+    }
+
+    /// After an edit of `state.queue`: the engine takes the edited queue; audio already sent is
+    /// flushed from the first frame the edit changes.
+    private func queueEdited(_ respond: @escaping Respond) {
+        let entries = queueEntries
+        editPlayingQueue({ engine, completion in engine.edit({ $0 = entries }, completion: completion) }, respond) { [self] action in
+            EditReport(cut: action.flatMap(cut), queueLength: state.queue.count)
+        }
+    }
+
+    /// Where an edit cut the stream, and whether that is beyond the seamless margin; nil when
+    /// nothing already decoded changed.
+    private func cut(_ action: QueueEditPlan.Action) -> StreamCut? {
+        guard case .cut(let frame, _, _) = action else { return nil }
+        let ahead = frame - playhead()
+        let margin = frames(configuration.flushMarginNanoseconds)
+        var cut = StreamCut(fromSeconds: seconds(frame), aheadSeconds: seconds(ahead), seamless: ahead >= margin)
+        if ahead < margin {
+            cut.reason = "the change takes effect \(String(format: "%.2f", seconds(ahead))) s ahead of the playhead; a seamless flush needs \(String(format: "%.2f", seconds(margin))) s"
+        }
+        return cut
+    }
+
+    private func queueReport() -> QueueReport {
+        let items = stream?.engine?.outcomes ?? []
+        let current = currentItem?.index
+        let entries = state.queue.enumerated().map { index, path in
+            let info = items.last(where: { $0.tag == queueTags[index] })?.info
+            return QueueEntryReport(index: index, path: path, current: index == current, title: info?.displayTitle,
+                                    durationSeconds: info?.duration?.seconds)
+        }
+        return QueueReport(items: entries, current: current.flatMap { $0 >= 0 ? $0 : nil })
+    }
+
+    func roomReports() -> [RoomReport] {
+        let head = playhead()
+        return rooms.values.sorted { $0.name < $1.name }.map { room in
+            var report = RoomReport(name: room.name, inGroup: inGroup(room), volume: state.volumes[room.name] ?? 100,
+                                    latencyMs: Double(room.latencyNanoseconds) / 1e6, state: "connecting",
+                                    sentSeconds: seconds(room.sentUntilFrame))
+            if let status = room.status {
+                report.state = "\(status.state)"
+                report.bufferSeconds = status.bufferedUntilFrame >= 0 ? max(0, seconds(status.bufferedUntilFrame - max(head, status.playheadFrame))) : 0
+                report.syncErrorMicroseconds = Double(status.syncErrorNanoseconds) / 1000
+                report.clockErrorMicroseconds = status.clockErrorNanoseconds >= 0 ? Double(status.clockErrorNanoseconds) / 1000 : nil
+                report.underruns = Int(status.underruns)
+                if status.fillRate > 0 { report.fillRate = Double(status.fillRate) }
+                report.playheadSeconds = status.playheadFrame >= 0 ? seconds(status.playheadFrame) : nil
+                report.problem = status.problem.isEmpty ? nil : status.problem
+            }
+            return report
+        }
+    }
+
+    func statusReport() -> StatusReport {
+        var report = StatusReport(server: configuration.name, state: "stopped", roomCount: rooms.count, queueLength: state.queue.count,
+                                  serverTimeNs: now)
+        guard let stream else { return report }
+        let head = playhead()
+        let ended = stream.endFrame.map { head >= $0 } ?? false
+        report.state = ended ? "stopped" : isPlaying ? "playing" : "paused"
+        report.stream = stream.id
+        report.positionSeconds = seconds(head)
+        report.bufferedAheadSeconds = seconds(max(0, stream.producedEnd - head))
+        if let item = currentItem {
+            report.item = item.index
+            report.title = item.info?.displayTitle ?? item.path
+            report.itemPositionSeconds = seconds(head - item.startFrame)
+            report.itemDurationSeconds = item.info?.duration?.seconds
+        }
+        report.rooms = roomReports()
+        return report
+    }
+}

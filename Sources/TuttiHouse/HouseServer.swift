@@ -1,0 +1,128 @@
+import NIOCore
+import NIOPosix
+import Synchronization
+import TuttiCore
+import TuttiProtocol
+import TuttiEngine
+
+/// The house on the network: TCP (audio and control) and UDP (clock sync) on one port number.
+/// Runs everything on one event loop, the house's. A malformed message closes only the
+/// connection that sent it, with one line in the log naming the peer and the reason.
+public final class HouseServer: Sendable {
+    public let house: House
+    private let group: MultiThreadedEventLoopGroup
+    private let host: String
+    private let port: Int
+    private let channels = Mutex<[any Channel]>([])
+
+    public init(clock: any HostClock, host: String, port: Int, configuration: House.Configuration,
+                log: @escaping @Sendable (String) -> Void) {
+        group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        self.host = host
+        self.port = port
+        house = House(configuration: configuration, loop: group.next(), clock: clock, log: log)
+    }
+
+    /// Binds TCP and UDP; returns the port (the same number for both).
+    public func start() async throws -> Int {
+        let house = self.house
+        let tcp = try await ServerBootstrap(group: group)
+            .serverChannelOption(.backlog, value: 64)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelOption(.writeBufferWaterMark, value: .init(low: 256 << 10, high: 1 << 20))
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandlers([
+                        ByteToMessageHandler(WireMessageDecoder()),
+                        MessageToByteHandler(WireMessageEncoder()),
+                        HouseConnectionHandler(house: house),
+                    ])
+                }
+            }
+            .bind(host: host, port: port).get()
+        let boundPort = tcp.localAddress?.port ?? port
+        let clock = house.clock
+        let udp = try await DatagramBootstrap(group: group)
+            .channelOption(.socketOption(.so_reuseaddr), value: 1)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(ClockSyncResponder(clock: clock)) }
+            }
+            .bind(host: host, port: boundPort).get()
+        channels.withLock { $0 = [tcp, udp] }
+        return boundPort
+    }
+
+    public func stop() async {
+        let open = channels.withLock { $0 }
+        for channel in open { try? await channel.close() }
+        try? await house.loop.submit { self.house.stopStream() }.get()
+        try? await group.shutdownGracefully()
+    }
+}
+
+/// The house end of one TCP connection: a speaker or a controller.
+final class HouseConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
+    typealias InboundIn = WireMessage
+    typealias OutboundOut = WireMessage
+    private let house: House
+    private var clientID: UInt32?
+    private var role: WireMessage.Hello.Role?
+
+    init(house: House) { self.house = house }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let message = Self.unwrapInboundIn(data)
+        guard let role else {
+            guard case .hello(let hello) = message else {
+                reject(context, "expected hello, got \(message.kindName)")
+                return
+            }
+            guard hello.protocolVersion == WireProtocol.version else {
+                reject(context, "protocol version \(hello.protocolVersion) not supported (this server speaks \(WireProtocol.version))")
+                return
+            }
+            if hello.role == .speaker && !hello.codecs.contains(house.configuration.codec.wireName) {
+                reject(context, "speaker \(hello.name) does not decode \(house.configuration.codec.wireName)")
+                return
+            }
+            self.role = hello.role
+            let id = house.connect(channel: context.channel, hello: hello)
+            clientID = id
+            context.writeAndFlush(Self.wrapOutboundOut(.welcome(.init(serverName: house.configuration.name, clientID: id))), promise: nil)
+            return
+        }
+        switch (role, message) {
+        case (.speaker, .speakerStatus(let status)):
+            house.received(status: status, from: clientID!)
+        case (.controller, .controlRequest(let request)):
+            house.control(json: request.json) { ok, json in
+                context.writeAndFlush(Self.wrapOutboundOut(.controlResponse(.init(requestID: request.requestID, ok: ok, json: json))), promise: nil)
+            }
+        case (_, .goodbye):
+            context.close(promise: nil)
+        default:
+            reject(context, "unexpected \(message.kindName) from a \(role)")
+        }
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable, role == .speaker, let id = clientID, let room = house.rooms[id] { house.pump(room) }
+        context.fireChannelWritabilityChanged()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        if role == .speaker, let id = clientID { house.disconnect(id: id) }
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        reject(context, "\(error)")
+    }
+
+    private func reject(_ context: ChannelHandlerContext, _ reason: String) {
+        house.log("\(context.channel.remoteAddress.map { "\($0)" } ?? "peer"): \(reason); connection closed")
+        context.writeAndFlush(Self.wrapOutboundOut(.goodbye(reason: reason)), promise: nil)
+        context.close(promise: nil)
+    }
+}

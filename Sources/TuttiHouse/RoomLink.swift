@@ -1,0 +1,27 @@
+import NIOCore
+import TuttiProtocol
+
+/// A connected speaker, as the house sees it. Belongs to the house's event loop.
+final class RoomLink {
+    let id: UInt32
+    let name: String
+    let latencyNanoseconds: Int64
+    let channel: any Channel
+    var status: WireMessage.SpeakerStatus?
+    var statusTime: Int64 = 0
+    /// The stream this room has been started on, and the next chunk to send it.
+    var streamID: UInt32?
+    var nextChunk = 0
+    /// The stream epoch the room has been brought to (the cuts it was told of).
+    var epoch = 0
+    var sentEnd = false
+    /// Timeline frames the room has been sent (for the fill rate).
+    var sentUntilFrame: Int64 = 0
+
+    init(id: UInt32, name: String, latencyNanoseconds: Int64, channel: any Channel) {
+        self.id = id
+        self.name = name
+        self.latencyNanoseconds = latencyNanoseconds
+        self.channel = channel
+    }
+}

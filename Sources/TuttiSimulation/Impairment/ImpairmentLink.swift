@@ -1,0 +1,143 @@
+import NIOCore
+import Synchronization
+
+/// Which way bytes travel through the proxy.
+enum ImpairmentDirection: Sendable {
+    /// From a client (speaker) to the upstream server.
+    case toUpstream
+    /// From the upstream server back to a client.
+    case toClient
+}
+
+/// The state every relay of one `ImpairmentProxy` shares, from any event loop: the current
+/// impairment, the outage windows, and the counters. Each flow draws its randomness from its own
+/// `SplitMix64`, derived from the seed and the flow's number, so a flow's jitter and loss do not
+/// depend on how other flows interleave with it.
+final class ImpairmentLink: Sendable {
+    private struct Settings {
+        var impairment: ImpairmentProxy.Impairment
+        /// Half-open windows [start, end) on the `NIODeadline` (monotonic) clock.
+        var outages: [(start: NIODeadline, end: NIODeadline)] = []
+    }
+
+    private let settings: Mutex<Settings>
+    let toUpstream = DirectionCounters()
+    let toClient = DirectionCounters()
+    let tcpConnections = Atomic<Int>(0)
+    let tcpUpstreamFailures = Atomic<Int>(0)
+    let udpSessions = Atomic<Int>(0)
+    private let tcpFlows = Atomic<UInt64>(0)
+    private let udpFlows = Atomic<UInt64>(0)
+
+    init(impairment: ImpairmentProxy.Impairment) {
+        settings = Mutex(Settings(impairment: impairment))
+    }
+
+    var impairment: ImpairmentProxy.Impairment {
+        get { settings.withLock { $0.impairment } }
+        set { settings.withLock { $0.impairment = newValue } }
+    }
+
+    func counters(_ direction: ImpairmentDirection) -> DirectionCounters {
+        switch direction {
+        case .toUpstream: toUpstream
+        case .toClient: toClient
+        }
+    }
+
+    // MARK: Outages
+
+    func addOutage(start: NIODeadline, end: NIODeadline) {
+        guard end > start else { return }
+        let now = NIODeadline.now()
+        settings.withLock { s in
+            s.outages.removeAll { $0.end <= now }
+            s.outages.append((start, end))
+        }
+    }
+
+    /// If `time` lies in an outage, when the link comes back (following overlapping or adjoining
+    /// windows); nil when the link is up at `time`.
+    func outageEnd(at time: NIODeadline) -> NIODeadline? {
+        settings.withLock { s in
+            guard !s.outages.isEmpty else { return nil }
+            var end: NIODeadline?
+            var probe = time
+            var extended = true
+            while extended {
+                extended = false
+                for window in s.outages where window.start <= probe && probe < window.end {
+                    end = window.end
+                    probe = window.end
+                    extended = true
+                }
+            }
+            return end
+        }
+    }
+
+    // MARK: Flows
+
+    /// Two independent generators (one per direction) for the next TCP connection or UDP session.
+    func makeFlowRandom(udp: Bool) -> (toUpstream: SplitMix64, toClient: SplitMix64) {
+        let index = udp ? udpFlows.wrappingAdd(1, ordering: .relaxed).oldValue : tcpFlows.wrappingAdd(1, ordering: .relaxed).oldValue
+        let seed = impairment.seed
+        let base = SplitMix64.mix(seed ^ SplitMix64.mix(index << 1 | (udp ? 1 : 0)))
+        return (SplitMix64(seed: base), SplitMix64(seed: SplitMix64.mix(base ^ 0xD1B5_4A32_D192_ED03)))
+    }
+
+    /// Decides one datagram's fate at its arrival: nil when it is dropped (and counted), else
+    /// its delay in nanoseconds.
+    func admitDatagram(_ direction: ImpairmentDirection, at now: NIODeadline, random: inout SplitMix64) -> Int64? {
+        let counters = counters(direction)
+        if outageEnd(at: now) != nil {
+            counters.udpDroppedByOutage.add(1, ordering: .relaxed)
+            return nil
+        }
+        let impairment = impairment
+        if impairment.losesDatagram(using: &random) {
+            counters.udpLost.add(1, ordering: .relaxed)
+            return nil
+        }
+        return impairment.sampleDelay(using: &random)
+    }
+
+    func statistics() -> ImpairmentProxy.Statistics {
+        ImpairmentProxy.Statistics(
+            toUpstream: toUpstream.snapshot(), toClients: toClient.snapshot(),
+            tcpConnections: tcpConnections.load(ordering: .relaxed),
+            tcpUpstreamFailures: tcpUpstreamFailures.load(ordering: .relaxed),
+            udpSessions: udpSessions.load(ordering: .relaxed))
+    }
+}
+
+/// Counters of one direction, updated from any event loop.
+final class DirectionCounters: Sendable {
+    let udpForwarded = Atomic<Int>(0)
+    let udpLost = Atomic<Int>(0)
+    let udpDroppedByOutage = Atomic<Int>(0)
+    let tcpBytes = Atomic<Int>(0)
+
+    func snapshot() -> ImpairmentProxy.Statistics.Direction {
+        ImpairmentProxy.Statistics.Direction(
+            udpDatagramsForwarded: udpForwarded.load(ordering: .relaxed),
+            udpDatagramsLost: udpLost.load(ordering: .relaxed),
+            udpDatagramsDroppedByOutage: udpDroppedByOutage.load(ordering: .relaxed),
+            tcpBytesForwarded: tcpBytes.load(ordering: .relaxed))
+    }
+}
+
+extension ImpairmentProxy.Impairment {
+    /// One-way delay of one datagram or TCP chunk: `delay` plus a uniform sample in ±`jitter`,
+    /// never below zero.
+    func sampleDelay(using random: inout SplitMix64) -> Int64 {
+        guard jitterNanoseconds > 0 else { return delayNanoseconds }
+        return max(0, delayNanoseconds + Int64.random(in: -jitterNanoseconds...jitterNanoseconds, using: &random))
+    }
+
+    /// Draws only when loss is configured, so a lossless run's jitter sequence does not change.
+    func losesDatagram(using random: inout SplitMix64) -> Bool {
+        guard udpLossProbability > 0 else { return false }
+        return random.nextUnitInterval() < udpLossProbability
+    }
+}

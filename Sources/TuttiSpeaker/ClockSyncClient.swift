@@ -1,0 +1,88 @@
+import NIOCore
+import NIOPosix
+import Synchronization
+import TuttiCore
+import TuttiProtocol
+
+/// Runs the speaker's side of clock sync over UDP: a burst of exchanges on start (so a new room
+/// converges within a second), then a steady rate, each reply feeding a `ClockEstimator`.
+/// Thread-safety: all members may be called from any thread.
+public final class ClockSyncClient: Sendable {
+    public struct Configuration: Sendable {
+        public var burstCount = 50
+        public var burstIntervalNanoseconds: Int64 = 20_000_000
+        public var intervalNanoseconds: Int64 = 50_000_000
+        public init() {}
+    }
+
+    private let clock: any HostClock
+    private let server: SocketAddress
+    private let configuration: Configuration
+    private let estimator = Mutex(ClockEstimator())
+    private let channel = Mutex<(any Channel)?>(nil)
+    private let onUpdate: @Sendable (ClockMapping) -> Void
+    private let sent = Atomic<Int>(0)
+    private let received = Atomic<Int>(0)
+
+    public init(server: SocketAddress, clock: any HostClock, configuration: Configuration = Configuration(),
+                onUpdate: @escaping @Sendable (ClockMapping) -> Void) {
+        self.server = server
+        self.clock = clock
+        self.configuration = configuration
+        self.onUpdate = onUpdate
+    }
+
+    public var mapping: ClockMapping? { estimator.withLock { $0.mapping } }
+    public var exchanges: (sent: Int, received: Int) { (sent.load(ordering: .relaxed), received.load(ordering: .relaxed)) }
+
+    public func start(group: any EventLoopGroup) async throws {
+        let bootstrap = DatagramBootstrap(group: group)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(ReplyHandler(client: self)) }
+            }
+        let bound = try await bootstrap.bind(host: server.protocol == .inet6 ? "::" : "0.0.0.0", port: 0).get()
+        channel.withLock { $0 = bound }
+        scheduleNext(on: bound, sequence: 0)
+    }
+
+    public func stop() async {
+        let current = channel.withLock { c -> (any Channel)? in defer { c = nil }; return c }
+        try? await current?.close()
+    }
+
+    private func scheduleNext(on channel: any Channel, sequence: UInt32) {
+        let delay = Int(sequence) < configuration.burstCount ? configuration.burstIntervalNanoseconds : configuration.intervalNanoseconds
+        channel.eventLoop.scheduleTask(in: .nanoseconds(sequence == 0 ? 0 : delay)) { [self] in
+            guard channel.isActive else { return }
+            let packet = ClockSyncPacket(isReply: false, sequence: sequence, clientSend: clock.now())
+            let envelope = AddressedEnvelope(remoteAddress: server, data: channel.allocator.buffer(bytes: packet.encoded()))
+            channel.writeAndFlush(envelope, promise: nil)
+            sent.add(1, ordering: .relaxed)
+            scheduleNext(on: channel, sequence: sequence &+ 1)
+        }
+    }
+
+    fileprivate func receive(_ bytes: ByteBuffer, at arrival: Int64) {
+        guard let packet = try? ClockSyncPacket(decoding: bytes.readableBytesView), packet.isReply else { return }
+        received.add(1, ordering: .relaxed)
+        let sample = ClockSample(clientSend: packet.clientSend, serverReceive: packet.serverReceive,
+                                 serverSend: packet.serverSend, clientReceive: arrival)
+        let mapping = estimator.withLock { e -> ClockMapping? in
+            e.add(sample)
+            return e.mapping
+        }
+        if let mapping { onUpdate(mapping) }
+    }
+
+    private final class ReplyHandler: ChannelInboundHandler, Sendable {
+        typealias InboundIn = AddressedEnvelope<ByteBuffer>
+        let client: ClockSyncClient
+        init(client: ClockSyncClient) { self.client = client }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            // Stamp arrival first: everything after this adds to the measured delay.
+            let arrival = client.clock.now()
+            client.receive(Self.unwrapInboundIn(data).data, at: arrival)
+        }
+    }
+}

@@ -1,0 +1,154 @@
+import Foundation
+import TuttiCore
+import NIOCore
+import NIOPosix
+import Synchronization
+import Testing
+import TuttiProtocol
+import TuttiSimulation
+@testable import TuttiHouse
+import TuttiEngine
+import TuttiTestSupport
+
+/// The house on real loopback sockets: bad peers are refused with a reason and disconnected,
+/// and nobody else notices.
+@Suite struct HouseServerTests {
+    final class Collected: @unchecked Sendable {
+        let lock = NSLock()
+        var lines: [String] = []
+        var bytes: [UInt8] = []
+        func append(_ line: String) { lock.withLock { lines.append(line) } }
+    }
+
+    /// A raw TCP client that records what the server sends and whether it closed.
+    final class RawPeer: ChannelInboundHandler, @unchecked Sendable {
+        typealias InboundIn = ByteBuffer
+        let received = Collected()
+        /// Completes when the server closes the connection, or fails after 30 s: a guard, so a
+        /// server that never closes fails the test instead of hanging it.
+        let closed: EventLoopPromise<Void>
+        private let settled = Mutex(false)
+        init(closed: EventLoopPromise<Void>) {
+            self.closed = closed
+            closed.futureResult.eventLoop.scheduleTask(in: .seconds(30)) { [self] in
+                settle(.failure(TestFailure("the server did not close the connection within 30 s")))
+            }
+        }
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            let buffer = Self.unwrapInboundIn(data)
+            received.lock.withLock { received.bytes += buffer.readableBytesView }
+        }
+        func channelInactive(context: ChannelHandlerContext) { settle(.success(())) }
+        private func settle(_ result: Result<Void, any Error>) {
+            guard settled.withLock({ was in defer { was = true }; return !was }) else { return }
+            closed.completeWith(result)
+        }
+    }
+
+    func rawConnection(port: Int, group: any EventLoopGroup) async throws -> (any Channel, RawPeer) {
+        let promise = group.next().makePromise(of: Void.self)
+        let peer = RawPeer(closed: promise)
+        let channel = try await ClientBootstrap(group: group)
+            .channelInitializer { channel in channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(peer) } }
+            .connect(host: "127.0.0.1", port: port).get()
+        return (channel, peer)
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func malformedPeersAreRefusedAndOthersUnaffected() async throws {
+        let log = Collected()
+        let server = HouseServer(clock: MonotonicClock(), host: "127.0.0.1", port: 0, configuration: House.Configuration()) { log.append($0) }
+        let port = try await server.start()
+        let group = MultiThreadedEventLoopGroup.singleton
+        // A good controller stays served throughout.
+        #expect(try await ControlClient.sendJSON(#"{"command":"status"}"#, host: "127.0.0.1", port: port, group: group).ok)
+
+        for garbage in ["GET / HTTP/1.1\r\nHost: x\r\n\r\n", "TT\u{2}\u{63}\0\0\0\0"] {
+            let (channel, peer) = try await rawConnection(port: port, group: group)
+            try await channel.writeAndFlush(ByteBuffer(string: garbage))
+            try await peer.closed.futureResult.get()
+            // The server said why before closing: a goodbye frame with the reason.
+            var reply = ByteBuffer(bytes: peer.received.lock.withLock { peer.received.bytes })
+            guard case .goodbye(let reason)? = try WireMessage.decode(from: &reply) else {
+                Issue.record("no goodbye for \(garbage.debugDescription)")
+                continue
+            }
+            #expect(reason.contains("bad magic") || reason.contains("unknown message type 99"), "\(reason)")
+        }
+        // An oversized frame is refused before its payload is read.
+        let (big, bigPeer) = try await rawConnection(port: port, group: group)
+        var header = ByteBuffer()
+        header.writeInteger(WireProtocol.magic)
+        header.writeInteger(UInt8(WireProtocol.version))
+        header.writeInteger(UInt8(4))
+        header.writeInteger(UInt32(200_000_000))
+        try await big.writeAndFlush(header)
+        try await bigPeer.closed.futureResult.get()
+        // A controller that skips hello is refused too.
+        let (rude, rudePeer) = try await rawConnection(port: port, group: group)
+        var request = ByteBuffer()
+        WireMessage.controlRequest(.init(requestID: 1, json: "{}")).encode(into: &request)
+        try await rude.writeAndFlush(request)
+        try await rudePeer.closed.futureResult.get()
+
+        let lines = log.lock.withLock { log.lines }
+        #expect(lines.contains { $0.contains("bad magic") && $0.contains("connection closed") })
+        #expect(lines.contains { $0.contains("exceeds the limit") })
+        #expect(lines.contains { $0.contains("expected hello, got controlRequest") })
+        #expect(lines.allSatisfy { !$0.contains("\n") })
+        #expect(try await ControlClient.sendJSON(#"{"command":"status"}"#, host: "127.0.0.1", port: port, group: group).ok)
+        // Unknown commands and bad arguments are refusals, not failures.
+        // Each gets one line naming the command and what is wrong with it.
+        let refusals = [
+            (#"{"command":"dance"}"#, "unknown command dance"),
+            (#"{"command":"volume","room":"attic","percent":50}"#, "no such room: attic"),
+            (#"{"command":"volume","room":"attic","percent":150}"#, "volume needs a percentage from 0 to 100"),
+            (#"{"command":"seek","seconds":"soon"}"#, #"seek: "seconds" must be a number"#),
+            (#"{"command":"play"}"#, #"play: missing "files""#),
+            (#"{"command":"play","files":[]}"#, "play needs at least one file"),
+            ("not json", #"request is not a JSON object with a "command""#),
+        ]
+        for (request, reason) in refusals {
+            let reply = try await ControlClient.sendJSON(request, host: "127.0.0.1", port: port, group: group)
+            #expect(!reply.ok, "\(request)")
+            let refusal = ControlJSON.decodeRefusal(reply.json)
+            #expect(refusal.error.hasPrefix(reason), "\(request) → \(refusal.error)")
+            #expect(!refusal.error.contains("\n"))
+        }
+        await server.stop()
+    }
+
+    @Test func stateSurvivesARestart() async throws {
+        let directory = try TemporaryDirectory("house-state")
+        defer { directory.remove() }
+        var configuration = House.Configuration()
+        configuration.stateDirectory = directory.path
+        let first = HouseServer(clock: MonotonicClock(), host: "127.0.0.1", port: 0, configuration: configuration) { _ in }
+        let port = try await first.start()
+        let group = MultiThreadedEventLoopGroup.singleton
+        // Queue edits while stopped are kept; they need no flush.
+        let a = directory.file("a.flac"), b = directory.file("b.flac")
+        try TestMedia.generateTone(a, seconds: 0.2)
+        try TestMedia.generateTone(b, seconds: 0.2)
+        _ = try await ControlClient.send(.queueAdd(file: a), host: "127.0.0.1", port: port, group: group)
+        _ = try await ControlClient.send(.queueAdd(file: b, at: 0), host: "127.0.0.1", port: port, group: group)
+        let missing = await #expect(throws: ControlRefusal.self) {
+            try await ControlClient.send(.queueAdd(file: "/nowhere/c.flac"), host: "127.0.0.1", port: port, group: group)
+        }
+        #expect(missing?.error == "/nowhere/c.flac: no such file")
+        await first.stop()
+        let second = HouseServer(clock: MonotonicClock(), host: "127.0.0.1", port: 0, configuration: configuration) { _ in }
+        let secondPort = try await second.start()
+        let reply = try await ControlClient.send(.queue, host: "127.0.0.1", port: secondPort, group: group)
+        let paths = reply.queue?.items.map(\.path)
+        #expect(paths == [b, a])
+        await second.stop()
+        // A damaged state file is reported and ignored.
+        try "{not json".write(toFile: directory.file("house.json"), atomically: true, encoding: .utf8)
+        let log = Collected()
+        let third = HouseServer(clock: MonotonicClock(), host: "127.0.0.1", port: 0, configuration: configuration) { log.append($0) }
+        _ = try await third.start()
+        #expect(log.lock.withLock { log.lines }.contains { $0.contains("house.json: unreadable state") })
+        await third.stop()
+    }
+}

@@ -1,0 +1,226 @@
+import Foundation
+import NIOPosix
+import Testing
+import TuttiCore
+import TuttiProtocol
+import TuttiSimulation
+import TuttiEngine
+@testable import TuttiDiagnostics
+import TuttiTestSupport
+
+/// A house and three rooms as separate processes on loopback, each room with its own skewed
+/// clock, drifting sound card and (one) amplifier latency. Checks what the virtual sound cards
+/// actually emitted: every room plays the stream sample-aligned, a room joining mid-track
+/// starts in sync, a room leaving disturbs nobody.
+@Suite(.serialized) struct MultiRoomEndToEndTests {
+    func send(_ command: ControlCommand, port: Int) async throws -> ControlReply {
+        try await ControlClient.send(command, host: "127.0.0.1", port: port, group: MultiThreadedEventLoopGroup.singleton)
+    }
+
+    func rooms(_ port: Int) async throws -> [String: RoomReport] {
+        let list = try await send(.rooms, port: port).rooms?.rooms ?? []
+        return Dictionary(uniqueKeysWithValues: list.map { ($0.name, $0) })
+    }
+
+    /// Waits (guarded) until `condition` holds for the rooms' reports.
+    func waitForRooms(_ port: Int, timeout: Double = 30, _ condition: ([String: RoomReport]) -> Bool) async throws {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if condition(try await rooms(port)) { return }
+            try await Task.sleep(nanoseconds: 50_000_000)
+        }
+        throw TestFailure("rooms did not reach the expected state: \(try await rooms(port))")
+    }
+
+    /// A speaker process's simulated machine: clock offset (ms), clock and crystal drifts (ppm),
+    /// amplifier latency (ms), as the CLI takes them.
+    struct RoomSpec {
+        var name, offset, drift, device, latency: String
+    }
+
+    /// Starts a server and one speaker per room (virtual sound cards writing
+    /// `<directory>/<name>.wav`), and waits until every room is connected with a converged clock.
+    func startHouse(in directory: TemporaryDirectory, rooms: [RoomSpec]) async throws -> (server: ChildProcess, port: Int, speakers: [ChildProcess]) {
+        let server = try ChildProcess(name: "server", arguments: ["server", "--listen", "127.0.0.1:0", "--state-dir", directory.file("state")],
+                                      standardError: directory.file("server.log"))
+        let line = try server.waitForLine(containing: "listening on")
+        let port = Int(line.split(separator: ":").last!.split(separator: " ").first!)!
+        var speakers: [ChildProcess] = []
+        for room in rooms {
+            speakers.append(try ChildProcess(name: room.name, arguments: [
+                "speaker", "--server", "127.0.0.1:\(port)", "--name", room.name, "--output", "virtual:" + directory.file("\(room.name).wav"),
+                "--clock-offset-ms", room.offset, "--clock-drift-ppm", room.drift, "--device-drift-ppm", room.device, "--latency-ms", room.latency,
+            ], standardError: directory.file("\(room.name).log")))
+        }
+        do {
+            try await waitForRooms(port) { reports in
+                reports.count == rooms.count
+                    && reports.values.allSatisfy { $0.clockErrorMicroseconds.map { $0 > 0 && $0 < 20 } ?? false }
+            }
+        } catch {
+            for speaker in speakers { speaker.interrupt() }
+            server.interrupt()
+            throw error
+        }
+        return (server, port, speakers)
+    }
+
+    /// What each room's virtual sound card emitted, for `SyncAnalysis`.
+    func captures(in directory: TemporaryDirectory, rooms: [RoomSpec]) throws -> [SyncAnalysis.Room] {
+        try rooms.map { room in
+            SyncAnalysis.Room(name: room.name, capture: try VirtualCapture(path: directory.file("\(room.name).wav")),
+                              latencyNanoseconds: Double(room.latency)! * 1e6)
+        }
+    }
+
+    @Test(.timeLimit(.minutes(3)))
+    func threeRoomsPlayInSyncJoinLeaveAndDie() async throws {
+        let directory = try TemporaryDirectory("multiroom")
+        defer { directory.preserveLogs(as: "multiroom-sync"); directory.remove() }
+        let music = directory.file("music.flac")
+        // Music-like: chords with vibrato plus noise, at 44.1 kHz so the server resamples.
+        try TestMedia.ffmpeg(["-f", "lavfi", "-i", "sine=f=220:d=10", "-f", "lavfi", "-i", "sine=f=331:d=10", "-f", "lavfi", "-i", "anoisesrc=d=10:c=pink:a=0.15",
+                              "-filter_complex", "[0]vibrato=f=5[x];[x][1][2]amix=inputs=3,pan=stereo|c0=c0|c1=0.8*c0,aresample=44100", music])
+        let rooms = [RoomSpec(name: "a", offset: "300", drift: "50", device: "-30", latency: "0"),
+                     RoomSpec(name: "b", offset: "-700", drift: "-80", device: "60", latency: "20"),
+                     RoomSpec(name: "c", offset: "45", drift: "10", device: "-90", latency: "0")]
+        let (server, port, speakers) = try await startHouse(in: directory, rooms: rooms)
+        defer {
+            for speaker in speakers { speaker.interrupt() }
+            server.interrupt()
+        }
+        let commandTime = MonotonicClock().now()
+        let reply = try await send(.play(files: [music], rooms: ["a", "b"]), port: port)
+        #expect(reply.started?.rooms == ["a", "b"])
+        try await waitForRooms(port) { $0["a"]?.state == "playing" && $0["b"]?.state == "playing" }
+        try await Task.sleep(nanoseconds: 2_500_000_000)
+        _ = try await send(.join(room: "c"), port: port)
+        try await Task.sleep(nanoseconds: 1_500_000_000)
+        let volume = try await send(.volume(room: "a", percent: 50), port: port)
+        #expect(volume.room?.volume == 50)
+        try await Task.sleep(nanoseconds: 1_500_000_000)
+        _ = try await send(.leave(room: "b"), port: port)
+        let status = try await send(.status, port: port)
+        #expect(status.status?.state == "playing")
+        // c dies (SIGKILL: no goodbye); the house notices and nobody else does.
+        try await Task.sleep(nanoseconds: 1_500_000_000)
+        kill(speakers[2].process.processIdentifier, SIGKILL)
+        try await waitForRooms(port) { $0["c"] == nil }
+        // Until the end of the track.
+        try await waitForRooms(port, timeout: 20) { rooms in (rooms["a"]?.playheadSeconds ?? 0) > 9.9 || rooms["a"]?.state == "idle" }
+        try await Task.sleep(nanoseconds: 300_000_000)
+        for speaker in speakers.prefix(2) { #expect(speaker.interrupt() == 0) }
+
+        // What the sound cards emitted.
+        let reader = GaplessQueueReader(paths: [music], outputRate: 48000, channelCount: 2)
+        var reference: [Float] = []
+        var block: [Float] = []
+        while reader.read(into: &block) > 0 { reference += block }
+        let analysis = SyncAnalysis.analyse(rooms: try captures(in: directory, rooms: rooms), reference: reference)
+        let p99 = analysis.percentile(99) / 1000, p50 = analysis.percentile(50) / 1000
+        print("multi-room e2e: skew p50 \(p50) µs, p99 \(p99) µs, max \(analysis.maximum / 1000) µs over \(analysis.skews.count) checkpoints; rooms heard per checkpoint \(analysis.roomsPerCheckpoint)")
+        #expect(analysis.skews.count > 20)
+        #expect(p99 < 250, "p99 inter-room skew \(p99) µs")
+        for room in ["a", "b", "c"] {
+            #expect(analysis.underruns[room] == 0, "\(room) underran")
+            #expect(analysis.discontinuities[room] == 0, "\(room) jumped")
+        }
+        // Volume: a went from full to 50 % (−30 dB) smoothly; the others kept theirs.
+        let aGains = analysis.gains.compactMap { $0.gain["a"] }
+        #expect(abs(aGains.first! - 1) < 0.02 && abs(aGains.last! - 0.0316) < 0.002, "a's gain went \(aGains.first!) → \(aGains.last!)")
+        #expect(analysis.gains.compactMap { $0.gain["c"] }.allSatisfy { abs($0 - 1) < 0.02 })
+        // a played everything; c joined (~2.6 s in), b left (~5.7 s in), c died (~7.2 s in).
+        #expect(analysis.unmatched["a"] == 0)
+        let checkpoints = analysis.roomsPerCheckpoint
+        #expect(checkpoints.first == 2 && checkpoints.contains(3) && checkpoints.last == 1)
+        // Start: the first frame heard ~110 ms after the command (plus b's 20 ms latency).
+        let start = try #require(analysis.startTimes["a"])
+        let latency = (start - Double(commandTime)) / 1e6
+        #expect(latency > 50 && latency < 250, "start latency \(latency) ms")
+        #expect(abs(analysis.startTimes["a"]! - analysis.startTimes["b"]!) < 250_000)
+    }
+
+    /// Seek and next in a playing house, with real speakers: both rooms stay sample-aligned
+    /// through each cut and play the edited timeline the replies describe (the cut frames they
+    /// name), with nothing lost or repeated around the cuts.
+    @Test(.timeLimit(.minutes(3)))
+    func seekAndNextCutEveryRoomInSync() async throws {
+        let directory = try TemporaryDirectory("multiroom-edit")
+        defer { directory.preserveLogs(as: "multiroom-edit"); directory.remove() }
+        let a = directory.file("a.flac"), b = directory.file("b.flac")
+        // Two different noise-and-tone signals, at the stream's rate: every window is unique.
+        try TestMedia.ffmpeg(["-f", "lavfi", "-i", "anoisesrc=d=6:c=brown:a=0.2:seed=1", "-f", "lavfi", "-i", "sine=f=110:d=6",
+                              "-filter_complex", "amix=inputs=2,pan=stereo|c0=c0|c1=0.7*c0,aresample=48000", a])
+        try TestMedia.ffmpeg(["-f", "lavfi", "-i", "anoisesrc=d=3:c=brown:a=0.2:seed=2", "-f", "lavfi", "-i", "sine=f=165:d=3",
+                              "-filter_complex", "amix=inputs=2,pan=stereo|c0=0.6*c0|c1=c0,aresample=48000", b])
+        let rooms = [RoomSpec(name: "a", offset: "250", drift: "40", device: "-50", latency: "0"),
+                     RoomSpec(name: "b", offset: "-600", drift: "-70", device: "80", latency: "20")]
+        let (server, port, speakers) = try await startHouse(in: directory, rooms: rooms)
+        defer {
+            for speaker in speakers { speaker.interrupt() }
+            server.interrupt()
+        }
+        _ = try await send(.play(files: [a, b]), port: port)
+        try await waitForRooms(port) { $0["a"]?.state == "playing" && $0["b"]?.state == "playing" }
+        try await Task.sleep(nanoseconds: 1_200_000_000)
+        let seek = try await send(.seek(seconds: 4.0), port: port)
+        let seekFrame = Int(((seek.edited?.cut?.fromSeconds ?? 0) * 48000).rounded())
+        try await Task.sleep(nanoseconds: 1_000_000_000)
+        let next = try await send(.next, port: port)
+        let nextFrame = Int(((next.edited?.cut?.fromSeconds ?? 0) * 48000).rounded())
+        #expect(next.edited?.item == 1)
+        #expect(seekFrame > 48000 && nextFrame > seekFrame + 24000, "cuts at \(seekFrame), \(nextFrame)")
+        // Until b has played out.
+        let end = Double(nextFrame) / 48000 + 3
+        try await waitForRooms(port, timeout: 20) { rooms in
+            rooms.values.allSatisfy { ($0.playheadSeconds ?? 0) > end - 0.05 || $0.state == "idle" }
+        }
+        try await Task.sleep(nanoseconds: 300_000_000)
+        for speaker in speakers { #expect(speaker.interrupt() == 0) }
+
+        // The edited timeline: a up to the seek's cut, a from 4 s up to the skip's cut, then b.
+        let decodedA = try TestMedia.decodeWithFFmpeg(a), decodedB = try TestMedia.decodeWithFFmpeg(b)
+        let resumed = 4 * 48000
+        let reference = Array(decodedA[0..<(seekFrame * 2)]) + Array(decodedA[(resumed * 2)..<((resumed + nextFrame - seekFrame) * 2)]) + decodedB
+        let captures = try captures(in: directory, rooms: rooms)
+        let analysis = SyncAnalysis.analyse(rooms: captures, reference: reference, interval: 6000)
+        let p99 = analysis.percentile(99) / 1000
+        print("multi-room edits: cuts at \(seekFrame) and \(nextFrame); skew p50 \(analysis.percentile(50) / 1000) µs, p99 \(p99) µs over \(analysis.skews.count) checkpoints")
+        #expect(analysis.skews.count > 10)
+        #expect(p99 < 250, "p99 inter-room skew \(p99) µs")
+        for room in ["a", "b"] {
+            #expect(analysis.underruns[room] == 0, "\(room) underran")
+            #expect(analysis.discontinuities[room] == 0, "\(room) jumped: \(analysis.jumps)")
+            #expect(analysis.unmatched[room] == 0, "\(room) did not play the edited timeline")
+        }
+        // Across each cut, the 512 frames around it match the edited timeline in both rooms: no
+        // room played audio of the old timeline past the cut (a room that had committed it
+        // would hold a 240-frame block or more of it there) or cut early.
+        let seekOnly = Array(decodedA[0..<(seekFrame * 2)]) + Array(decodedA[(resumed * 2)...])
+        for (cut, old) in [(seekFrame, decodedA), (nextFrame, seekOnly)] {
+            let half = 256
+            for capture in captures {
+                // The room's lag (device frame − timeline frame) at the last checkpoint before the cut.
+                guard let before = analysis.series.last(where: { $0.frame < cut && $0.heard[capture.name] != nil }),
+                      let heard = before.heard[capture.name] else {
+                    Issue.record("\(capture.name) was not heard before the cut at \(cut)")
+                    continue
+                }
+                let lag = Int((capture.capture.frame(atEmissionTime: heard - capture.latencyNanoseconds) - Double(before.frame)).rounded())
+                func window(_ range: Range<Int>, switchingAt frame: Int) -> [Float] {
+                    range.flatMap { t -> [Float] in
+                        let source = t < frame ? old : reference
+                        return [source[2 * t], source[2 * t + 1]]
+                    }
+                }
+                guard let fit = SyncAnalysis.locate(0, in: capture.capture, reference: window((cut - half)..<(cut + half), switchingAt: cut),
+                                                    guess: lag + cut - half, search: 8, window: 2 * half) else {
+                    Issue.record("\(capture.name) does not play the edited timeline around the cut at \(cut)")
+                    continue
+                }
+                print("multi-room edits: \(capture.name) across the cut at \(cut): relative residual \(fit.residual)")
+                #expect(fit.residual < 0.02, "\(capture.name) around the cut at \(cut): relative residual \(fit.residual)")
+            }
+        }
+    }
+}

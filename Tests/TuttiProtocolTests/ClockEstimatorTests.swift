@@ -1,0 +1,84 @@
+import Testing
+@testable import TuttiProtocol
+import TuttiSimulation
+
+/// A deterministic network between a speaker whose clock is offset and drifting and a server
+/// whose clock is true time. Delays are a base plus independent jitter in each direction.
+struct SimulatedPath {
+    var offsetNanoseconds: Int64
+    var driftPPM: Double
+    var baseDelay: Int64
+    var jitter: Int64
+    var generator: SplitMix64
+
+    func local(atTrue t: Int64) -> Int64 {
+        t + offsetNanoseconds + Int64((Double(t) * driftPPM / 1e6).rounded())
+    }
+
+    /// One exchange started at true time `t`.
+    mutating func exchange(at t: Int64) -> ClockSample {
+        let up = baseDelay + (jitter > 0 ? Int64(generator.next() % UInt64(jitter)) : 0)
+        let down = baseDelay + (jitter > 0 ? Int64(generator.next() % UInt64(jitter)) : 0)
+        let serverReceive = t + up
+        let serverSend = serverReceive + 20_000
+        return ClockSample(clientSend: local(atTrue: t), serverReceive: serverReceive, serverSend: serverSend,
+                           clientReceive: local(atTrue: serverSend + down))
+    }
+}
+
+@Suite struct ClockEstimatorTests {
+    /// Error of the mapping at true time `t`: estimated server time minus the truth.
+    func error(_ mapping: ClockMapping, _ path: SimulatedPath, at t: Int64) -> Int64 {
+        mapping.serverTime(atLocal: path.local(atTrue: t)) - t
+    }
+
+    @Test(arguments: [
+        (Int64(-987_654_321), 100.0, Int64(2_000_000), UInt64(1)),
+        (Int64(734_000_000), -100.0, Int64(2_000_000), UInt64(2)),
+        (Int64(12_345), 37.5, Int64(200_000), UInt64(3)),
+        (Int64(-1_000_000_000), 0.0, Int64(0), UInt64(4)),
+    ])
+    func convergesUnderJitter(offset: Int64, driftPPM: Double, jitter: Int64, seed: UInt64) {
+        var path = SimulatedPath(offsetNanoseconds: offset, driftPPM: driftPPM, baseDelay: 300_000, jitter: jitter, generator: SplitMix64(seed: seed))
+        let estimator = ClockEstimator()
+        var t: Int64 = 10_000_000_000
+        // Startup burst: 50 exchanges 20 ms apart, as a speaker does on connect.
+        for _ in 0..<50 { estimator.add(path.exchange(at: t)); t += 20_000_000 }
+        let early = estimator.mapping!
+        #expect(abs(error(early, path, at: t)) < 500_000, "after 1 s: \(error(early, path, at: t)) ns")
+        // Then 10 exchanges a second for a minute.
+        for _ in 0..<600 { estimator.add(path.exchange(at: t)); t += 100_000_000 }
+        let mapping = estimator.mapping!
+        let settled = error(mapping, path, at: t)
+        #expect(abs(settled) < 10_000, "after 60 s: \(settled) ns")
+        #expect(abs(mapping.skew - (-driftPPM / 1e6) / (1 + driftPPM / 1e6)) < 0.3e-6, "rate off by \(mapping.skew * 1e6 + driftPPM) ppm")
+        // Through a 20 s outage the fitted rate carries the estimate.
+        #expect(abs(error(mapping, path, at: t + 20_000_000_000)) < 15_000)
+        // The inverse mapping agrees.
+        let server: Int64 = t + 1_000_000
+        #expect(abs(mapping.serverTime(atLocal: mapping.localTime(atServer: server)) - server) <= 2)
+    }
+
+    @Test func rejectsImpossibleAndStalledExchanges() {
+        let estimator = ClockEstimator()
+        #expect(!estimator.add(ClockSample(clientSend: 100, serverReceive: 0, serverSend: 0, clientReceive: 50)))
+        #expect(!estimator.add(ClockSample(clientSend: 0, serverReceive: 0, serverSend: 0, clientReceive: 2_000_000_000)))
+        #expect(estimator.mapping == nil)
+        #expect(estimator.add(ClockSample(clientSend: 0, serverReceive: 1_000_050, serverSend: 1_000_060, clientReceive: 110)))
+        #expect(estimator.mapping!.serverTime(atLocal: 55) == 1_000_055)
+    }
+
+    /// Occasional huge delays (a retransmitting Wi-Fi link) do not pull the estimate.
+    @Test func ignoresDelaySpikes() {
+        var path = SimulatedPath(offsetNanoseconds: 5_000_000, driftPPM: 20, baseDelay: 200_000, jitter: 100_000, generator: SplitMix64(seed: 9))
+        let estimator = ClockEstimator()
+        var t: Int64 = 0
+        for i in 0..<300 {
+            var sample = path.exchange(at: t)
+            if i % 7 == 0 { sample.clientReceive += 40_000_000 }  // 40 ms stuck on the way back
+            estimator.add(sample)
+            t += 100_000_000
+        }
+        #expect(abs(error(estimator.mapping!, path, at: t)) < 10_000)
+    }
+}

@@ -1,0 +1,79 @@
+import Testing
+@testable import TuttiProtocol
+
+/// The control messages' one JSON round trip: every command and every reply reads back as
+/// itself, and malformed requests get one line naming the command and the field.
+@Suite struct ControlJSONTests {
+    static let commands: [ControlCommand] = [
+        .play(files: ["/m/a.flac", "http://h/b.mp3"], rooms: ["kitchen", "office"]), .play(files: ["/m/a.flac"]),
+        .pause, .resume, .seek(seconds: 42.5), .next, .rooms, .join(room: "attic"), .leave(room: "attic"),
+        .volume(room: "kitchen", percent: 40), .queue, .queueAdd(file: "/m/c.ogg", at: 1), .queueAdd(file: "/m/d.ogg"),
+        .queueRemove(index: 3), .queueMove(from: 4, to: 1), .status,
+    ]
+
+    @Test func everyCommandReadsBackAsItself() throws {
+        for command in Self.commands {
+            let json = ControlJSON.encode(command)
+            #expect(try ControlJSON.decodeCommand(json) == command, "\(json)")
+            #expect(json.contains(#""command":"\#(command.name)""#))
+        }
+        #expect(Set(Self.commands.map(\.name)) == Set(ControlCommand.names))
+    }
+
+    @Test func everyReplyReadsBackAsItself() throws {
+        let room = RoomReport(name: "kitchen", inGroup: true, volume: 40, latencyMs: 12, state: "playing", bufferSeconds: 181.5,
+                              syncErrorMicroseconds: -3.5, clockErrorMicroseconds: 8, underruns: 0, fillRate: 210,
+                              playheadSeconds: 12.25, sentSeconds: 193.75)
+        let cut = StreamCut(fromSeconds: 4, aheadSeconds: 0.2, seamless: false, reason: "the change takes effect 0.20 s ahead")
+        let replies: [(ControlCommand, ControlReply)] = [
+            (.play(files: ["a"]), .started(PlayReport(items: 1, rooms: ["kitchen"], startsInMs: 120))),
+            (.pause, .paused(PauseReport(pausedAtSeconds: 3.5))),
+            (.resume, .resumed(ResumeReport(resumedAtSeconds: 3.5, startsInMs: 150))),
+            (.seek(seconds: 4), .edited(EditReport(cut: cut, item: 0, queueLength: 2))),
+            (.next, .edited(EditReport(stopped: true, queueLength: 2))),
+            (.queueRemove(index: 0), .edited(EditReport(queueLength: 1))),
+            (.rooms, .rooms(RoomsReport(rooms: [room, RoomReport(name: "attic", inGroup: false, volume: 100, latencyMs: 0,
+                                                                  state: "connecting", sentSeconds: 0)]))),
+            (.volume(room: "kitchen", percent: 40), .room(RoomChange(room: "kitchen", inGroup: true, volume: 40))),
+            (.queue, .queue(QueueReport(items: [QueueEntryReport(index: 0, path: "/m/a.flac", current: true, title: "A", durationSeconds: 3)],
+                                        current: 0))),
+            (.status, .status(StatusReport(server: "house", state: "playing", roomCount: 1, queueLength: 1, serverTimeNs: 123_456_789,
+                                           stream: 7, positionSeconds: 1.5, item: 0, title: "A", rooms: [room]))),
+        ]
+        for (command, reply) in replies {
+            #expect(try ControlJSON.decodeReply(ControlJSON.encode(reply), to: command) == reply)
+        }
+        let refusal = ControlRefusal("nothing is playing")
+        #expect(ControlJSON.decodeRefusal(ControlJSON.encode(refusal)) == refusal)
+    }
+
+    @Test(arguments: [
+        ("not json", #"request is not a JSON object with a "command""#),
+        (#"{"files":["a"]}"#, #"request is not a JSON object with a "command""#),
+        (#"{"command":"dance"}"#, "unknown command dance (known: play, pause"),
+        (#"{"command":"play"}"#, #"play: missing "files""#),
+        (#"{"command":"play","files":"a.flac"}"#, #"play: "files" must be a list"#),
+        (#"{"command":"seek","seconds":"soon"}"#, #"seek: "seconds" must be a number"#),
+        (#"{"command":"volume","room":"kitchen"}"#, #"volume: missing "percent""#),
+        (#"{"command":"queue-move","from":1,"to":null}"#, #"queue-move: "to" must be a whole number, not null"#),
+    ])
+    func malformedRequestsAreNamedInOneLine(request: String, reason: String) {
+        #expect(throws: ControlRefusal.self) { try ControlJSON.decodeCommand(request) }
+        do {
+            _ = try ControlJSON.decodeCommand(request)
+        } catch {
+            #expect(error.error.hasPrefix(reason), "\(request) → \(error.error)")
+            #expect(!error.error.contains("\n"))
+        }
+    }
+
+    /// Values that no house state could make sense of are refused before the house looks.
+    @Test func nonsensicalValuesAreProblems() {
+        #expect(ControlCommand.play(files: []).problem == "play needs at least one file")
+        #expect(ControlCommand.seek(seconds: -1).problem != nil)
+        #expect(ControlCommand.seek(seconds: .infinity).problem != nil)
+        #expect(ControlCommand.volume(room: "a", percent: 101).problem != nil)
+        #expect(ControlCommand.queueAdd(file: "a", at: -1).problem != nil)
+        #expect(ControlCommand.volume(room: "a", percent: 100).problem == nil)
+    }
+}
