@@ -117,7 +117,7 @@ public final class SpeakerClient: Sendable {
     /// The clock-sync uncertainty, or −1 while the estimate is too young to play by (the
     /// playout engine waits for two seconds of exchanges).
     private var clockErrorForStatus: Int64 {
-        guard let mapping = clockSync.mapping, mapping.spanNanoseconds >= PlayoutEngine.minimumClockSpanNanoseconds else { return -1 }
+        guard let mapping = clockSync.mapping, mapping.spanNanoseconds >= Playout.minimumClockSpanNanoseconds else { return -1 }
         return Int64(mapping.errorNanoseconds.rounded(.up))
     }
 

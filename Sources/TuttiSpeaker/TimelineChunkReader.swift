@@ -1,0 +1,78 @@
+import TuttiCore
+import TuttiMedia
+import TuttiProtocol
+
+/// The first reader of a room's playout: the stream's timeline as decoded PCM, from the chunks
+/// in the `ChunkStore` — silence before the stream's first frame and after its end, and
+/// silence (said once, in `problem`) for a chunk that cannot be decoded.
+///
+/// It appends to a `VariableRateResampler`'s input, the next reader. Not thread-safe: the one
+/// thread that clocks the playout.
+struct TimelineChunkReader {
+    private let chunks: ChunkStore
+    private let channelCount: Int
+    private var decoder: ChunkDecoder?
+    private var streamID: UInt32 = 0
+    private var decoded: [Float] = []
+    private var zeros: [Float]
+    /// Why audio that arrived cannot be played, in one line; empty when nothing is wrong.
+    private(set) var problem = ""
+
+    init(chunks: ChunkStore, channelCount: Int) {
+        self.chunks = chunks
+        self.channelCount = channelCount
+        zeros = [Float](repeating: 0, count: 4096 * channelCount)
+    }
+
+    var canDecode: Bool { decoder != nil }
+
+    /// Opens the decoder of `stream` (nil: no stream). A stream this room cannot play leaves it
+    /// closed, with the reason in `problem`.
+    mutating func open(_ stream: PlayoutInputs.Stream?) {
+        decoder = nil
+        problem = ""
+        guard let stream else { return }
+        streamID = stream.id
+        guard stream.channelCount == channelCount else {
+            // External data: the house sent a stream this room's device cannot play.
+            problem = "stream \(stream.id) has \(stream.channelCount) channels, this room's output \(channelCount); silent until the next stream"
+            return
+        }
+        do {
+            decoder = try ChunkDecoder(codec: stream.codec, sampleRate: stream.sampleRate, channelCount: stream.channelCount, codecHeader: stream.codecHeader)
+        } catch {
+            problem = "stream \(stream.id): cannot open its \(stream.codec.wireName) decoder: \(error.reason); silent until the next stream"
+        }
+    }
+
+    /// Appends the next stretch of the timeline to `resampler`'s input. False when the audio
+    /// there has not arrived (or the resampler is full).
+    mutating func feed(_ resampler: VariableRateResampler, endFrame: Int64?) -> Bool {
+        let frame = resampler.inputEndFrame
+        if frame < 0 || (endFrame.map { frame >= $0 } ?? false) {
+            return appendSilence(frame < 0 ? min(-frame, 4096) : 4096, to: resampler)
+        }
+        guard let chunk = chunks.chunk(containing: frame), let decoder else { return false }
+        let frames: Int
+        do { frames = try decoder.decode(chunk.payload, into: &decoded) } catch {
+            // A corrupt chunk plays as silence for its length: the timeline goes on.
+            problem = "stream \(streamID): chunk at timeline frame \(chunk.firstFrame) (\(chunk.frameCount) frames) cannot be decoded: \(error.reason); playing silence for it"
+            return appendSilence(chunk.firstFrame + Int64(chunk.frameCount) - frame, to: resampler)
+        }
+        if frames < chunk.frameCount {
+            problem = "stream \(streamID): chunk at timeline frame \(chunk.firstFrame) decoded to \(frames) of its \(chunk.frameCount) frames; playing silence for the rest"
+            decoded.removeSubrange((frames * channelCount)...)
+            decoded += [Float](repeating: 0, count: (chunk.frameCount - frames) * channelCount)
+        }
+        let skip = Int(frame - chunk.firstFrame)
+        let count = min(chunk.frameCount - skip, resampler.writableFrames)
+        guard count > 0 else { return false }
+        return decoded.withUnsafeBufferPointer { resampler.appendInput($0.baseAddress! + skip * channelCount, frames: count) } > 0
+    }
+
+    private func appendSilence(_ frames: Int64, to resampler: VariableRateResampler) -> Bool {
+        let count = Int(min(frames, 4096))
+        guard count > 0 else { return false }
+        return zeros.withUnsafeBufferPointer { resampler.appendInput($0.baseAddress!, frames: count) } > 0
+    }
+}
