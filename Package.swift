@@ -1,6 +1,11 @@
 // swift-tools-version: 6.1
 import PackageDescription
 
+/// The sample loops (resampling, decoding, playout, sync analysis) and the clock estimator are
+/// optimized in debug builds too: unoptimized SIMD code is ~50× slower, and the simulated house
+/// runs minutes of audio and thousands of clock exchanges through them in `make test`.
+let optimizedEvenInDebug: [SwiftSetting] = [.unsafeFlags(["-O"], .when(configuration: .debug))]
+
 let package = Package(
     name: "Tutti",
     platforms: [.macOS(.v15)],
@@ -23,6 +28,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-atomics", from: "1.3.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "4.0.0"),
     ],
     targets: [
         // System libraries from Debian packages (see Makefile `deps`).
@@ -37,7 +43,7 @@ let package = Package(
         // The data path, in order (docs/ARCHITECTURE.md): time and rings; decoding; network
         // sources; sound cards; the queue engine; the local player; the wire; the room; the house.
         .target(name: "TuttiCore", dependencies: [.product(name: "Atomics", package: "swift-atomics")]),
-        .target(name: "TuttiMedia", dependencies: ["TuttiCore", "CFFmpeg", "CSoxr", "CLibOgg"]),
+        .target(name: "TuttiMedia", dependencies: ["TuttiCore", "CFFmpeg", "CSoxr", "CLibOgg"], swiftSettings: optimizedEvenInDebug),
         .target(name: "TuttiMediaHTTP", dependencies: [
             "TuttiCore", "TuttiMedia",
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -53,30 +59,32 @@ let package = Package(
             "TuttiCore", "TuttiMedia",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
-        ]),
+        ], swiftSettings: optimizedEvenInDebug),
         .target(name: "TuttiSpeaker", dependencies: [
             "TuttiCore", "TuttiMedia", "TuttiProtocol", "TuttiDevices",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "Atomics", package: "swift-atomics"),
-        ]),
+        ], swiftSettings: optimizedEvenInDebug),
         // No Devices and no ALSA: the house never opens a sound card.
         .target(name: "TuttiHouse", dependencies: [
             "TuttiCore", "TuttiMedia", "TuttiEngine", "TuttiProtocol",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
         ]),
-        // Test clocks, the seeded generator, the network impairment proxy, the HTTP media server
-        // and child processes: what tests, benchmarks and `tutti proxy` drive the product with
-        // (like NIOEmbedded beside NIOCore). No product module depends on it.
+        // Test clocks, the seeded generator, the network impairment proxy, the HTTP media server,
+        // child processes and the simulated house: what tests, benchmarks and `tutti proxy`
+        // drive the product with (like NIOEmbedded beside NIOCore). No product module depends on it.
         .target(name: "TuttiSimulation", dependencies: [
-            "TuttiCore",
+            "TuttiCore", "TuttiMedia", "TuttiDevices", "TuttiProtocol", "TuttiSpeaker", "TuttiHouse", "TuttiDiagnostics",
+            .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOEmbedded", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
         ]),
         // Reads virtual-device captures back and measures sync; for tests and benchmarks.
-        .target(name: "TuttiDiagnostics"),
+        .target(name: "TuttiDiagnostics", swiftSettings: optimizedEvenInDebug),
         .executableTarget(name: "tutti", dependencies: [
             "TuttiCore", "TuttiMedia", "TuttiMediaHTTP", "TuttiDevices", "TuttiEngine", "TuttiPlayer",
             "TuttiProtocol", "TuttiSpeaker", "TuttiHouse", "TuttiSimulation",

@@ -38,6 +38,15 @@ if [ "$finished" = 1 ]; then
   status=$?
   # tee may still be flushing the last lines.
   sleep 0.2
+  if [ "$status" != 0 ]; then
+    # A test process killed by a signal prints nothing itself: say so, and which tests it was in.
+    if [ "$status" -gt 128 ]; then
+      echo "run-bounded: '$label' was killed by signal $((status - 128)) ($(kill -l $((status - 128)) 2>/dev/null))."
+    else
+      echo "run-bounded: '$label' exited with status $status."
+    fi
+    grep -a -E "◇ Test .* started\." "$log" | sed 's/\x1b\[[0-9;]*m//g' | tail -3 | sed 's/^/run-bounded: last started: /'
+  fi
   exit "$status"
 fi
 

@@ -17,6 +17,17 @@ public struct VirtualCapture: Sendable {
 
     public var frameCount: Int { samples.count / channelCount }
 
+    /// A capture held in memory: what a simulated card emitted and when.
+    public init(sampleRate: Int, channelCount: Int, samples: [Float], periodFrames: [Int64], periodTimes: [Int64],
+                underruns: [(frame: Int64, frames: Int64)] = []) {
+        self.sampleRate = sampleRate
+        self.channelCount = channelCount
+        self.samples = samples
+        self.periodFrames = periodFrames
+        self.periodTimes = periodTimes
+        self.underruns = underruns
+    }
+
     public init(path: String) throws {
         let wav = try WAVFile(path: path)
         sampleRate = wav.sampleRate

@@ -172,79 +172,131 @@ public final class QueueProducer: @unchecked Sendable {
     /// Producer-thread state: whether cuts raise the priority, and the frame up to which it is raised.
     private var urgentAfterCuts = false
     private var urgentUntil: Int64?
+    private var began = false
+    private var seenGeneration = 0
+    private var block: [Float] = []
+    private var blockOffset = 0
+    private var exhausted = false
+
+    /// What one step of production did.
+    private enum Step {
+        /// Wrote or changed something; step again.
+        case progressed
+        /// The output has no room (or the queue ran out and edits may still come): wait on the
+        /// output, then step again.
+        case waiting(timeoutNanoseconds: Int64, evenIfWritable: Bool)
+        /// Production has ended.
+        case ended
+    }
 
     private func run() {
-        defer {
-            let leftover = requests.withLock { state -> [EditCompletion] in
-                state.ended = true
-                defer { state.completions.removeAll() }
-                return state.completions
+        begin()
+        defer { end() }
+        while !stopRequested.load(ordering: .acquiring) {
+            switch step() {
+            case .progressed: continue
+            case .waiting(let timeout, let evenIfWritable): output.waitForSpace(timeoutNanoseconds: timeout, evenIfWritable: evenIfWritable)
+            case .ended: return
             }
-            for completion in leftover { completion(nil) }
-            output.finish()
         }
+    }
+
+    /// Stepped production, on the caller's thread instead of a thread of its own (a simulated
+    /// house steps it on its event loop, so that production is a function of the queue and the
+    /// playhead, not of thread timing): produces until the output has no room or production
+    /// ends, without ever blocking on the output. Returns false once production has ended.
+    /// Never call it on a producer that was started with `start()`.
+    public func produceAvailable() -> Bool {
+        if !began { begin() }
+        if finished.load(ordering: .acquiring) { return false }
+        while !stopRequested.load(ordering: .acquiring) {
+            switch step() {
+            case .progressed: continue
+            case .waiting: return true
+            case .ended:
+                finishStepping()
+                return false
+            }
+        }
+        finishStepping()
+        return false
+    }
+
+    private func finishStepping() {
+        end()
+        finished.store(true, ordering: .releasing)
+        done.signal()
+    }
+
+    private func begin() {
+        began = true
         let (initial, initialGeneration, early) = requests.withLock { state in
             defer { state.completions.removeAll() }
             return (state.entries, state.generation, state.completions)
         }
-        // Edits made before the thread started are part of the queue it starts with.
+        // Edits made before production began are part of the queue it starts with.
         for completion in early { completion(.unchanged) }
         plannedEntries = initial
         let first = configuration.startTag.flatMap { tag in initial.firstIndex { $0.tag == tag } } ?? 0
         reader = initial.isEmpty ? nil : makeReader(initial, firstItem: first, offset: configuration.startTime,
                                                     firstFrame: output.writtenFrames, firstPass: 0)
-        var seenGeneration = initialGeneration
-        var block: [Float] = []
-        var blockOffset = 0
-        var exhausted = reader == nil
+        seenGeneration = initialGeneration
+        exhausted = reader == nil
         if exhausted { output.queueRanOut() }
-        let channels = configuration.outputFormat.channelCount
-        while !stopRequested.load(ordering: .acquiring) {
-            if let until = urgentUntil, output.writtenFrames >= until {
-                FeederPriority.restoreCurrentThread()
-                urgentUntil = nil
-            }
-            if let edits = takeEdits(newerThan: &seenGeneration) {
-                let action = apply(edits, exhausted: exhausted)
-                if case .cut(let frame, _, _) = action, urgentAfterCuts {
-                    if urgentUntil == nil { FeederPriority.raiseCurrentThread() }
-                    urgentUntil = frame + Int64(configuration.outputFormat.sampleRate)
-                }
-                if case .cut = action {
-                    block.removeAll(keepingCapacity: true)
-                    blockOffset = 0
-                    exhausted = reader == nil
-                    if exhausted { output.queueRanOut() }
-                }
-                for completion in edits.completions { completion(action) }
-            }
-            if blockOffset * channels == block.count {
-                if exhausted {
-                    _ = output.prepareToWrite(timeline: spans)
-                    if output.awaitsEditsAfterEnd {
-                        output.waitForSpace(timeoutNanoseconds: 20_000_000, evenIfWritable: true)
-                        continue
-                    }
-                    if endUnlessEdited(since: seenGeneration) { break }
-                    continue
-                }
-                blockOffset = 0
-                if reader!.read(into: &block) == 0 {
-                    exhausted = true
-                    output.queueRanOut()
-                    continue
-                }
-                onRead?(reader!.currentDecoder)
-            }
-            let limit = output.prepareToWrite(timeline: spans)
-            var frames = block.count / channels - blockOffset
-            if let limit { frames = min(frames, max(0, Int(limit - output.writtenFrames))) }
-            let written = frames == 0 ? 0 : block.withUnsafeBufferPointer {
-                output.write($0.baseAddress! + blockOffset * channels, frames: frames)
-            }
-            blockOffset += written
-            if written == 0 { output.waitForSpace(timeoutNanoseconds: 100_000_000, evenIfWritable: frames == 0) }
+    }
+
+    private func end() {
+        let leftover = requests.withLock { state -> [EditCompletion] in
+            state.ended = true
+            defer { state.completions.removeAll() }
+            return state.completions
         }
+        for completion in leftover { completion(nil) }
+        output.finish()
+    }
+
+    private func step() -> Step {
+        let channels = configuration.outputFormat.channelCount
+        if let until = urgentUntil, output.writtenFrames >= until {
+            FeederPriority.restoreCurrentThread()
+            urgentUntil = nil
+        }
+        if let edits = takeEdits(newerThan: &seenGeneration) {
+            let action = apply(edits, exhausted: exhausted)
+            if case .cut(let frame, _, _) = action, urgentAfterCuts {
+                if urgentUntil == nil { FeederPriority.raiseCurrentThread() }
+                urgentUntil = frame + Int64(configuration.outputFormat.sampleRate)
+            }
+            if case .cut = action {
+                block.removeAll(keepingCapacity: true)
+                blockOffset = 0
+                exhausted = reader == nil
+                if exhausted { output.queueRanOut() }
+            }
+            for completion in edits.completions { completion(action) }
+        }
+        if blockOffset * channels == block.count {
+            if exhausted {
+                _ = output.prepareToWrite(timeline: spans)
+                if output.awaitsEditsAfterEnd { return .waiting(timeoutNanoseconds: 20_000_000, evenIfWritable: true) }
+                return endUnlessEdited(since: seenGeneration) ? .ended : .progressed
+            }
+            blockOffset = 0
+            if reader!.read(into: &block) == 0 {
+                exhausted = true
+                output.queueRanOut()
+                return .progressed
+            }
+            onRead?(reader!.currentDecoder)
+        }
+        let limit = output.prepareToWrite(timeline: spans)
+        var frames = block.count / channels - blockOffset
+        if let limit { frames = min(frames, max(0, Int(limit - output.writtenFrames))) }
+        let written = frames == 0 ? 0 : block.withUnsafeBufferPointer {
+            output.write($0.baseAddress! + blockOffset * channels, frames: frames)
+        }
+        blockOffset += written
+        return written == 0 ? .waiting(timeoutNanoseconds: 100_000_000, evenIfWritable: frames == 0) : .progressed
     }
 
     private struct Edits {

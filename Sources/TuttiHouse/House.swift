@@ -41,6 +41,12 @@ public final class House: @unchecked Sendable {
         public var flushMarginNanoseconds: Int64 = 500_000_000
         /// A joining room starts this far after the playhead (the data must reach it first).
         public var joinMarginNanoseconds: Int64 = 200_000_000
+        /// Produce on the house's event loop, a step at a time, instead of on a thread of its own:
+        /// for a simulated house, whose production must be a function of the queue and the
+        /// playhead, not of thread timing. Steps run every `productionStepNanoseconds` and at
+        /// once after an edit.
+        public var stepsProductionOnLoop = false
+        public var productionStepNanoseconds: Int64 = 100_000_000
         /// Opens queue items that are URLs; nil refuses them, each with a one-line error.
         public var network: (any NetworkInputOpener)?
         public init() {}
@@ -162,8 +168,41 @@ public final class House: @unchecked Sendable {
             if reported.withLock({ $0.insert("\(outcome.tag)/\(outcome.startFrame)/\(error)").inserted }) { log("\(error)") }
         }
         stream.engine = engine
-        engine.start(threadName: "tutti-produce", raisedAfterCuts: true)
+        if configuration.stepsProductionOnLoop {
+            produceStep(streamID: id)
+        } else {
+            engine.start(threadName: "tutti-produce", raisedAfterCuts: true)
+        }
         for room in rooms.values { pump(room) }
+    }
+
+    /// One step of stepped production (`Configuration.stepsProductionOnLoop`): produces what the
+    /// buffer depth allows and sends it, then steps again later while production goes on.
+    private func produceStep(streamID: UInt32) {
+        guard let stream, stream.id == streamID, let engine = stream.engine else { return }
+        let going = engine.produceAvailable()
+        for room in rooms.values { pump(room) }
+        if going {
+            loop.scheduleTask(in: .nanoseconds(configuration.productionStepNanoseconds)) { [weak self] in
+                self?.produceStep(streamID: streamID)
+            }
+        }
+    }
+
+    /// An edit or a moved playhead may let production go on: wakes the producer thread, or
+    /// steps stepped production at once.
+    func productionMayProceed() {
+        guard let stream, let engine = stream.engine else { return }
+        if configuration.stepsProductionOnLoop {
+            let id = stream.id
+            loop.execute { [weak self] in
+                guard let self, self.stream?.id == id, let engine = self.stream?.engine else { return }
+                _ = engine.produceAvailable()
+                for room in self.rooms.values { self.pump(room) }
+            }
+        } else {
+            engine.output.wake()
+        }
     }
 
     /// Tells the stream's producer what it needs of the timeline: the anchors and the lead an
@@ -177,6 +216,8 @@ public final class House: @unchecked Sendable {
     func stopStream() {
         guard let old = stream else { return }
         old.engine?.stop()
+        // Stepped production ends at its next step; take it now.
+        if configuration.stepsProductionOnLoop { _ = old.engine?.produceAvailable() }
         stream = nil
         for room in rooms.values where room.streamID == old.id {
             send(.flush(.init(streamID: old.id, fromFrame: .min)), to: room)
@@ -192,8 +233,9 @@ public final class House: @unchecked Sendable {
     /// Sends a room what it is missing of the current stream, as far as its connection takes.
     func pump(_ room: RoomLink) {
         loop.preconditionInEventLoop()
-        // The playhead moved: production may go on if it waited at the buffer depth.
-        stream?.engine?.output.wake()
+        // The playhead moved: production may go on if it waited at the buffer depth (stepped
+        // production steps on its own schedule).
+        if !configuration.stepsProductionOnLoop { stream?.engine?.output.wake() }
         publishListening()
         guard let stream, inGroup(room) else { return }
         let channel = room.channel

@@ -11,7 +11,7 @@ import TuttiEngine
 /// `queue-move`) are answered once the engine has applied them, with where the stream was cut.
 extension House {
     /// The answer to a command: called once, on the house's loop.
-    typealias Respond = (Result<ControlReply, ControlRefusal>) -> Void
+    public typealias Respond = (Result<ControlReply, ControlRefusal>) -> Void
 
     /// A request as it arrives on the wire; `reply` gets the JSON to send back (called once, on
     /// the loop).
@@ -31,7 +31,7 @@ extension House {
 
     /// Performs `command`; `respond` is called once, on the loop, at once or when the engine
     /// has applied an edit.
-    func control(_ command: ControlCommand, respond: @escaping Respond) {
+    public func control(_ command: ControlCommand, respond: @escaping Respond) {
         loop.preconditionInEventLoop()
         do {
             if let problem = command.problem { throw ControlRefusal(problem) }
@@ -230,6 +230,7 @@ extension House {
         }
         guard let engine = stream?.engine else { return completion(nil) }
         edit(engine, completion)
+        productionMayProceed()
     }
 
     /// After an edit of `state.queue`: the engine takes the edited queue; audio already sent is

@@ -32,13 +32,7 @@ public final class HouseServer: Sendable {
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
             .childChannelOption(.writeBufferWaterMark, value: .init(low: 256 << 10, high: 1 << 20))
             .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandlers([
-                        ByteToMessageHandler(WireMessageDecoder()),
-                        MessageToByteHandler(WireMessageEncoder()),
-                        HouseConnectionHandler(house: house),
-                    ])
-                }
+                channel.eventLoop.makeCompletedFuture { try house.serve(connection: channel) }
             }
             .bind(host: host, port: port).get()
         let boundPort = tcp.localAddress?.port ?? port
@@ -58,6 +52,19 @@ public final class HouseServer: Sendable {
         for channel in open { try? await channel.close() }
         try? await house.loop.submit { self.house.stopStream() }.get()
         try? await group.shutdownGracefully()
+    }
+}
+
+extension House {
+    /// Serves one connection (a speaker or a controller) on `channel`, made by the server's
+    /// listener or by a simulated link: adds the codec and the house's connection handler.
+    /// Call on the channel's event loop, before it is active.
+    public func serve(connection channel: any Channel) throws {
+        try channel.pipeline.syncOperations.addHandlers([
+            ByteToMessageHandler(WireMessageDecoder()),
+            MessageToByteHandler(WireMessageEncoder()),
+            HouseConnectionHandler(house: self),
+        ])
     }
 }
 

@@ -57,16 +57,32 @@ public final class ChildProcess: @unchecked Sendable {
     @discardableResult
     public func interrupt(timeout: Double = 10) -> Int32 {
         guard process.isRunning else { return process.terminationStatus }
-        kill(process.processIdentifier, SIGINT)
+        process.send(SIGINT)
         let deadline = Date().addingTimeInterval(timeout)
         while process.isRunning && Date() < deadline { usleep(5000) }
-        if process.isRunning { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() }
+        if process.isRunning { process.send(SIGKILL); process.waitUntilExit() }
         return process.terminationStatus
     }
 
-    deinit { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+    deinit { if process.isRunning { process.send(SIGKILL) } }
 }
 
 public struct ChildProcessError: Error, CustomStringConvertible {
     public let description: String
+}
+
+extension Process {
+    /// Sends `signal` to this child, and only to it: a process that never started has pid 0,
+    /// and `kill(0, …)` would signal the whole process group — the test runner included.
+    public func send(_ signal: Int32) {
+        ChildSignal.send(signal, to: processIdentifier)
+    }
+}
+
+/// Signals one child by pid, never a process group (pid ≤ 0).
+public enum ChildSignal {
+    public static func send(_ signal: Int32, to pid: Int32) {
+        guard pid > 0 else { return }
+        kill(pid, signal)
+    }
 }

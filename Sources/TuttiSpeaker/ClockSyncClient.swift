@@ -42,7 +42,15 @@ public final class ClockSyncClient: Sendable {
             }
         let bound = try await bootstrap.bind(host: server.protocol == .inet6 ? "::" : "0.0.0.0", port: 0).get()
         channel.withLock { $0 = bound }
-        scheduleNext(on: bound, sequence: 0)
+        bound.eventLoop.execute { self.scheduleNext(on: bound, sequence: 0) }
+    }
+
+    /// Runs clock sync on `datagrams`, a channel made by someone else (a simulated link): adds
+    /// the reply handler and starts the exchanges. Call on the channel's event loop.
+    public func attach(to datagrams: any Channel) throws {
+        try datagrams.pipeline.syncOperations.addHandler(ReplyHandler(client: self))
+        channel.withLock { $0 = datagrams }
+        scheduleNext(on: datagrams, sequence: 0)
     }
 
     public func stop() async {

@@ -24,7 +24,10 @@ public final class SpeakerClient: Sendable {
     }
 
     public let configuration: Configuration
-    public let engine: PlayoutEngine
+    /// Where what arrives goes: the playout's inputs.
+    public let inputs: PlayoutInputs
+    /// The playout's latest report, for status messages.
+    private let report: @Sendable () -> PlayoutReport
     private let clock: any HostClock
     private let clockSync: ClockSyncClient
     private let stopped = Atomic<Bool>(false)
@@ -32,14 +35,41 @@ public final class SpeakerClient: Sendable {
     /// One line per problem, for the process to print.
     private let log: @Sendable (String) -> Void
 
-    public init(configuration: Configuration, engine: PlayoutEngine, clock: any HostClock, serverAddress: SocketAddress,
-                log: @escaping @Sendable (String) -> Void) {
+    /// A room's connection for the playout whose inputs and reports are given (a real room's
+    /// `PlayoutEngine`, or a simulated room's `Playout`).
+    public init(configuration: Configuration, inputs: PlayoutInputs, report: @escaping @Sendable () -> PlayoutReport, clock: any HostClock,
+                serverAddress: SocketAddress, log: @escaping @Sendable (String) -> Void) {
         self.configuration = configuration
-        self.engine = engine
+        self.inputs = inputs
+        self.report = report
         self.clock = clock
         self.log = log
-        let inputs = engine.inputs
         clockSync = ClockSyncClient(server: serverAddress, clock: clock) { inputs.setClock($0) }
+    }
+
+    /// A room's connection for a real room's playout engine.
+    public convenience init(configuration: Configuration, engine: PlayoutEngine, clock: any HostClock, serverAddress: SocketAddress,
+                            log: @escaping @Sendable (String) -> Void) {
+        self.init(configuration: configuration, inputs: engine.inputs, report: { engine.latestReport }, clock: clock,
+                  serverAddress: serverAddress, log: log)
+    }
+
+    /// Speaks the room's side of the protocol on `channel`, a connection to the house made by
+    /// someone else (a simulated link): adds the codec and the connection's handler. Call on
+    /// the channel's event loop, before it is active.
+    public func speak(on channel: any Channel) throws {
+        try channel.pipeline.syncOperations.addHandlers([
+            ByteToMessageHandler(WireMessageDecoder()),
+            MessageToByteHandler(WireMessageEncoder()),
+            SpeakerConnectionHandler(client: self),
+        ])
+        current.withLock { $0 = channel }
+    }
+
+    /// Runs the room's clock sync on `channel`, a datagram channel made by someone else. Call on
+    /// the channel's event loop.
+    public func syncClock(on channel: any Channel) throws {
+        try clockSync.attach(to: channel)
     }
 
     public var clockMapping: ClockMapping? { clockSync.mapping }
@@ -53,13 +83,7 @@ public final class SpeakerClient: Sendable {
                 let channel = try await ClientBootstrap(group: group)
                     .channelOption(.socketOption(.tcp_nodelay), value: 1)
                     .channelInitializer { channel in
-                        channel.eventLoop.makeCompletedFuture {
-                            try channel.pipeline.syncOperations.addHandlers([
-                                ByteToMessageHandler(WireMessageDecoder()),
-                                MessageToByteHandler(WireMessageEncoder()),
-                                SpeakerConnectionHandler(client: self),
-                            ])
-                        }
+                        channel.eventLoop.makeCompletedFuture { try self.speak(on: channel) }
                     }
                     .connect(host: configuration.serverHost, port: configuration.serverPort).get()
                 current.withLock { $0 = channel }
@@ -88,7 +112,6 @@ public final class SpeakerClient: Sendable {
     }
 
     fileprivate func handle(_ message: WireMessage) {
-        let inputs = engine.inputs
         switch message {
         case .welcome, .controlRequest, .controlResponse, .hello, .speakerStatus:
             break
@@ -122,8 +145,7 @@ public final class SpeakerClient: Sendable {
     }
 
     fileprivate func status() -> WireMessage {
-        let report = engine.latestReport
-        let inputs = engine.inputs
+        let report = self.report()
         let snapshot = inputs.snapshot
         let playhead = report.playheadFrame
         let buffered = playhead >= 0 ? inputs.chunks.contiguousEnd(from: playhead) : -1

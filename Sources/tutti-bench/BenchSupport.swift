@@ -5,7 +5,6 @@ import TuttiCore
 #if canImport(Glibc)
 import Glibc
 #endif
-import TuttiSimulation
 
 /// Output through the file descriptors (the global `stderr` is not concurrency-safe in Swift 6).
 enum Console {
@@ -51,7 +50,7 @@ struct BenchError: Error, CustomStringConvertible {
 
 /// Child processes started with posix_spawn and reaped with waitpid, so the measured wall
 /// time is the child's own (Foundation's `Process.waitUntilExit` polls its run loop).
-enum ChildProcess {
+enum BenchProcess {
     /// Runs `executable` (looked up in PATH) with `arguments`; stdin from /dev/null, stdout and
     /// stderr to /dev/null unless `stderrPath` is given. Returns the exit status, the wall time
     /// and the child's CPU time (user + system), in seconds.

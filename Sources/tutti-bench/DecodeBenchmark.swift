@@ -98,8 +98,8 @@ struct DecodeBenchmark: ParsableCommand {
                 measured = tutti
                 var line = "  run \(run): tutti \(Format.fixed(tutti.seconds, 3)) s (cpu \(Format.fixed(tutti.cpuSeconds, 3)))"
                 if !skipFFmpeg {
-                    let ffmpeg = try ChildProcess.ffmpeg(ffmpegArguments(path))
-                    let startup = try ChildProcess.ffmpeg(ffmpegArguments(path, startupOnly: true))
+                    let ffmpeg = try BenchProcess.ffmpeg(ffmpegArguments(path))
+                    let startup = try BenchProcess.ffmpeg(ffmpegArguments(path, startupOnly: true))
                     ffmpegBest = (min(ffmpegBest.seconds, ffmpeg.seconds), min(ffmpegBest.cpuSeconds, ffmpeg.cpuSeconds))
                     startupBest = (min(startupBest.seconds, startup.seconds), min(startupBest.cpuSeconds, startup.cpuSeconds))
                     line += ", ffmpeg \(Format.fixed(ffmpeg.seconds, 3)) s (cpu \(Format.fixed(ffmpeg.cpuSeconds, 3)), start-up \(Format.fixed(startup.seconds, 3)))"
@@ -150,7 +150,7 @@ struct DecodeBenchmark: ParsableCommand {
         let master = stem + "." + DecodeFormat.wav.fileSuffix
         let madeMaster = try MediaCache.make(master, regenerate: regenerate) { temporary in
             Console.progress("generating \(seconds) s of program material → \(master)")
-            let time = try ChildProcess.ffmpeg(Self.programArguments(seconds: seconds) + DecodeFormat.wav.codecArguments + [temporary]).seconds
+            let time = try BenchProcess.ffmpeg(Self.programArguments(seconds: seconds) + DecodeFormat.wav.codecArguments + [temporary]).seconds
             Console.progress("  \(Format.fixed(time, 1)) s")
         }
         var paths: [String] = []
@@ -159,7 +159,7 @@ struct DecodeBenchmark: ParsableCommand {
             if format.name != DecodeFormat.wav.name {
                 try MediaCache.make(path, regenerate: regenerate || madeMaster) { temporary in
                     Console.progress("encoding \(format.name) → \(path)")
-                    let time = try ChildProcess.ffmpeg(["-i", master] + format.codecArguments + [temporary]).seconds
+                    let time = try BenchProcess.ffmpeg(["-i", master] + format.codecArguments + [temporary]).seconds
                     Console.progress("  \(Format.fixed(time, 1)) s")
                 }
             }
@@ -239,7 +239,7 @@ struct DecodeBenchmark: ParsableCommand {
                         sourceFrames: sourceFrames, outputFrames: outputFrames)
     }
 
-    /// `-threads 1 -i FILE -af aresample=48000 -f null -` (ChildProcess adds -nostdin -hide_banner
+    /// `-threads 1 -i FILE -af aresample=48000 -f null -` (BenchProcess adds -nostdin -hide_banner
     /// -nostats -loglevel error, which change nothing in the work). `startupOnly`: stopped after
     /// 10 ms of output, which measures ffmpeg's fixed cost: process start, dynamic linking,
     /// opening the file, codec and filter set-up.

@@ -67,7 +67,7 @@ struct StartupBenchmark: ParsableCommand {
         for (name, codec) in [("tune.mp3", ["-c:a", "libmp3lame", "-b:a", "192k"]), ("tune.flac", ["-c:a", "flac"])] {
             let path = directory + "/" + name
             _ = try MediaCache.make(path, regenerate: false) { output in
-                _ = try ChildProcess.ffmpeg(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=44100:duration=30",
+                _ = try BenchProcess.ffmpeg(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=44100:duration=30",
                                       "-f", "lavfi", "-i", "anoisesrc=color=pink:sample_rate=44100:duration=30:amplitude=0.1",
                                       "-filter_complex", "amix=inputs=2,aformat=channel_layouts=stereo", "-ar", "44100"] + codec + [output])
             }
@@ -160,7 +160,7 @@ struct StartupBenchmark: ParsableCommand {
         var byte: UInt8 = 0
         let got = read(pipe[0], &byte, 1)
         let end = MonotonicClock().now()
-        kill(pid, SIGKILL)
+        ChildSignal.send(SIGKILL, to: pid)
         var exitStatus: Int32 = 0
         waitpid(pid, &exitStatus, 0)
         guard got == 1 else { throw BenchError("ffmpeg gave no output for \(input)") }

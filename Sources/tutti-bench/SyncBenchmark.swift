@@ -221,7 +221,7 @@ struct SyncBenchmark: AsyncParsableCommand {
         let d = "\(seconds)"
         let filter = "[0]vibrato=f=4:d=0.3[v];[1]tremolo=f=2:d=0.6[t];[v][t][2][3]amix=inputs=4:normalize=0,volume=0.6,"
             + "pan=stereo|c0=c0|c1=0.7*c0+0.3*c1,aresample=44100[a]"
-        let status = try ChildProcess.run("ffmpeg", ["-nostdin", "-y", "-loglevel", "error",
+        let status = try BenchProcess.run("ffmpeg", ["-nostdin", "-y", "-loglevel", "error",
             "-f", "lavfi", "-i", "sine=f=220:d=\(d)", "-f", "lavfi", "-i", "sine=f=277:d=\(d)",
             "-f", "lavfi", "-i", "sine=f=330:d=\(d),volume=0.5", "-f", "lavfi", "-i", "anoisesrc=d=\(d):c=pink:a=0.08",
             "-filter_complex", filter, "-map", "[a]", path])
@@ -293,9 +293,9 @@ final class LongRunningProcess: @unchecked Sendable {
 
     func stop() {
         guard process.isRunning else { return }
-        kill(process.processIdentifier, SIGINT)
+        process.send(SIGINT)
         let deadline = Date().addingTimeInterval(10)
         while process.isRunning && Date() < deadline { usleep(10_000) }
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        if process.isRunning { process.send(SIGKILL) }
     }
 }

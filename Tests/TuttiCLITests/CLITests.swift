@@ -120,7 +120,7 @@ struct TuttiProcess {
         while ((try? String(contentsOfFile: timing, encoding: .utf8))?.count ?? 0) < 200 && Date() < deadline {
             usleep(10_000)
         }
-        kill(process.processIdentifier, SIGINT)
+        process.send(SIGINT)
         try process.waitUntilExit(timeout: 60)
         #expect(process.terminationStatus == 130)
         let wav = try WAVFile(path: output)

@@ -104,7 +104,7 @@ import TuttiTestSupport
         #expect(status.status?.state == "playing")
         // c dies (SIGKILL: no goodbye); the house notices and nobody else does.
         try await Task.sleep(nanoseconds: 1_500_000_000)
-        kill(speakers[2].process.processIdentifier, SIGKILL)
+        speakers[2].process.send(SIGKILL)
         try await waitForRooms(port) { $0["c"] == nil }
         // Until the end of the track.
         try await waitForRooms(port, timeout: 20) { rooms in (rooms["a"]?.playheadSeconds ?? 0) > 9.9 || rooms["a"]?.state == "idle" }

@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import TuttiSimulation
 
 /// Test media made with the real ffmpeg CLI, and independent decodes by the same CLI to
 /// compare Tutti's output against.
@@ -35,7 +36,7 @@ public enum TestMedia {
         try process.run()
         let timedOut = OnceFlag()
         let pid = process.processIdentifier
-        let watchdog = DispatchWorkItem { if timedOut.claim() { kill(pid, SIGKILL) } }
+        let watchdog = DispatchWorkItem { if timedOut.claim() { ChildSignal.send(SIGKILL, to: pid) } }
         DispatchQueue.global().asyncAfter(deadline: .now() + timeout, execute: watchdog)
         // Feed standard input and read both pipes concurrently, so no pipe can fill up and
         // block the child.
@@ -252,7 +253,7 @@ extension Process {
     public func waitUntilExit(timeout: Double) throws {
         let timedOut = OnceFlag()
         let pid = processIdentifier
-        let watchdog = DispatchWorkItem { if timedOut.claim() { kill(pid, SIGKILL) } }
+        let watchdog = DispatchWorkItem { if timedOut.claim() { ChildSignal.send(SIGKILL, to: pid) } }
         DispatchQueue.global().asyncAfter(deadline: .now() + timeout, execute: watchdog)
         waitUntilExit()
         let killed = !timedOut.claim()

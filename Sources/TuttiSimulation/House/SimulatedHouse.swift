@@ -1,0 +1,240 @@
+import Foundation
+import NIOCore
+import NIOEmbedded
+import TuttiCore
+import TuttiDevices
+import TuttiDiagnostics
+import TuttiMedia
+import TuttiProtocol
+import TuttiHouse
+import TuttiSpeaker
+
+/// A whole house in one process, on simulated time, from one seed: the real `House`, N real
+/// rooms (`SpeakerClient`, `ClockSyncClient`, `Playout`, the chunk codec), each on a simulated
+/// link with its own delay, jitter, loss and outages, each with its own clock offset and drift
+/// and a simulated sound card with its own crystal error. Only time, sockets and sound cards are
+/// simulated (docs/SIMULATION.md).
+///
+/// Everything runs as tasks of one `EmbeddedEventLoop` on the calling thread, in the order of
+/// their virtual times, so a run is a function of its scenario: the same seed gives
+/// bit-identical audio in every room. It measures what each card emitted against the true
+/// timeline, and each room's true clock error beside the one it reports.
+public enum SimulatedHouse {
+    /// One room: its clock, its card, its acoustic latency and its link to the house.
+    public struct Room: Sendable {
+        public var name: String
+        /// The room clock's offset from the house's at the start, and its rate error.
+        public var clockOffsetNanoseconds: Int64
+        public var clockDriftPPM: Double
+        /// The sound card's crystal error.
+        public var crystalDriftPPM: Double
+        public var latencyNanoseconds: Int64 = 0
+        public var link = LinkModel()
+
+        public init(name: String, clockOffsetNanoseconds: Int64, clockDriftPPM: Double, crystalDriftPPM: Double) {
+            self.name = name
+            self.clockOffsetNanoseconds = clockOffsetNanoseconds
+            self.clockDriftPPM = clockDriftPPM
+            self.crystalDriftPPM = crystalDriftPPM
+        }
+    }
+
+    public struct Scenario: Sendable {
+        public var seed: UInt64
+        public var rooms: [Room]
+        /// What the house plays: files on this machine.
+        public var music: [String]
+        /// Simulated time from the rooms' connection to `play` (their clocks converge).
+        public var warmUpNanoseconds: Int64 = 5_000_000_000
+        /// Simulated time played after `play`.
+        public var playNanoseconds: Int64
+        /// Keep every room's emitted audio (for `SyncAnalysis`); off, only digests are kept.
+        public var keepsAudio = true
+
+        public init(seed: UInt64, rooms: [Room], music: [String], playNanoseconds: Int64) {
+            self.seed = seed
+            self.rooms = rooms
+            self.music = music
+            self.playNanoseconds = playNanoseconds
+        }
+
+        /// `roomCount` rooms drawn from `seed`: clock offsets within ±1 s, clock drifts and
+        /// crystal errors within ±100 ppm, links with 0.5–3 ms of delay and up to 3 ms of
+        /// jitter each way; the first room's link goes down for `outageNanoseconds` a third of
+        /// the way into the music.
+        public static func drawn(seed: UInt64, roomCount: Int, music: [String], playNanoseconds: Int64,
+                                 outageNanoseconds: Int64 = 20_000_000_000) -> Scenario {
+            var random = SplitMix64(seed: seed)
+            func uniform(_ range: ClosedRange<Double>) -> Double { range.lowerBound + random.nextUnitInterval() * (range.upperBound - range.lowerBound) }
+            var rooms: [Room] = []
+            for index in 0..<roomCount {
+                var room = Room(name: "room\(index + 1)", clockOffsetNanoseconds: Int64(uniform(-1e9...1e9)),
+                                clockDriftPPM: uniform(-100...100), crystalDriftPPM: uniform(-100...100))
+                room.link.baseDelayNanoseconds = Int64(uniform(500_000...3_000_000))
+                room.link.jitterNanoseconds = Int64(uniform(0...3_000_000))
+                rooms.append(room)
+            }
+            var scenario = Scenario(seed: seed, rooms: rooms, music: music, playNanoseconds: playNanoseconds)
+            if roomCount > 0 && outageNanoseconds > 0 {
+                let start = startTime + scenario.warmUpNanoseconds + playNanoseconds / 3
+                scenario.rooms[0].link.outages = [start..<(start + outageNanoseconds)]
+            }
+            return scenario
+        }
+    }
+
+    /// What one room did, measured against the truth.
+    public struct RoomResult: Sendable {
+        public var name: String
+        /// SHA-256 of every sample the card emitted.
+        public var digest: String
+        public var framesEmitted: Int64
+        /// Blocks the playout cut short because audio had not arrived, and its jumps.
+        public var starvedBlocks: Int
+        public var resyncs: Int
+        /// The room's clock mapping against the truth, sampled each simulated second once it
+        /// plays by it: the worst true error, and how often the error it reported covered it.
+        public var worstClockErrorNanoseconds: Double
+        public var reportedBoundCoverage: Double
+        public var medianReportedBoundNanoseconds: Double
+        /// The last sync error the room reported of itself.
+        public var reportedSyncErrorNanoseconds: Int64
+        public var problem: String
+        /// What the card emitted, when the scenario keeps audio.
+        public var capture: VirtualCapture?
+    }
+
+    public struct Result: Sendable {
+        public var rooms: [RoomResult]
+        public var simulatedNanoseconds: Int64
+        public var wallSeconds: Double
+        /// One line each, in order: what the house and the rooms logged.
+        public var events: [String]
+        /// Simulated seconds per wall second.
+        public var speed: Double { Double(simulatedNanoseconds) / 1e9 / max(wallSeconds, 1e-9) }
+    }
+
+    /// Where the simulated clock starts: far enough from zero that a room clock 1 s behind
+    /// reads positive times.
+    public static let startTime: Int64 = 1_000_000_000_000
+
+    /// Runs `scenario` on the calling thread and returns what every room emitted.
+    public static func run(_ scenario: Scenario, house configuration: House.Configuration = House.Configuration()) throws -> Result {
+        let wallStart = Date()
+        let loop = EmbeddedEventLoop()
+        loop.advanceTime(to: .uptimeNanoseconds(UInt64(startTime)))
+        let clock = SimulatedClock(loop: loop)
+        let events = EventLog()
+        var houseConfiguration = configuration
+        houseConfiguration.stepsProductionOnLoop = true
+        houseConfiguration.stateDirectory = nil
+        let house = House(configuration: houseConfiguration, loop: loop, clock: clock, log: { events.append("house: \($0)") })
+        let format = AudioFormat(sampleRate: houseConfiguration.sampleRate, channelCount: houseConfiguration.channelCount)
+        var rooms: [SimulatedRoom] = []
+        for (index, spec) in scenario.rooms.enumerated() {
+            let seed = scenario.seed ^ (UInt64(index + 1) &* 0x9E37_79B9_7F4A_7C15)
+            rooms.append(try SimulatedRoom(spec: spec, index: index, seed: seed, format: format, house: house, clock: clock, loop: loop,
+                                           keepsAudio: scenario.keepsAudio, events: events))
+        }
+        loop.advanceTime(by: .nanoseconds(scenario.warmUpNanoseconds))
+        house.control(.play(files: scenario.music)) { result in
+            if case .failure(let refusal) = result { events.append("house: play refused: \(refusal)") }
+        }
+        let end = clock.now() + scenario.playNanoseconds
+        while clock.now() < end {
+            loop.advanceTime(by: .nanoseconds(min(1_000_000_000, end - clock.now())))
+            for room in rooms { room.sampleClockTruth(now: clock.now()) }
+        }
+        for room in rooms { room.card.stop() }
+        let results = rooms.map { $0.result(format: format) }
+        for room in rooms { room.close() }
+        return Result(rooms: results, simulatedNanoseconds: scenario.warmUpNanoseconds + scenario.playNanoseconds,
+                      wallSeconds: Date().timeIntervalSince(wallStart), events: events.lines)
+    }
+}
+
+/// The lines the simulated processes log, in order.
+final class EventLog: @unchecked Sendable {
+    private(set) var lines: [String] = []
+    func append(_ line: String) { lines.append(line) }
+}
+
+/// A non-Sendable value that only the simulation's one thread touches, handed to APIs that
+/// require `Sendable` closures because their real callers are threads.
+struct LoopConfined<Value>: @unchecked Sendable {
+    let value: Value
+}
+
+/// One simulated room: the real speaker connection and playout, a simulated card, and its
+/// links to the house.
+final class SimulatedRoom {
+    let spec: SimulatedHouse.Room
+    let clock: SkewedClock
+    let playout: Playout
+    let client: SpeakerClient
+    let card: SimulatedSoundCard
+    private let channels: [EmbeddedChannel]
+    private var trueErrors: [Double] = []
+    private var covered = 0
+    private var bounds: [Double] = []
+
+    init(spec: SimulatedHouse.Room, index: Int, seed: UInt64, format: AudioFormat, house: House, clock houseClock: SimulatedClock,
+         loop: EmbeddedEventLoop, keepsAudio: Bool, events: EventLog) throws {
+        self.spec = spec
+        clock = SkewedClock(base: houseClock, offsetNanoseconds: spec.clockOffsetNanoseconds, driftPPM: spec.clockDriftPPM,
+                            anchor: SimulatedHouse.startTime)
+        let inputs = PlayoutInputs()
+        playout = Playout(inputs: inputs, format: format, blockFrames: 480, latencyNanoseconds: spec.latencyNanoseconds, localClock: clock)
+        let name = spec.name
+        playout.onEvent = { events.append("\(name): \($0)") }
+        let confined = LoopConfined(value: playout)
+        var configuration = SpeakerClient.Configuration(serverHost: "house", serverPort: 4953, name: spec.name)
+        configuration.latencyNanoseconds = spec.latencyNanoseconds
+        client = SpeakerClient(configuration: configuration, inputs: inputs, report: { confined.value.report }, clock: clock,
+                               serverAddress: try SocketAddress(ipAddress: "10.0.0.1", port: 4953), log: { events.append("\(name): \($0)") })
+        // The room's TCP connection and its clock-sync datagrams, each over the room's link.
+        let houseStream = EmbeddedChannel(loop: loop), roomStream = EmbeddedChannel(loop: loop)
+        try house.serve(connection: houseStream)
+        try client.speak(on: roomStream)
+        try SimulatedLink.join(roomStream, houseStream, model: spec.link, seed: seed, isStream: true, loop: loop)
+        let houseDatagrams = EmbeddedChannel(handler: ClockSyncResponder(clock: houseClock), loop: loop)
+        let roomDatagrams = EmbeddedChannel(loop: loop)
+        try SimulatedLink.join(roomDatagrams, houseDatagrams, model: spec.link, seed: seed ^ 0xD1B5_4A32_D192_ED03, isStream: false, loop: loop)
+        let address = try SocketAddress(ipAddress: "10.0.0.\(index + 2)", port: 40000)
+        for channel in [houseStream, houseDatagrams, roomDatagrams] { try channel.connect(to: address).wait() }
+        try roomStream.connect(to: address).wait()
+        try client.syncClock(on: roomDatagrams)
+        channels = [houseStream, roomStream, houseDatagrams, roomDatagrams]
+        card = SimulatedSoundCard(playout: playout, schedule: EmissionSchedule(sampleRate: format.sampleRate, driftPPM: spec.crystalDriftPPM,
+                                                                              start: SimulatedHouse.startTime + 1_000_000 * Int64(index + 1)),
+                                  roomClock: clock, leadNanoseconds: 50_000_000, keepsAudio: keepsAudio, loop: loop)
+        card.start()
+    }
+
+    /// Compares the room's clock mapping with the truth at true time `now`.
+    func sampleClockTruth(now: Int64) {
+        guard let mapping = client.clockMapping, mapping.spanNanoseconds >= Playout.minimumClockSpanNanoseconds else { return }
+        let error = Double(mapping.serverTime(atLocal: clock.reading(atBase: now)) - now)
+        trueErrors.append(abs(error))
+        bounds.append(mapping.errorNanoseconds)
+        if abs(error) <= mapping.errorNanoseconds { covered += 1 }
+    }
+
+    func result(format: AudioFormat) -> SimulatedHouse.RoomResult {
+        let report = playout.report
+        let capture = card.keepsAudio
+            ? VirtualCapture(sampleRate: format.sampleRate, channelCount: format.channelCount, samples: card.samples,
+                             periodFrames: card.periodFrames, periodTimes: card.periodTimes)
+            : nil
+        let sortedBounds = bounds.sorted()
+        return SimulatedHouse.RoomResult(name: spec.name, digest: card.digest, framesEmitted: card.nextFrame, starvedBlocks: report.starvedBlocks,
+                                         resyncs: report.resyncs, worstClockErrorNanoseconds: trueErrors.max() ?? .nan,
+                                         reportedBoundCoverage: trueErrors.isEmpty ? .nan : Double(covered) / Double(trueErrors.count),
+                                         medianReportedBoundNanoseconds: sortedBounds.isEmpty ? .nan : sortedBounds[sortedBounds.count / 2],
+                                         reportedSyncErrorNanoseconds: report.syncErrorNanoseconds, problem: report.problem, capture: capture)
+    }
+
+    func close() {
+        for channel in channels { _ = try? channel.finish(acceptAlreadyClosed: true) }
+    }
+}
