@@ -29,7 +29,6 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.0.0"),
-        .package(url: "https://github.com/apple/swift-algorithms.git", from: "1.2.0"),
     ],
     targets: [
         // System libraries from Debian packages (see Makefile `deps`).
@@ -58,7 +57,6 @@ let package = Package(
                                                     .product(name: "Atomics", package: "swift-atomics")]),
         .target(name: "TuttiProtocol", dependencies: [
             "TuttiCore", "TuttiMedia",
-            .product(name: "Algorithms", package: "swift-algorithms"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
         ], swiftSettings: optimizedEvenInDebug),

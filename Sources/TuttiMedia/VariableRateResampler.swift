@@ -58,10 +58,13 @@ public final class VariableRateResampler: @unchecked Sendable {
     private let table: UnsafeMutablePointer<Float>
     /// Interpolated kernel for the path that serves unusual channel counts.
     private let kernel: UnsafeMutablePointer<Float>
-    /// `storageFrames` ring slots plus `taps` slots mirroring the first `taps`, so that any
+    /// One plane per channel, `planeStride` floats apart (the kernel then reads each channel's
+    /// window with plain vector loads, no deinterleaving): `storageFrames` ring slots plus
+    /// `taps` slots mirroring the first `taps`, so that any
     /// window of `taps` frames is contiguous in memory and the inner loop never wraps.
     private let storage: UnsafeMutablePointer<Float>
     private let storageFrames: Int
+    private var planeStride: Int { storageFrames + taps }
 
     /// Integer part of the next output frame's position.
     private var frame: Int64 = 0
@@ -204,7 +207,8 @@ public final class VariableRateResampler: @unchecked Sendable {
         let channels = channelCount
         let storageFrames = self.storageFrames
         let storage = self.storage
-        let centre = (taps / 2 - 1) * channels
+        let centre = taps / 2 - 1
+        let planeStride = self.planeStride
         // A window starting after this would reach past the input.
         let lastStart = inputEnd - Int64(taps)
         let retainedStart = self.retainedStart
@@ -219,9 +223,9 @@ public final class VariableRateResampler: @unchecked Sendable {
             if start < retainedStart {
                 out.update(repeating: 0, count: channels)
             } else if fraction == 0 {
-                out.update(from: storage + slot * channels + centre, count: channels)
+                for channel in 0..<channels { out[channel] = storage[channel * planeStride + slot + centre] }
             } else {
-                interpolate(storage + slot * channels, fraction: fraction, into: out)
+                interpolate(storage + slot, fraction: fraction, into: out)
             }
             out += channels
             produced += 1
@@ -264,19 +268,26 @@ public final class VariableRateResampler: @unchecked Sendable {
     /// Writes `frames` frames at `inputEnd` (silence when `source` is nil) and advances it.
     private func store(_ source: UnsafePointer<Float>?, frames: Int) {
         let channels = channelCount
+        let planeStride = self.planeStride
         var slot = Self.slot(of: inputEnd, storageFrames: storageFrames)
         var done = 0
         while done < frames {
             let count = min(frames - done, storageFrames - slot)
-            let destination = storage + slot * channels
-            if let source {
-                destination.update(from: source + done * channels, count: count * channels)
-            } else {
-                destination.update(repeating: 0, count: count * channels)
-            }
-            if slot < taps {
-                let mirrored = min(count, taps - slot)
-                (storage + (storageFrames + slot) * channels).update(from: destination, count: mirrored * channels)
+            for channel in 0..<channels {
+                let plane = storage + channel * planeStride
+                let destination = plane + slot
+                if let source {
+                    var from = source + done * channels + channel
+                    for index in 0..<count {
+                        destination[index] = from.pointee
+                        from += channels
+                    }
+                } else {
+                    destination.update(repeating: 0, count: count)
+                }
+                if slot < taps {
+                    (plane + storageFrames + slot).update(from: destination, count: min(count, taps - slot))
+                }
             }
             done += count
             slot += count
@@ -285,7 +296,8 @@ public final class VariableRateResampler: @unchecked Sendable {
         inputEnd += Int64(frames)
     }
 
-    /// One output frame from the `taps`-frame window at `window` and a nonzero fraction.
+    /// One output frame from the `taps`-frame windows starting at `window` in each channel's
+    /// plane, at a nonzero fraction.
     @inline(__always)
     private func interpolate(_ window: UnsafePointer<Float>, fraction: UInt64, into out: UnsafeMutablePointer<Float>) {
         let taps = self.taps
@@ -310,41 +322,46 @@ public final class VariableRateResampler: @unchecked Sendable {
                 tail += (row[j] + weight * row[taps + j]) * window[j]
                 j += 1
             }
-            out[0] = sum.sum() + tail
+            out[0] = Self.sum(sum) + tail
         case 2:
-            var left = SIMD8<Float>()
-            var right = SIMD8<Float>()
+            let right = window + planeStride
+            var sumLeft = SIMD8<Float>()
+            var sumRight = SIMD8<Float>()
             var j = 0
             while j < vectorTaps {
                 let c = Self.load8(row + j) + weight * Self.load8(row + taps + j)
-                let frames = UnsafeRawPointer(window + 2 * j).loadUnaligned(as: SIMD16<Float>.self)
-                left += c * frames.evenHalf
-                right += c * frames.oddHalf
+                sumLeft += c * Self.load8(window + j)
+                sumRight += c * Self.load8(right + j)
                 j += 8
             }
             var tailLeft: Float = 0
             var tailRight: Float = 0
             while j < taps {
                 let c = row[j] + weight * row[taps + j]
-                tailLeft += c * window[2 * j]
-                tailRight += c * window[2 * j + 1]
+                tailLeft += c * window[j]
+                tailRight += c * right[j]
                 j += 1
             }
-            out[0] = left.sum() + tailLeft
-            out[1] = right.sum() + tailRight
+            out[0] = Self.sum(sumLeft) + tailLeft
+            out[1] = Self.sum(sumRight) + tailRight
         default:
             let channels = channelCount
             for j in 0..<taps { kernel[j] = row[j] + weight * row[taps + j] }
             for channel in 0..<channels {
                 var sum: Float = 0
-                var sample = window + channel
-                for j in 0..<taps {
-                    sum += kernel[j] * sample.pointee
-                    sample += channels
-                }
+                let sample = window + channel * planeStride
+                for j in 0..<taps { sum += kernel[j] * sample[j] }
                 out[channel] = sum
             }
         }
+    }
+
+    /// The lanes' sum as a tree of vector adds (the generic `sum()` adds lane by lane).
+    @inline(__always)
+    private static func sum(_ lanes: SIMD8<Float>) -> Float {
+        let half = lanes.lowHalf + lanes.highHalf
+        let quarter = half.lowHalf + half.highHalf
+        return quarter[0] + quarter[1]
     }
 
     @inline(__always)

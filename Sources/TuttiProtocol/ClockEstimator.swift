@@ -1,5 +1,3 @@
-import Algorithms
-
 /// One completed clock-sync exchange: t1, t4 on the local clock; t2, t3 on the server's.
 public struct ClockSample: Sendable, Equatable {
     public var clientSend: Int64
@@ -79,12 +77,19 @@ public final class ClockEstimator {
         public var minimumRateSpanNanoseconds: Int64 = 1_000_000_000
         /// Exchanges slower than this are ignored (a stalled path tells nothing).
         public var maximumDelayNanoseconds: Int64 = 500_000_000
+        /// Once the rate is fitted, how often the fit is refreshed. One more exchange moves a
+        /// fit over minutes of them very little, and the mapping extrapolates in between, so a
+        /// speaker exchanging 20 times a second refits 4 times a second: less CPU on a small
+        /// speaker, and a simulated house that runs many times faster than real time.
+        public var refitIntervalNanoseconds: Int64 = 250_000_000
         public init() {}
     }
 
     public let configuration: Configuration
     private var samples: [ClockSample] = []
     private var head = 0
+    /// Exchanges dropped from the front of `samples`: `samples[i]` is exchange number `removed + i`.
+    private var removed = 0
     public private(set) var mapping: ClockMapping?
 
     public init(configuration: Configuration = Configuration()) {
@@ -101,66 +106,49 @@ public final class ClockEstimator {
         samples.append(sample)
         let horizon = sample.localMidpoint - configuration.windowNanoseconds
         while head < samples.count && samples[head].localMidpoint < horizon { head += 1 }
-        if head > 4096 { samples.removeFirst(head); head = 0 }
-        refit()
+        if head > 4096 { samples.removeFirst(head); removed += head; head = 0 }
+        let converging = mapping.map { $0.spanNanoseconds < configuration.minimumRateSpanNanoseconds } ?? true
+        if converging || sample.clientSend - mapping!.reference >= configuration.refitIntervalNanoseconds {
+            refit()
+        }
         return true
     }
 
+    /// The way-out and way-back points of the window, and their fits' working space: kept
+    /// between refits, so a refit over two minutes of exchanges allocates nothing.
+    private var outward = LowerEnvelope()
+    private var backward = LowerEnvelope()
+
     private func refit() {
         let window = samples[head...]
-        guard let last = window.last else { return }
+        guard let first = window.first, let last = window.last else { return }
         let reference = last.clientSend
         // Way out: (t1, t2 − t1); way back: (t4, t4 − t3). Times relative to the reference.
-        let out = window.map { (Double($0.clientSend - reference), Double($0.serverReceive - $0.clientSend)) }
-        let back = window.map { (Double($0.clientReceive - reference), Double($0.clientReceive - $0.serverSend)) }
-        let span = Double(last.clientSend - window.first!.clientSend)
+        // Worked on as locals (swapped out and back, no copy): a class's stored property would
+        // be checked for exclusive access on every append.
+        var outward = LowerEnvelope(), backward = LowerEnvelope()
+        swap(&outward, &self.outward)
+        swap(&backward, &self.backward)
+        defer {
+            swap(&outward, &self.outward)
+            swap(&backward, &self.backward)
+        }
+        outward.startWindow(firstNumber: removed + head)
+        backward.startWindow(firstNumber: removed + head)
+        for sample in window {
+            outward.append(x: Double(sample.clientSend - reference), y: Double(sample.serverReceive - sample.clientSend))
+            backward.append(x: Double(sample.clientReceive - reference), y: Double(sample.clientReceive - sample.serverSend))
+        }
+        let span = Double(last.clientSend - first.clientSend)
         let fitSlope = span >= Double(configuration.minimumRateSpanNanoseconds)
-        let lineOut = Self.lowerEnvelope(out, fitSlope: fitSlope)
-        let lineBack = Self.lowerEnvelope(back, fitSlope: fitSlope)
+        let lineOut = outward.fit(fitSlope: fitSlope)
+        let lineBack = backward.fit(fitSlope: fitSlope)
         // out = θ + base, back = base − θ  ⇒  θ = (out − back) / 2, at the reference (time 0).
         let offset = (lineOut.intercept - lineBack.intercept) / 2
         var skew = fitSlope ? (lineOut.slope - lineBack.slope) / 2 : (mapping?.skew ?? 0)
         skew = max(-0.001, min(0.001, skew))
-        let error = (Self.slack(out, lineOut) + Self.slack(back, lineBack)) / 2
+        let error = (lineOut.slack + lineBack.slack) / 2
         mapping = ClockMapping(reference: reference, offset: offset, skew: skew, errorNanoseconds: error, sampleCount: window.count,
-                               spanNanoseconds: last.clientSend - window.first!.clientSend)
-    }
-
-    /// The line under all `points` (sorted by x) with the least total distance to them: the lower
-    /// convex hull's edge that spans the points' mean x. With `fitSlope` false, the flat line
-    /// through the lowest point.
-    static func lowerEnvelope(_ points: [(Double, Double)], fitSlope: Bool) -> (slope: Double, intercept: Double) {
-        guard fitSlope, points.count >= 2 else {
-            return (0, points.map(\.1).min() ?? 0)
-        }
-        var hull: [(Double, Double)] = []
-        for p in points {
-            while hull.count >= 2 {
-                let a = hull[hull.count - 2], b = hull[hull.count - 1]
-                // Drop b if it lies on or above the segment a → p.
-                if (b.0 - a.0) * (p.1 - a.1) - (b.1 - a.1) * (p.0 - a.0) <= 0 { hull.removeLast() } else { break }
-            }
-            hull.append(p)
-        }
-        let meanX = points.reduce(0.0) { $0 + $1.0 } / Double(points.count)
-        guard hull.count >= 2 else { return (0, hull[0].1) }
-        var index = 0
-        while index < hull.count - 2 && hull[index + 1].0 < meanX { index += 1 }
-        let a = hull[index], b = hull[index + 1]
-        guard b.0 > a.0 else { return (0, min(a.1, b.1)) }
-        let slope = (b.1 - a.1) / (b.0 - a.0)
-        let intercept = a.1 - slope * a.0
-        // Two hull points pin the line, and which two changes as exchanges come and go. Raise it
-        // by the mean height of the points nearest it (the lowest 5 %): the same small bias in
-        // both directions cancels in the offset, and the average steadies the estimate.
-        // A partial sort: the refit runs on every exchange over up to two minutes of them.
-        let near = points.map { $0.1 - (intercept + slope * $0.0) }.min(count: max(8, points.count / 20))
-        return (slope, intercept + near.reduce(0, +) / Double(near.count))
-    }
-
-    /// The median height of the lowest tenth of the points above `line`.
-    static func slack(_ points: [(Double, Double)], _ line: (slope: Double, intercept: Double)) -> Double {
-        let heights = points.map { $0.1 - (line.intercept + line.slope * $0.0) }
-        return heights.min(count: min(heights.count, heights.count / 20 + 1)).last!
+                               spanNanoseconds: last.clientSend - first.clientSend)
     }
 }

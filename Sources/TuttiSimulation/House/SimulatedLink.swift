@@ -40,12 +40,17 @@ struct LinkDirection {
 /// The far end of a simulated link, placed first in a channel's pipeline: it takes what the
 /// channel writes (bytes, or addressed datagrams) and delivers it to the peer channel at its
 /// arrival time, as a task on the simulation's event loop.
+///
+/// A stream's messages arrive in order, so they wait in a queue with one task scheduled for the
+/// head: the loop's task heap stays small while the house sends minutes of audio ahead.
 final class LinkTap<Message>: ChannelOutboundHandler {
     typealias OutboundIn = Message
     private var direction: LinkDirection
     private let size: (Message) -> Int
     private let deliver: (Message) -> Void
     private let loop: EmbeddedEventLoop
+    /// Stream messages in flight, by arrival time (nondecreasing).
+    private var inFlight = CircularBuffer<(arrival: Int64, message: Message)>()
 
     init(direction: LinkDirection, loop: EmbeddedEventLoop, size: @escaping (Message) -> Int, deliver: @escaping (Message) -> Void) {
         self.direction = direction
@@ -59,8 +64,26 @@ final class LinkTap<Message>: ChannelOutboundHandler {
         promise?.succeed()
         let now = Int64(loop.now.uptimeNanoseconds)
         guard let arrival = direction.arrival(sentAt: now, bytes: size(message)) else { return }
-        let deliver = self.deliver
-        loop.scheduleTask(deadline: .uptimeNanoseconds(UInt64(max(arrival, now)))) { deliver(message) }
+        let due = max(arrival, now)
+        guard direction.isStream else {
+            let deliver = self.deliver
+            loop.scheduleTask(deadline: .uptimeNanoseconds(UInt64(due))) { deliver(message) }
+            return
+        }
+        inFlight.append((due, message))
+        if inFlight.count == 1 { scheduleHead() }
+    }
+
+    private func scheduleHead() {
+        guard let head = inFlight.first else { return }
+        loop.scheduleTask(deadline: .uptimeNanoseconds(UInt64(head.arrival))) { [self] in
+            let now = Int64(loop.now.uptimeNanoseconds)
+            while let next = inFlight.first, next.arrival <= now {
+                inFlight.removeFirst()
+                deliver(next.message)
+            }
+            scheduleHead()
+        }
     }
 
     func flush(context: ChannelHandlerContext) {}

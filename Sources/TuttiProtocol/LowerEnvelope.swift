@@ -1,0 +1,205 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// One direction's one-way measurements, `(local time, measured delay)` in time order, and the
+/// line under them that `ClockEstimator` fits: the edge of their lower convex hull that spans
+/// their mean time, raised by the mean height of the points nearest it.
+///
+/// Keeps its arrays between fits, so a refit over a
+/// two-minute window allocates nothing but a block's few hull vertices. Not thread-safe.
+///
+/// Points are numbered from the first ever added; the points of each whole block of
+/// `blockSize` numbers never change, so the lower hull of each block is found once and kept: a
+/// point above its own block's hull is above the window's too. A refit's hull then runs over
+/// the blocks' vertices and the points of the two partial blocks at the window's ends, a
+/// tenth of the points.
+struct LowerEnvelope {
+    static let blockSize = 64
+    private var x: [Double] = []
+    private var y: [Double] = []
+    /// The number of the point at `x[0]`.
+    private var firstNumber = 0
+    /// The lower hull's vertices of consecutive whole blocks, by point number, oldest first.
+    private var blockHulls: [(block: Int, vertices: [Int])] = []
+    /// Indices of the points the window's hull is built from, in time order.
+    private var candidates: [Int] = []
+    /// Indices of the lower hull's points, in time order (a stack as long as the points).
+    private var hull: [Int] = []
+    /// Heights of the points above a line; reordered by `smallest(_:)`.
+    private var heights: [Double] = []
+
+    var count: Int { x.count }
+
+    /// Starts a new window whose first point, the next appended, has number `firstNumber`.
+    /// Numbers only grow from window to window.
+    mutating func startWindow(firstNumber: Int) {
+        self.firstNumber = firstNumber
+        x.removeAll(keepingCapacity: true)
+        y.removeAll(keepingCapacity: true)
+    }
+
+    /// Adds a point later than every point before it.
+    mutating func append(x: Double, y: Double) {
+        self.x.append(x)
+        self.y.append(y)
+    }
+
+    /// A fitted line, and how far above it the points nearest it reach.
+    struct Fit {
+        var slope: Double
+        var intercept: Double
+        /// The median height above the line of the lowest tenth of the points.
+        var slack: Double
+    }
+
+    /// The line under all points with the least total distance to them: the lower convex
+    /// hull's edge that spans the points' mean time, raised by the mean height of the points
+    /// nearest it. With `fitSlope` false, the flat line through the lowest point.
+    /// Needs at least one point.
+    mutating func fit(fitSlope: Bool) -> Fit {
+        precondition(!x.isEmpty, "LowerEnvelope.fit needs a point")
+        let (slope, intercept, raised) = fitSlope && x.count >= 2 ? hullEdge() : (0, y.min()!, false)
+        // One selection serves both figures: the lowest 5 % (at least 8) raise the line, and
+        // the highest of the lowest 5 % is the slack.
+        fillHeights(above: (slope, intercept))
+        let count = heights.count
+        let nearCount = min(count, max(8, count / 20))
+        let slackRank = min(count, count / 20 + 1)
+        let rank = max(nearCount, slackRank)
+        smallest(rank)
+        // Sorted, so the mean is summed in ascending order whatever order selection left.
+        heights[0..<rank].sort()
+        var raise = 0.0
+        if raised {
+            // Two hull points pin the line, and which two changes as exchanges come and go.
+            // Raising it by the mean height of the points nearest it steadies the estimate, and
+            // the same small bias in both directions cancels in the offset.
+            for height in heights[0..<nearCount] { raise += height }
+            raise /= Double(nearCount)
+        }
+        return Fit(slope: slope, intercept: intercept + raise, slack: heights[slackRank - 1] - raise)
+    }
+
+    /// The lower convex hull's edge that spans the points' mean time. `raised` is false where
+    /// the hull is a point or vertical and the line is flat.
+    private mutating func hullEdge() -> (slope: Double, intercept: Double, raised: Bool) {
+        collectCandidates()
+        if hull.count < candidates.count { hull = [Int](repeating: 0, count: x.capacity) }
+        let hullCount = candidates.withUnsafeBufferPointer { Self.lowerHull(of: $0, x: x, y: y, into: &hull) }
+        var sumX = 0.0
+        for value in x { sumX += value }
+        let meanX = sumX / Double(x.count)
+        guard hullCount >= 2 else { return (0, y[hull[0]], false) }
+        var index = 0
+        while index < hullCount - 2 && x[hull[index + 1]] < meanX { index += 1 }
+        let a = hull[index], b = hull[index + 1]
+        guard x[b] > x[a] else { return (0, min(y[a], y[b]), false) }
+        let slope = (y[b] - y[a]) / (x[b] - x[a])
+        return (slope, y[a] - slope * x[a], true)
+    }
+
+    /// Fills `candidates`: every point of the partial blocks at the window's ends, and the
+    /// hull vertices of the whole blocks between them (found now if not yet known).
+    private mutating func collectCandidates() {
+        let size = Self.blockSize
+        let endNumber = firstNumber + x.count
+        let firstBlock = (firstNumber + size - 1) / size
+        let endBlock = endNumber / size
+        candidates.removeAll(keepingCapacity: true)
+        guard firstBlock < endBlock else {
+            candidates.append(contentsOf: x.indices)
+            return
+        }
+        while let oldest = blockHulls.first, oldest.block < firstBlock { blockHulls.removeFirst() }
+        if let oldest = blockHulls.first, oldest.block != firstBlock { blockHulls.removeAll() }
+        candidates.append(contentsOf: 0..<(firstBlock * size - firstNumber))
+        for block in firstBlock..<endBlock {
+            let slot = block - firstBlock
+            if slot == blockHulls.count {
+                let start = block * size - firstNumber
+                let points = Array(start..<(start + size))
+                var vertices = [Int](repeating: 0, count: size)
+                let count = points.withUnsafeBufferPointer { Self.lowerHull(of: $0, x: x, y: y, into: &vertices) }
+                blockHulls.append((block, vertices.prefix(count).map { $0 + firstNumber }))
+            }
+            for number in blockHulls[slot].vertices { candidates.append(number - firstNumber) }
+        }
+        candidates.append(contentsOf: (endBlock * size - firstNumber)..<x.count)
+    }
+
+    /// Andrew's monotone chain, lower half: the indices of `points` (in time order) that are
+    /// vertices of their lower convex hull, into `hull`'s first elements; returns how many.
+    private static func lowerHull(of points: UnsafeBufferPointer<Int>, x: [Double], y: [Double], into hull: inout [Int]) -> Int {
+        x.withUnsafeBufferPointer { x in
+            y.withUnsafeBufferPointer { y in
+                hull.withUnsafeMutableBufferPointer { hull in
+                    var top = 0
+                    for p in points {
+                        while top >= 2 {
+                            let a = hull[top - 2], b = hull[top - 1]
+                            // Drop b if it lies on or above the segment a → p.
+                            if (x[b] - x[a]) * (y[p] - y[a]) - (y[b] - y[a]) * (x[p] - x[a]) <= 0 { top -= 1 } else { break }
+                        }
+                        hull[top] = p
+                        top += 1
+                    }
+                    return top
+                }
+            }
+        }
+    }
+
+    private mutating func fillHeights(above line: (slope: Double, intercept: Double)) {
+        heights.removeAll(keepingCapacity: true)
+        for index in x.indices { heights.append(y[index] - (line.intercept + line.slope * x[index])) }
+    }
+
+    /// Reorders `heights` so that its first `count` elements are its `count` smallest and the
+    /// last of them is the `count`-th smallest: Floyd and Rivest's selection, which first
+    /// selects within a small sample to pick pivots that bracket the target, so a pass over all
+    /// the points is made about once (expected n + min(k, n − k) comparisons).
+    private mutating func smallest(_ count: Int) {
+        guard count > 0, count < heights.count else { return }
+        heights.withUnsafeMutableBufferPointer { values in
+            Self.select(values, left: 0, right: values.count - 1, rank: count - 1)
+        }
+    }
+
+    private static func select(_ values: UnsafeMutableBufferPointer<Double>, left: Int, right: Int, rank: Int) {
+        var left = left, right = right
+        while right > left {
+            if right - left > 600 {
+                let n = Double(right - left + 1)
+                let i = Double(rank - left + 1)
+                let z = log(n)
+                let s = 0.5 * exp(2 * z / 3)
+                let sd = 0.5 * (z * s * (n - s) / n).squareRoot() * (i - n / 2 < 0 ? -1 : 1)
+                let sampleLeft = max(left, Int(Double(rank) - i * s / n + sd))
+                let sampleRight = min(right, Int(Double(rank) + (n - i) * s / n + sd))
+                select(values, left: sampleLeft, right: sampleRight, rank: rank)
+            }
+            let pivot = values[rank]
+            var i = left, j = right
+            values.swapAt(left, rank)
+            if values[right] > pivot { values.swapAt(right, left) }
+            while i < j {
+                values.swapAt(i, j)
+                i += 1
+                j -= 1
+                while values[i] < pivot { i += 1 }
+                while values[j] > pivot { j -= 1 }
+            }
+            if values[left] == pivot {
+                values.swapAt(left, j)
+            } else {
+                j += 1
+                values.swapAt(j, right)
+            }
+            if j <= rank { left = j + 1 }
+            if rank <= j { right = j - 1 }
+        }
+    }
+}

@@ -1,0 +1,75 @@
+import Testing
+@testable import TuttiProtocol
+import TuttiSimulation
+
+@Suite struct LowerEnvelopeTests {
+    /// The hull edge over the mean time, found the plain way: a monotone chain over every point.
+    func referenceEdge(_ points: [(Double, Double)]) -> (slope: Double, intercept: Double) {
+        var hull: [(Double, Double)] = []
+        for p in points {
+            while hull.count >= 2 {
+                let a = hull[hull.count - 2], b = hull[hull.count - 1]
+                if (b.0 - a.0) * (p.1 - a.1) - (b.1 - a.1) * (p.0 - a.0) <= 0 { hull.removeLast() } else { break }
+            }
+            hull.append(p)
+        }
+        let meanX = points.reduce(0) { $0 + $1.0 } / Double(points.count)
+        var index = 0
+        while index < hull.count - 2 && hull[index + 1].0 < meanX { index += 1 }
+        let a = hull[index], b = hull[index + 1]
+        let slope = (b.1 - a.1) / (b.0 - a.0)
+        return (slope, a.1 - slope * a.0)
+    }
+
+    /// A window sliding over jittered delays, refitted as exchanges come and go: the hull built
+    /// from the kept block hulls is the hull of all the points, window after window.
+    @Test(arguments: [UInt64(1), 2, 3])
+    func blockHullsGiveTheHullOfEveryPoint(seed: UInt64) {
+        var random = SplitMix64(seed: seed)
+        var all: [(Double, Double)] = []
+        for index in 0..<3000 {
+            // A slope of 40 ppm, a base delay of 300 µs and up to 2 ms of jitter; some repeats.
+            let jitter = index % 17 == 0 ? 0 : Double(random.next() % 2_000_000)
+            all.append((Double(index) * 50e6, 300_000 + Double(index) * 50e6 * 40e-6 + jitter))
+        }
+        var envelope = LowerEnvelope()
+        var start = 0
+        var end = 1
+        var windows = 0
+        while end <= all.count {
+            let window = Array(all[start..<end])
+            envelope.startWindow(firstNumber: start)
+            for point in window { envelope.append(x: point.0, y: point.1) }
+            if window.count >= 2 {
+                let fit = envelope.fit(fitSlope: true)
+                let reference = referenceEdge(window)
+                // `fit` raises the edge by the mean height of the nearest points; undo it through
+                // the slope, which it does not change.
+                #expect(fit.slope == reference.slope, "window \(start)..<\(end)")
+                #expect(fit.intercept >= reference.intercept, "window \(start)..<\(end)")
+                windows += 1
+            }
+            end += Int(random.next() % 9) + 1
+            if end - start > 2400 { start += Int(random.next() % 40) }
+        }
+        #expect(windows > 300)
+    }
+
+    /// The raise and the slack come from one selection; checked against sorting every height.
+    @Test func raiseAndSlackMatchASort() {
+        var random = SplitMix64(seed: 11)
+        var envelope = LowerEnvelope()
+        envelope.startWindow(firstNumber: 0)
+        var points: [(Double, Double)] = []
+        for index in 0..<1000 {
+            points.append((Double(index) * 1e6, Double(random.next() % 1_000_000)))
+            envelope.append(x: points[index].0, y: points[index].1)
+        }
+        let fit = envelope.fit(fitSlope: true)
+        let edge = referenceEdge(points)
+        let heights = points.map { $0.1 - (edge.intercept + edge.slope * $0.0) }.sorted()
+        let raise = heights.prefix(50).reduce(0, +) / 50
+        #expect(abs(fit.intercept - (edge.intercept + raise)) < 1e-6)
+        #expect(abs(fit.slack - (heights[50] - raise)) < 1e-6)
+    }
+}
