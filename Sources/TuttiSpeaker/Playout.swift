@@ -75,7 +75,7 @@ public final class Playout {
         block.withUnsafeMutableBufferPointer { $0.update(repeating: 0) }
         // A clock estimate younger than two seconds may still be off by tens of microseconds;
         // wait rather than start out of sync (rooms are normally connected long before play).
-        guard let stream, reader.canDecode, let clock = inputs.clock, clock.spanNanoseconds >= Self.minimumClockSpanNanoseconds,
+        guard let stream, let schedule = inputs.schedule, reader.canDecode, let clock = inputs.clock, clock.spanNanoseconds >= Self.minimumClockSpanNanoseconds,
               let device else {
             report.isPlaying = false
             report.streamID = stream?.id ?? 0
@@ -88,7 +88,7 @@ public final class Playout {
                                   nanosecondsPerFrame: device.nanosecondsPerFrame * clock.rate)
         var offset = 0
         var playing = false
-        for instruction in controller.plan(firstFrame: firstFrame, frameCount: n, heard: heard, schedule: inputs.schedule) {
+        for instruction in controller.plan(firstFrame: firstFrame, frameCount: n, heard: heard, schedule: schedule) {
             switch instruction {
             case .silence(let frames):
                 offset += frames
@@ -129,7 +129,7 @@ public final class Playout {
         report.streamID = stream.id
         report.resyncs = controller.resyncCount
         report.syncErrorNanoseconds = Int64(controller.lastError / Double(stream.sampleRate) * 1e9)
-        report.playheadFrame = inputs.schedule.position(atServer: clock.serverTime(atLocal: localClock.now()) + latencyNanoseconds)?.frame ?? -1
+        report.playheadFrame = schedule.position(atServer: clock.serverTime(atLocal: localClock.now()) + latencyNanoseconds)?.frame ?? -1
         if let reading = controller.position { self.inputs.chunks.discard(before: reading.frame - Int64(stream.sampleRate)) }
     }
 

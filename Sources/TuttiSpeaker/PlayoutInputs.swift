@@ -16,7 +16,8 @@ public final class PlayoutInputs: Sendable {
 
     struct State: Sendable {
         var stream: Stream?
-        var schedule = TimelineSchedule(sampleRate: 48000)
+        /// None until a stream starts: a schedule counts frames at its stream's rate.
+        var schedule: TimelineSchedule?
         var clock: ClockMapping?
         var volume: Float = 1
         var volumeRampNanoseconds: Int64 = 0
@@ -76,7 +77,7 @@ public final class PlayoutInputs: Sendable {
     public func apply(_ anchor: TimelineAnchor, streamID: UInt32, now serverNow: Int64) {
         state.withLock {
             guard $0.stream?.id == streamID else { return }
-            $0.schedule.apply(anchor, now: serverNow)
+            $0.schedule?.apply(anchor, now: serverNow)
         }
     }
 

@@ -151,7 +151,7 @@ public final class SpeakerClient: Sendable {
         let buffered = playhead >= 0 ? inputs.chunks.contiguousEnd(from: playhead) : -1
         let state: WireMessage.SpeakerStatus.State = report.isPlaying ? .playing
             : snapshot.stream == nil ? .idle
-            : (snapshot.schedule.anchors.last?.isPlaying == false ? .paused : .buffering)
+            : (snapshot.schedule?.anchors.last?.isPlaying == false ? .paused : .buffering)
         return .speakerStatus(.init(state: state, streamID: report.streamID, playheadFrame: playhead, bufferedUntilFrame: buffered,
                                     syncErrorNanoseconds: report.syncErrorNanoseconds,
                                     clockErrorNanoseconds: clockErrorForStatus,
