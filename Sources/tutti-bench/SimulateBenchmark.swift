@@ -18,7 +18,10 @@ struct SimulateBenchmark: ParsableCommand {
             link (0.5–3 ms delay, up to 3 ms jitter), and the first room's link goes down for
             20 s a third of the way in. The same seed prints the same digests.
               .build/release/tutti-bench simulate --rooms 4 --minutes 10 --seed 7
-            The anchor is real time: `speed` is simulated seconds per wall second.
+            `speed` is simulated seconds per wall second. The anchor, measured in the same
+            run, is how fast `ffmpeg -threads 1` decodes the same music to nowhere: the
+            simulation decodes that FLAC in the house and again in every room, so the two move
+            together when the machine is faster or slower (on a shared VM, by 10–20 %).
             """)
 
     @Option(help: "Rooms.") var rooms = 4
@@ -43,6 +46,8 @@ struct SimulateBenchmark: ParsableCommand {
         var simulatedSeconds: Double
         var wallSeconds: Double
         var speed: Double
+        /// The anchor: seconds of the music `ffmpeg -threads 1` decodes per CPU second.
+        var anchorFFmpegDecodeSpeed: Double
         var skewP50Microseconds: Double?
         var skewP99Microseconds: Double?
         var discontinuities: Int?
@@ -62,12 +67,16 @@ struct SimulateBenchmark: ParsableCommand {
                                                       outageNanoseconds: Int64(outageSeconds * 1e9))
         var keeping = scenario
         keeping.keepsAudio = analyse
+        Console.progress("anchor: ffmpeg decoding the music…")
+        let anchor = try BenchProcess.ffmpeg(["-threads", "1", "-i", music, "-f", "null", "-"])
+        let anchorSpeed = Double(seconds) / max(anchor.cpuSeconds, 1e-6)
         Console.progress("simulating \(rooms) rooms for \(minutes) min (seed \(seed))…")
         let result = try SimulatedHouse.run(keeping)
         var output = Output(rooms: result.rooms.map {
             Output.Room(name: $0.name, digest: $0.digest, starvedBlocks: $0.starvedBlocks, resyncs: $0.resyncs,
                         worstClockErrorMicroseconds: $0.worstClockErrorNanoseconds / 1000, reportedBoundCoverage: $0.reportedBoundCoverage)
-        }, seed: seed, simulatedSeconds: Double(result.simulatedNanoseconds) / 1e9, wallSeconds: result.wallSeconds, speed: result.speed)
+        }, seed: seed, simulatedSeconds: Double(result.simulatedNanoseconds) / 1e9, wallSeconds: result.wallSeconds, speed: result.speed,
+                            anchorFFmpegDecodeSpeed: anchorSpeed)
         if analyse {
             Console.progress("measuring sync on the emitted audio…")
             let reader = GaplessQueueReader(paths: [music], outputRate: 48000, channelCount: 2)
@@ -94,5 +103,6 @@ struct SimulateBenchmark: ParsableCommand {
             Console.output("inter-room skew on the emitted audio: p50 \(Format.fixed(p50, 1)) µs, p99 \(Format.fixed(p99, 1)) µs; discontinuities \(output.discontinuities ?? 0)\n")
         }
         Console.output("simulated \(Format.fixed(output.simulatedSeconds, 0)) s in \(Format.fixed(output.wallSeconds, 1)) s of wall time: \(Format.fixed(output.speed, 1))× real time (target ≥ 50× for 4 rooms)\n")
+        Console.output("anchor, same run: ffmpeg -threads 1 decodes this music at \(Format.fixed(output.anchorFFmpegDecodeSpeed, 0))× real time (one CPU second per \(Format.fixed(output.anchorFFmpegDecodeSpeed, 0)) s of music)\n")
     }
 }
