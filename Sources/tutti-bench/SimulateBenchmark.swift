@@ -12,15 +12,17 @@ struct SimulateBenchmark: ParsableCommand {
         commandName: "simulate",
         abstract: "Run a whole house on simulated time from a seed; print sync, clock truth, speed and digests.",
         discussion: """
-            The real house, rooms, clock sync, playout and codec run in this one process on one
-            simulated timeline; only time, the network and the sound cards are simulated. The
-            seed draws every room's clock offset (±1 s), clock and crystal drift (±100 ppm) and
-            link (0.5–3 ms delay, up to 3 ms jitter), and the first room's link goes down for
+            The real house, rooms, clock sync, playout and codec run in this one process on one \
+            simulated timeline; only time, the network and the sound cards are simulated. The \
+            seed draws every room's clock offset (±1 s), clock and crystal drift (±100 ppm) and \
+            link (0.5–3 ms delay, up to 3 ms jitter), and the first room's link goes down for \
             20 s a third of the way in. The same seed prints the same digests.
+
               .build/release/tutti-bench simulate --rooms 4 --minutes 10 --seed 7
-            `speed` is simulated seconds per wall second. The anchor, measured in the same
-            run, is how fast `ffmpeg -threads 1` decodes the same music to nowhere: the
-            simulation decodes that FLAC in the house and again in every room, so the two move
+
+            `speed` is simulated seconds per wall second. The anchor, measured in the same \
+            run, is how fast `ffmpeg -threads 1` decodes the same music to nowhere: the \
+            simulation decodes that FLAC in the house and again in every room, so the two move \
             together when the machine is faster or slower (on a shared VM, by 10–20 %).
             """)
 

@@ -19,8 +19,8 @@ struct SyncBenchmark: AsyncParsableCommand {
         abstract: "Multi-room sync under drift, jitter and an outage, measured from the sound cards' output.",
         discussion: """
             Needs the release `tutti` next to `tutti-bench` (swift build -c release).
-            Targets: p99 inter-room skew ≤ 100 µs (goal 21 µs), no underruns or discontinuities, start ≤ 150 ms,
-            fill ≥ 100× real time. Snapcast claims "typically below 200 µs".
+            Targets: p99 inter-room skew ≤ 100 µs (goal 21 µs), no underruns or discontinuities, \
+            start ≤ 150 ms, fill ≥ 100× real time. Snapcast claims "typically below 200 µs".
             """)
 
     @Option(help: "Rooms (speaker processes).") var speakers = 4
