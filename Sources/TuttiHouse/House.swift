@@ -92,6 +92,9 @@ public final class House: @unchecked Sendable {
 
     // MARK: Connections
 
+    /// Registers a connection that said hello and returns its id. A speaker is sent nothing
+    /// yet: its handler calls `startSending(toRoom:)` once it holds the id, because a flush can
+    /// drain the socket at once and report writability before this returns.
     func connect(channel: any Channel, hello: WireMessage.Hello) -> UInt32 {
         loop.preconditionInEventLoop()
         let id = nextClientID
@@ -106,9 +109,15 @@ public final class House: @unchecked Sendable {
         let room = RoomLink(id: id, name: hello.name, latencyNanoseconds: hello.latencyNanoseconds, channel: channel)
         rooms[id] = room
         log("room \(hello.name) connected from \(channel.remoteAddress.map { "\($0)" } ?? "?")")
-        if let level = state.volumes[hello.name] { send(.volume(.init(level: Self.gain(percent: level), rampNanoseconds: 0)), to: room) }
-        pump(room)
         return id
+    }
+
+    /// Sends a newly connected room its volume and what it is missing of the current stream.
+    func startSending(toRoom id: UInt32) {
+        loop.preconditionInEventLoop()
+        guard let room = rooms[id] else { return }
+        if let level = state.volumes[room.name] { send(.volume(.init(level: Self.gain(percent: level), rampNanoseconds: 0)), to: room) }
+        pump(room)
     }
 
     func disconnect(id: UInt32) {
@@ -123,6 +132,9 @@ public final class House: @unchecked Sendable {
         }
         room.status = status
         room.statusTime = clock.now()
+        // Level-triggered, beside the writability edges: a room behind on a writable
+        // connection is sent more whatever edge was missed.
+        if room.channel.isWritable { pump(room) }
     }
 
     // MARK: Timeline

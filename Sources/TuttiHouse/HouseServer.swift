@@ -97,6 +97,7 @@ final class HouseConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
             let id = house.connect(channel: context.channel, hello: hello)
             clientID = id
             context.writeAndFlush(Self.wrapOutboundOut(.welcome(.init(serverName: house.configuration.name, clientID: id))), promise: nil)
+            if hello.role == .speaker { house.startSending(toRoom: id) }
             return
         }
         switch (role, message) {

@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import CTuttiDSP
 import TuttiCore
 
 
@@ -305,45 +306,13 @@ public final class VariableRateResampler: @unchecked Sendable {
         let (phase, remainder) = UInt64(phases).multipliedFullWidth(by: fraction)
         let weight = Float(remainder) * 0x1p-64
         let row = UnsafePointer(table + Int(phase) * 2 * taps)
-        let vectorTaps = taps & ~7
-        // Plain `a + w * b` rather than `addingProduct`: baseline x86-64 has no FMA
-        // instruction, so a fused multiply-add becomes a libm call per lane (15× slower).
+        // Mono and stereo go to the vectorized kernel (CTuttiDSP); other channel counts are
+        // rare enough for a plain loop.
         switch channelCount {
         case 1:
-            var sum = SIMD8<Float>()
-            var j = 0
-            while j < vectorTaps {
-                let c = Self.load8(row + j) + weight * Self.load8(row + taps + j)
-                sum += c * Self.load8(window + j)
-                j += 8
-            }
-            var tail: Float = 0
-            while j < taps {
-                tail += (row[j] + weight * row[taps + j]) * window[j]
-                j += 1
-            }
-            out[0] = Self.sum(sum) + tail
+            out[0] = tutti_resample_frame_mono(row, row + taps, weight, window, Int32(taps))
         case 2:
-            let right = window + planeStride
-            var sumLeft = SIMD8<Float>()
-            var sumRight = SIMD8<Float>()
-            var j = 0
-            while j < vectorTaps {
-                let c = Self.load8(row + j) + weight * Self.load8(row + taps + j)
-                sumLeft += c * Self.load8(window + j)
-                sumRight += c * Self.load8(right + j)
-                j += 8
-            }
-            var tailLeft: Float = 0
-            var tailRight: Float = 0
-            while j < taps {
-                let c = row[j] + weight * row[taps + j]
-                tailLeft += c * window[j]
-                tailRight += c * right[j]
-                j += 1
-            }
-            out[0] = Self.sum(sumLeft) + tailLeft
-            out[1] = Self.sum(sumRight) + tailRight
+            tutti_resample_frame_stereo(row, row + taps, weight, window, window + planeStride, Int32(taps), out)
         default:
             let channels = channelCount
             for j in 0..<taps { kernel[j] = row[j] + weight * row[taps + j] }
@@ -354,19 +323,6 @@ public final class VariableRateResampler: @unchecked Sendable {
                 out[channel] = sum
             }
         }
-    }
-
-    /// The lanes' sum as a tree of vector adds (the generic `sum()` adds lane by lane).
-    @inline(__always)
-    private static func sum(_ lanes: SIMD8<Float>) -> Float {
-        let half = lanes.lowHalf + lanes.highHalf
-        let quarter = half.lowHalf + half.highHalf
-        return quarter[0] + quarter[1]
-    }
-
-    @inline(__always)
-    private static func load8(_ pointer: UnsafePointer<Float>) -> SIMD8<Float> {
-        UnsafeRawPointer(pointer).loadUnaligned(as: SIMD8<Float>.self)
     }
 
     /// Tabulates the kernel in Double and normalises each row to unit DC gain (which the

@@ -98,7 +98,8 @@ public final class ClockEstimator {
 
     public var sampleCount: Int { samples.count - head }
 
-    /// Adds an exchange and refits. Returns false for an exchange that was rejected as implausible.
+    /// Adds an exchange, refitting when due (`refitIntervalNanoseconds`). Returns false for an
+    /// exchange that was rejected as implausible.
     @discardableResult
     public func add(_ sample: ClockSample) -> Bool {
         guard sample.clientReceive >= sample.clientSend, sample.serverSend >= sample.serverReceive,

@@ -31,7 +31,7 @@ final class HouseHarness: @unchecked Sendable {
         try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 9)).get()
         let house = self.house
         _ = try await loop.executeInContext {
-            house.connect(channel: channel, hello: .init(role: .speaker, name: name, codecs: ["flac"], latencyNanoseconds: latency))
+            house.startSending(toRoom: house.connect(channel: channel, hello: .init(role: .speaker, name: name, codecs: ["flac"], latencyNanoseconds: latency)))
         }
         rooms[name] = channel
     }

@@ -118,6 +118,80 @@ import TuttiTestSupport
         await server.stop()
     }
 
+    /// Records a speaker connection's messages until the stream's end arrives.
+    final class SpeakerPeer: ChannelInboundHandler, Sendable {
+        typealias InboundIn = WireMessage
+        let ended: EventLoopPromise<Void>
+        /// Frames of audio received from the first chunk's frame on, and the kinds of message
+        /// in order (repeats folded).
+        let received = Mutex<(first: Int64?, frames: Int64, kinds: [String])>((nil, 0, []))
+        private let settled = Mutex(false)
+        init(ended: EventLoopPromise<Void>) { self.ended = ended }
+        func settle(_ result: Result<Void, any Error>) {
+            guard settled.withLock({ was in defer { was = true }; return !was }) else { return }
+            ended.completeWith(result)
+        }
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            let message = Self.unwrapInboundIn(data)
+            received.withLock {
+                if $0.kinds.last != message.kindName { $0.kinds.append(message.kindName) }
+                if case .audioChunk(let chunk) = message {
+                    if $0.first == nil { $0.first = chunk.firstFrame }
+                    $0.frames += Int64(chunk.frameCount)
+                }
+            }
+            if case .streamEnd = message { settle(.success(())) }
+        }
+    }
+
+    /// A speaker that connects after the house has produced the whole track (a room restarting
+    /// late in a song) is sent all of it. The first burst fills its connection past the
+    /// high-water mark and drains at once on loopback, so the house must keep sending on
+    /// writability that comes back while the connection is still being set up.
+    @Test(.timeLimit(.minutes(1)))
+    func aSpeakerConnectingLateIsSentTheWholeStream() async throws {
+        let directory = try TemporaryDirectory("house-late-speaker")
+        defer { directory.remove() }
+        let track = directory.file("track.flac")
+        try TestMedia.generateTone(track, seconds: 20)
+        var configuration = House.Configuration()
+        configuration.codec = .pcm  // 7.7 MB: several times the connection's 1 MiB high-water mark
+        let server = HouseServer(clock: MonotonicClock(), host: "127.0.0.1", port: 0, configuration: configuration) { _ in }
+        let port = try await server.start()
+        let group = MultiThreadedEventLoopGroup.singleton
+        _ = try await ControlClient.send(.play(files: [track]), host: "127.0.0.1", port: port, group: group)
+        let house = server.house
+        let deadline = ContinuousClock.now + .seconds(30)
+        while try await !house.loop.submit({ house.stream?.endFrame != nil }).get() {
+            guard ContinuousClock.now < deadline else { throw TestTimeout("the house did not produce the 20 s track within 30 s") }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        let total = try await house.loop.submit { house.stream?.endFrame ?? 0 }.get()
+
+        let ended = group.next().makePromise(of: Void.self)
+        let peer = SpeakerPeer(ended: ended)
+        ended.futureResult.eventLoop.scheduleTask(in: .seconds(20)) {
+            let (_, frames, kinds) = peer.received.withLock { $0 }
+            peer.settle(.failure(TestTimeout("the late speaker was not sent the stream's end within 20 s (got \(frames) of \(total) frames; messages \(kinds))")))
+        }
+        let channel = try await ClientBootstrap(group: group)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandlers([ByteToMessageHandler(WireMessageDecoder()),
+                                                                     MessageToByteHandler(WireMessageEncoder()), peer])
+                }
+            }
+            .connect(host: "127.0.0.1", port: port).get()
+        try await channel.writeAndFlush(WireMessage.hello(.init(role: .speaker, name: "late", codecs: ["pcm-f32le"])))
+        try await ended.futureResult.get()
+        // Everything from the join point (a little after the playhead) to the end, once.
+        let (first, frames, _) = peer.received.withLock { $0 }
+        #expect(first.map { $0 >= 0 && $0 < total } == true, "joined at \(String(describing: first)) of \(total)")
+        #expect(frames == total - (first ?? 0), "sent \(frames) frames from \(String(describing: first)) to \(total)")
+        try await channel.close()
+        await server.stop()
+    }
+
     @Test func stateSurvivesARestart() async throws {
         let directory = try TemporaryDirectory("house-state")
         defer { directory.remove() }

@@ -3,7 +3,7 @@ import Synchronization
 import Testing
 import TuttiCore
 import TuttiMedia
-@testable import TuttiMediaHTTP
+@_spi(Testing) @testable import TuttiMediaHTTP
 import TuttiSimulation
 import TuttiTestSupport
 
@@ -99,14 +99,26 @@ import TuttiTestSupport
     }
 
     /// Decodes `url` to the end on a thread of its own; `progress` sees the frames decoded so far.
-    static func decode(_ url: String, configuration: HLSByteSource.Configuration,
+    /// On a timeout it prints what the download and the buffer were doing, the events so far and
+    /// `server`'s last requests, then cancels the read the thread is blocked in.
+    static func decode(_ url: String, configuration: HLSByteSource.Configuration, server: MediaHTTPServer? = nil,
                        onEvent: (@Sendable (HLSByteSource.Event) -> Void)? = nil,
                        progress: (@Sendable (Int) -> Void)? = nil) async throws -> Decoded {
-        // On a timeout, cancel the read the thread is blocked in, so it does not outlive the test.
         let cancellation = InputCancellation()
-        return try await onOwnThread("decoding \(url) to its end", timeout: .seconds(180), onTimeout: { cancellation.cancel() }) {
+        let log = EventLog()
+        let current = Mutex<(source: HLSByteSource?, frames: Int)>((nil, 0))
+        let diagnose: @Sendable () -> Void = {
+            let (source, frames) = current.withLock { $0 }
+            let requests = server.map { $0.requests.suffix(6).map { "\($0)" } } ?? []
+            print("HLS timeout diagnosis: \(url): decoded \(frames) frames; \(source?.diagnosis ?? "no source yet"); "
+                  + "events \(log.events); last requests \(requests)")
+        }
+        return try await onOwnThread("decoding \(url) to its end", timeout: .seconds(180), onTimeout: {
+            diagnose()
+            cancellation.cancel()
+        }) {
             let source = HLSByteSource(url: url, configuration: configuration, client: TestNetwork.client, clock: TestNetwork.clock)
-            let log = EventLog()
+            current.withLock { $0.source = source }
             source.onEvent = { event in
                 log.append(event)
                 onEvent?(event)
@@ -116,6 +128,7 @@ import TuttiTestSupport
             var block: [Float] = []
             while try decoder.read(into: &block) > 0 {
                 all += block
+                current.withLock { $0.frames = all.count / 2 }
                 progress?(all.count / 2)
             }
             return Decoded(samples: all, info: decoder.info, readError: decoder.readError, events: log.events, source: source)
@@ -244,7 +257,7 @@ import TuttiTestSupport
         // Little read-ahead, so the drop set by the reader's progress hits segments not yet fetched.
         configuration.forwardBufferDuration = .seconds(4)
         let throttled = Atomic<Bool>(false)
-        let decoded = try await Self.decode(server.url(for: "/ts/master.m3u8"), configuration: configuration, onEvent: { event in
+        let decoded = try await Self.decode(server.url(for: "/ts/master.m3u8"), configuration: configuration, server: server, onEvent: { event in
             if case .variantChanged(let from, let to, _) = event, to.bandwidth < from.bandwidth { server.bandwidth = nil }
         }, progress: { frames in
             // 200 kb/s, below 1.2 × the top variant's 211.2 kb/s.

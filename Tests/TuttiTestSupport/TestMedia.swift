@@ -153,7 +153,10 @@ public struct TestTimeout: Error, CustomStringConvertible {
     /// A timeout that also records what every thread of this process was doing (`ThreadDump`),
     /// for a wait that should never have run out.
     public static func withThreadDump(_ description: String) -> TestTimeout {
-        TestTimeout(description + (ThreadDump.capture().map { "; thread stacks in \($0)" } ?? ""))
+        let path = ThreadDump.capture()
+        // CI keeps only what a run prints: the threads in Tutti's code, where each is blocked.
+        if let path { print("thread stacks at timeout (\(description)):\n" + ThreadDump.summary(of: path)) }
+        return TestTimeout(description + (path.map { "; thread stacks in \($0)" } ?? ""))
     }
 }
 
@@ -181,6 +184,33 @@ public enum ThreadDump {
         // gdb detaches when done; a batch run needs no watchdog (one here would be stopped too).
         gdb.waitUntilExit()
         return path
+    }
+
+    /// The dump at `path`, shortened to the threads that are in Tutti's code: for each, the
+    /// frame it is blocked in and up to eight of Tutti's frames (mangled names), one line each.
+    public static func summary(of path: String) -> String {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return "(no dump at \(path))" }
+        var lines: [String] = []
+        var thread = ""
+        var top = ""
+        var ours: [String] = []
+        func flush() {
+            if !ours.isEmpty { lines.append("  \(thread): \(top) ← " + ours.prefix(8).joined(separator: " ← ")) }
+            ours = []
+            top = ""
+        }
+        for line in text.split(separator: "\n") {
+            if line.hasPrefix("Thread ") {
+                flush()
+                thread = String(line.prefix(40))
+            } else if line.hasPrefix("#") {
+                let symbol = line.split(separator: " ").first { $0.hasPrefix("$s") || $0.contains("_") || $0.contains("::") }.map(String.init) ?? ""
+                if line.hasPrefix("#0 ") || line.hasPrefix("#0\t") || top.isEmpty { top = top.isEmpty ? symbol : top }
+                if line.contains("Tutti") { ours.append(symbol) }
+            }
+        }
+        flush()
+        return lines.isEmpty ? "  (no thread in Tutti's code)" : lines.joined(separator: "\n")
     }
 }
 

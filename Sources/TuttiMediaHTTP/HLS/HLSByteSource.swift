@@ -138,6 +138,13 @@ public final class HLSByteSource: PlaylistByteSource, @unchecked Sendable {
         buffer.bufferingState(from: offset)
     }
 
+    /// What the download and the buffer are doing, in one line: for a test that timed out.
+    @_spi(Testing) public var diagnosis: String {
+        let status = self.status
+        return "downloader: \(status.phase), variant \(status.current.map { "\($0.bandwidth)" } ?? "none"), "
+            + "\(status.switches) switches, \(status.retries) retries; buffer: \(buffer.diagnosis)"
+    }
+
     public func cancel() {
         downloader.withLock { $0?.cancel() }
         buffer.cancel()

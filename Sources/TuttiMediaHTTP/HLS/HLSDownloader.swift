@@ -18,6 +18,8 @@ final class HLSDownloader: Sendable {
         var throughput: Double?
         var switches = 0
         var retries = 0
+        /// What the loop is waiting for now, for a diagnosis of a stream that stopped.
+        var phase = "starting"
     }
 
     let url: String
@@ -75,11 +77,15 @@ final class HLSDownloader: Sendable {
             buffer.markOpened()
             try await downloadSegments(&position)
             buffer.finish()
+            status.withLock { $0.phase = "finished" }
         } catch is CancellationError {
+            status.withLock { $0.phase = "cancelled" }
         } catch let error as MediaError {
             buffer.fail(error)
+            status.withLock { $0.phase = "failed: \(error.reason)" }
         } catch {
             buffer.fail(MediaError(.network, input: url, reason: "\(error)"))
+            status.withLock { $0.phase = "failed: \(error)" }
         }
     }
 
@@ -135,6 +141,7 @@ final class HLSDownloader: Sendable {
             + Double(configuration.forwardBufferDuration.components.attoseconds) / 1e18
         while true {
             try Task.checkCancellation()
+            status.withLock { $0.phase = "waiting for space (segment \(position.nextSequence) next)" }
             await buffer.waitForSpace(seconds: ahead)
             try Task.checkCancellation()
             guard let segment = position.playlist.segments.first(where: { $0.sequence >= position.nextSequence }) else {
@@ -149,7 +156,9 @@ final class HLSDownloader: Sendable {
             if segment.initSection != position.initSection {
                 try await enterInitSection(of: segment, what: what, &position)
             }
+            status.withLock { $0.phase = "fetching \(what)" }
             let fetched = try await fetch(segment.resource, what: what)
+            status.withLock { $0.phase = "appending \(what)" }
             if let problem = HLSSegmentFormat.problem(inMediaSegment: fetched.bytes, isFragmentedMP4: segment.initSection != nil) {
                 throw MediaError(.corrupt, input: url, reason: "\(what): \(problem)")
             }

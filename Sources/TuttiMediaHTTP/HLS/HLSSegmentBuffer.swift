@@ -147,6 +147,15 @@ final class HLSSegmentBuffer: @unchecked Sendable {
         }
     }
 
+    /// The buffer's state in one line, for a diagnosis of a stream that stopped.
+    var diagnosis: String {
+        condition.withLock {
+            "bytes 0..<\(end) (kept from \(discardedBefore)), reader at \(readerPosition), "
+                + "\(String(format: "%.2f", secondsAhead())) s ahead, downloader \(spaceWaiter.map { "waiting for less than \($0.limit) s ahead" } ?? "not waiting for space"), "
+                + (cancelled ? "cancelled" : failure.map { "failed: \($0.reason)" } ?? (finished ? "finished" : "open"))
+        }
+    }
+
     func cancel() {
         let waiter = condition.withLock { () -> CheckedContinuation<Void, Never>? in
             cancelled = true

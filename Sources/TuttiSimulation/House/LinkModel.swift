@@ -7,6 +7,10 @@ public struct LinkModel: Sendable, Equatable {
     public var jitterNanoseconds: Int64 = 1_000_000
     /// Bytes per second a TCP burst drains at (50 Mbit/s: a good Wi-Fi link).
     public var bytesPerSecond: Double = 6_250_000
+    /// Bytes a TCP sender may have written and not yet delivered before its channel reports
+    /// not writable (NIO's 1 MiB high-water mark plus a kernel send buffer); it is writable
+    /// again once a quarter of that is left, as NIO's low-water mark does.
+    public var sendWindowBytes = 4 << 20
     /// Fraction of datagrams lost.
     public var datagramLoss: Double = 0
     /// Simulated-time intervals in which nothing crosses: TCP waits, datagrams are lost.

@@ -42,15 +42,23 @@ struct LinkDirection {
 /// arrival time, as a task on the simulation's event loop.
 ///
 /// A stream's messages arrive in order, so they wait in a queue with one task scheduled for the
-/// head: the loop's task heap stays small while the house sends minutes of audio ahead.
+/// head: the loop's task heap stays small while the house sends minutes of audio ahead. A
+/// stream's sender sees back-pressure as from a real socket: past `sendWindowBytes` not yet
+/// delivered its channel turns unwritable (firing `channelWritabilityChanged`), and writable
+/// again once the link has drained it to a quarter.
 final class LinkTap<Message>: ChannelOutboundHandler {
     typealias OutboundIn = Message
     private var direction: LinkDirection
     private let size: (Message) -> Int
     private let deliver: (Message) -> Void
     private let loop: EmbeddedEventLoop
-    /// Stream messages in flight, by arrival time (nondecreasing).
-    private var inFlight = CircularBuffer<(arrival: Int64, message: Message)>()
+    /// Stream messages in flight, by arrival time (nondecreasing), and their bytes.
+    private var inFlight = CircularBuffer<(arrival: Int64, message: Message, bytes: Int)>()
+    private var inFlightBytes = 0
+    /// Whether a task is scheduled to deliver the head of `inFlight`.
+    private var headScheduled = false
+    /// The sending channel, whose writability the window drives.
+    private weak var sender: EmbeddedChannel?
 
     init(direction: LinkDirection, loop: EmbeddedEventLoop, size: @escaping (Message) -> Int, deliver: @escaping (Message) -> Void) {
         self.direction = direction
@@ -63,24 +71,41 @@ final class LinkTap<Message>: ChannelOutboundHandler {
         let message = unwrapOutboundIn(data)
         promise?.succeed()
         let now = Int64(loop.now.uptimeNanoseconds)
-        guard let arrival = direction.arrival(sentAt: now, bytes: size(message)) else { return }
+        let bytes = size(message)
+        guard let arrival = direction.arrival(sentAt: now, bytes: bytes) else { return }
         let due = max(arrival, now)
         guard direction.isStream else {
             let deliver = self.deliver
             loop.scheduleTask(deadline: .uptimeNanoseconds(UInt64(due))) { deliver(message) }
             return
         }
-        inFlight.append((due, message))
-        if inFlight.count == 1 { scheduleHead() }
+        inFlight.append((due, message, bytes))
+        inFlightBytes += bytes
+        scheduleHead()
+        if inFlightBytes >= direction.model.sendWindowBytes, let channel = context.channel as? EmbeddedChannel, channel.isWritable {
+            sender = channel
+            setWritable(false, channel)
+        }
+    }
+
+    private func setWritable(_ writable: Bool, _ channel: EmbeddedChannel) {
+        channel.isWritable = writable
+        channel.pipeline.syncOperations.fireChannelWritabilityChanged()
     }
 
     private func scheduleHead() {
-        guard let head = inFlight.first else { return }
+        guard !headScheduled, let head = inFlight.first else { return }
+        headScheduled = true
         loop.scheduleTask(deadline: .uptimeNanoseconds(UInt64(head.arrival))) { [self] in
+            headScheduled = false
             let now = Int64(loop.now.uptimeNanoseconds)
             while let next = inFlight.first, next.arrival <= now {
                 inFlight.removeFirst()
+                inFlightBytes -= next.bytes
                 deliver(next.message)
+            }
+            if let sender, !sender.isWritable, inFlightBytes <= direction.model.sendWindowBytes / 4 {
+                setWritable(true, sender)
             }
             scheduleHead()
         }
