@@ -205,7 +205,7 @@ public enum ThreadDump {
                 thread = String(line.prefix(40))
             } else if line.hasPrefix("#") {
                 let symbol = line.split(separator: " ").first { $0.hasPrefix("$s") || $0.contains("_") || $0.contains("::") }.map(String.init) ?? ""
-                if line.hasPrefix("#0 ") || line.hasPrefix("#0\t") || top.isEmpty { top = top.isEmpty ? symbol : top }
+                if top.isEmpty { top = symbol }  // the innermost frame: where the thread is blocked
                 if line.contains("Tutti") { ours.append(symbol) }
             }
         }
