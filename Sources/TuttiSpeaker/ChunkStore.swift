@@ -85,6 +85,18 @@ public final class ChunkStore: Sendable {
         }
     }
 
+    /// Up to `maximum` chunks that start after `frame`, in timeline order.
+    public func chunks(after frame: Int64, maximum: Int) -> [Chunk] {
+        state.withLock { s in
+            var low = 0, high = s.chunks.count
+            while low < high {
+                let mid = (low + high) / 2
+                if s.chunks[mid].firstFrame <= frame { low = mid + 1 } else { high = mid }
+            }
+            return Array(s.chunks[low..<min(s.chunks.count, low + maximum)])
+        }
+    }
+
     /// The end of the gap-free audio starting at `frame` (`frame` itself if none is held there).
     public func contiguousEnd(from frame: Int64) -> Int64 {
         state.withLock { s in

@@ -39,8 +39,10 @@ public final class Playout {
     /// Playback waits until the clock estimate rests on this much history.
     public static let minimumClockSpanNanoseconds: Int64 = 2_000_000_000
 
+    /// - Parameter decodeWorker: where the next chunks are decoded ahead of need; nil decodes
+    ///   each on the calling thread when it is needed.
     public init(inputs: PlayoutInputs, format: AudioFormat, blockFrames: Int, latencyNanoseconds: Int64, localClock: any HostClock,
-                controller: PlayoutController.Configuration = PlayoutController.Configuration()) {
+                controller: PlayoutController.Configuration = PlayoutController.Configuration(), decodeWorker: ChunkDecodeWorker? = nil) {
         self.inputs = inputs
         self.format = format
         self.blockFrames = blockFrames
@@ -48,7 +50,7 @@ public final class Playout {
         self.localClock = localClock
         self.controller = PlayoutController(configuration: controller)
         resampler = VariableRateResampler(channelCount: format.channelCount, inputCapacityFrames: 16384)
-        reader = TimelineChunkReader(chunks: inputs.chunks, channelCount: format.channelCount)
+        reader = TimelineChunkReader(chunks: inputs.chunks, channelCount: format.channelCount, worker: decodeWorker)
         volume = VolumeRamp(sampleRate: format.sampleRate)
         block = [Float](repeating: 0, count: blockFrames * format.channelCount)
     }

@@ -74,30 +74,76 @@ public final class SpeakerClient: Sendable {
 
     public var clockMapping: ClockMapping? { clockSync.mapping }
 
-    /// Connects and stays connected until `stop()`.
+    /// Connects and stays connected until `stop()`, reconnecting after a lost connection or a
+    /// refused one with a jittered backoff (0.1 s doubling to 2 s), so rooms that lost the
+    /// house together do not knock on its door in lockstep. Says in one line what happened and
+    /// when it tries next.
     public func run(group: any EventLoopGroup) async {
-        do { try await clockSync.start(group: group) } catch { log("clock sync: \(error)") }
-        var backoff: Int64 = 100_000_000
+        do { try await clockSync.start(group: group) } catch { log("clock sync: \(Self.describe(error)); playing without it") }
+        let house = "house \(configuration.serverHost):\(configuration.serverPort)"
+        var backoff = ReconnectBackoff()
+        var lastFailure = ""
+        var failedAttempts = 0
         while !stopped.load(ordering: .acquiring) {
             do {
                 let channel = try await ClientBootstrap(group: group)
                     .channelOption(.socketOption(.tcp_nodelay), value: 1)
+                    .connectTimeout(.seconds(5))
                     .channelInitializer { channel in
                         channel.eventLoop.makeCompletedFuture { try self.speak(on: channel) }
                     }
                     .connect(host: configuration.serverHost, port: configuration.serverPort).get()
                 current.withLock { $0 = channel }
-                backoff = 100_000_000
+                if failedAttempts > 0 { log("connected to \(house) after \(failedAttempts) failed attempt\(failedAttempts == 1 ? "" : "s")") }
+                backoff.reset()
+                lastFailure = ""
+                failedAttempts = 0
                 try await channel.closeFuture.get()
+                current.withLock { $0 = nil }
+                if stopped.load(ordering: .acquiring) { break }
+                let reason = closeReason.withLock { reason in defer { reason = nil }; return reason } ?? "closed by the house"
+                log("connection to \(house) lost (\(reason)); reconnecting in \(Self.seconds(backoff.current)) s, playing from the buffer meanwhile")
             } catch {
-                if !stopped.load(ordering: .acquiring) { log("\(configuration.serverHost):\(configuration.serverPort): \(error)") }
+                current.withLock { $0 = nil }
+                if stopped.load(ordering: .acquiring) { break }
+                let reason = Self.describe(error)
+                // Once per reason, then every 30 attempts: a house down for an hour is one line a minute.
+                failedAttempts += 1
+                if reason != lastFailure || failedAttempts % 30 == 0 {
+                    log("\(house) unreachable (\(reason)); retrying in \(Self.seconds(backoff.current)) s")
+                }
+                lastFailure = reason
             }
-            current.withLock { $0 = nil }
-            if stopped.load(ordering: .acquiring) { break }
-            try? await Task.sleep(nanoseconds: UInt64(backoff))  // reconnect backoff
-            backoff = min(backoff * 2, 5_000_000_000)
+            try? await Task.sleep(nanoseconds: UInt64(backoff.next()))
         }
         await clockSync.stop()
+    }
+
+    /// Why the connection closed, set by its handler when an error closed it.
+    fileprivate let closeReason = Mutex<String?>(nil)
+
+    private static func seconds(_ nanoseconds: Int64) -> String {
+        String(format: "%.1f", Double(nanoseconds) / 1e9)
+    }
+
+    /// An error of connecting or of a connection, in a few words: "connection refused",
+    /// "cannot resolve nas.local", "no answer within 5 s".
+    static func describe(_ error: any Error) -> String {
+        if let failure = error as? NIOConnectionError {
+            if let dns = failure.dnsAError ?? failure.dnsAAAAError { return "cannot resolve \(failure.host): \(dns)" }
+            if let first = failure.connectionErrors.first { return describe(first.error) }
+            return "no address for \(failure.host)"
+        }
+        if let io = error as? IOError { return String(cString: strerror(io.errnoCode)).lowercased() }
+        if let channel = error as? ChannelError {
+            switch channel {
+            case .connectTimeout(let amount): return "no answer within \(amount.nanoseconds / 1_000_000_000) s"
+            case .ioOnClosedChannel, .alreadyClosed, .eof: return "connection closed"
+            default: return "\(channel)"
+            }
+        }
+        if let wire = error as? WireError { return "malformed message from the house: \(wire)" }
+        return "\(error)"
     }
 
     public func stop() {
@@ -188,7 +234,9 @@ final class SpeakerConnectionHandler: ChannelInboundHandler, Sendable {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        // A malformed message from the server: report it and drop only this connection.
+        // A malformed message or a broken connection: say why, and drop only this connection.
+        let reason = SpeakerClient.describe(error)
+        client.closeReason.withLock { $0 = $0 ?? reason }
         context.close(promise: nil)
     }
 }

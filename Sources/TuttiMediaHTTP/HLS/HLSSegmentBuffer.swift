@@ -112,7 +112,8 @@ final class HLSSegmentBuffer: @unchecked Sendable {
             discardedBefore = behind
             pieces.removeAll { $0.range.upperBound <= behind }
         }
-        let waiter = spaceWaiter.flatMap { secondsAhead() < $0.limit ? takeWaiter() : nil }
+        // The downloader waits for space until less than its limit lies ahead of the reader.
+        var waiter = spaceWaiter.flatMap { secondsAhead() < $0.limit ? takeWaiter() : nil }
         var result: Result<Int, MediaError>
         while true {
             if cancelled { result = .failure(MediaError(.cancelled, input: name, reason: "cancelled")); break }
@@ -124,9 +125,13 @@ final class HLSSegmentBuffer: @unchecked Sendable {
             if count > 0 { result = .success(count); break }
             if offset >= end, let failure { result = .failure(failure); break }
             if offset >= end, finished { result = .success(0); break }
-            // About to wait for bytes: a downloader waiting for space must not wait too (with a
-            // forward buffer of zero, or any limit, nothing else would wake it).
-            if spaceWaiter != nil, let pending = takeWaiter() {
+            // About to wait for bytes: the downloader must not be left waiting for space, neither
+            // registered nor taken above and not yet resumed, or nothing would wake either of us.
+            // (Taken above happens when one read consumed the whole of the limit at once, as a
+            // 64 KiB read does with 4 s of a low variant.)
+            if waiter == nil, spaceWaiter != nil { waiter = takeWaiter() }
+            if let pending = waiter {
+                waiter = nil
                 condition.unlock()
                 pending.resume()
                 condition.lock()

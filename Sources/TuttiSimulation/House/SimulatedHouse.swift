@@ -130,11 +130,15 @@ public enum SimulatedHouse {
         houseConfiguration.stateDirectory = nil
         let house = House(configuration: houseConfiguration, loop: loop, clock: clock, log: { events.append("house: \($0)") })
         let format = AudioFormat(sampleRate: houseConfiguration.sampleRate, channelCount: houseConfiguration.channelCount)
+        // The rooms' chunks decode on a second core, ahead of need: the same samples as decoding
+        // them on this thread, so the run stays deterministic.
+        let decodeWorker = ChunkDecodeWorker(name: "tutti-sim-decode")
+        defer { decodeWorker.stop() }
         var rooms: [SimulatedRoom] = []
         for (index, spec) in scenario.rooms.enumerated() {
             let seed = scenario.seed ^ (UInt64(index + 1) &* 0x9E37_79B9_7F4A_7C15)
             rooms.append(try SimulatedRoom(spec: spec, index: index, seed: seed, format: format, house: house, clock: clock, loop: loop,
-                                           keepsAudio: scenario.keepsAudio, events: events))
+                                           keepsAudio: scenario.keepsAudio, events: events, decodeWorker: decodeWorker))
         }
         loop.advanceTime(by: .nanoseconds(scenario.warmUpNanoseconds))
         house.control(.play(files: scenario.music)) { result in
@@ -179,12 +183,13 @@ final class SimulatedRoom {
     private var bounds: [Double] = []
 
     init(spec: SimulatedHouse.Room, index: Int, seed: UInt64, format: AudioFormat, house: House, clock houseClock: SimulatedClock,
-         loop: EmbeddedEventLoop, keepsAudio: Bool, events: EventLog) throws {
+         loop: EmbeddedEventLoop, keepsAudio: Bool, events: EventLog, decodeWorker: ChunkDecodeWorker) throws {
         self.spec = spec
         clock = SkewedClock(base: houseClock, offsetNanoseconds: spec.clockOffsetNanoseconds, driftPPM: spec.clockDriftPPM,
                             anchor: SimulatedHouse.startTime)
         let inputs = PlayoutInputs()
-        playout = Playout(inputs: inputs, format: format, blockFrames: 480, latencyNanoseconds: spec.latencyNanoseconds, localClock: clock)
+        playout = Playout(inputs: inputs, format: format, blockFrames: 480, latencyNanoseconds: spec.latencyNanoseconds, localClock: clock,
+                          decodeWorker: decodeWorker)
         let name = spec.name
         playout.onEvent = { events.append("\(name): \($0)") }
         let confined = LoopConfined(value: playout)
