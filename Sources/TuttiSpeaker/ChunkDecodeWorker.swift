@@ -21,12 +21,10 @@ public final class ChunkDecodeWorker: @unchecked Sendable {
     private var stopping = false
     /// A job is taken from the queue and not yet finished.
     private var busy = false
-    private var thread: Thread?
 
     public init(name: String = "tutti-decode-ahead") {
         let thread = Thread { [self] in run() }
         thread.name = name
-        self.thread = thread
         thread.start()
     }
 
