@@ -41,6 +41,12 @@ public final class House: @unchecked Sendable {
         public var flushMarginNanoseconds: Int64 = 500_000_000
         /// A joining room starts this far after the playhead (the data must reach it first).
         public var joinMarginNanoseconds: Int64 = 200_000_000
+        /// `play` waits at most this long for its rooms to be ready (`PendingStart`); a room not
+        /// ready by then joins in sync later.
+        public var startWaitNanoseconds: Int64 = 1_500_000_000
+        /// A room is ready to start once it has been sent this much of the stream (and its clock
+        /// is settled).
+        public var readyAudioNanoseconds: Int64 = 250_000_000
         /// Produce on the house's event loop, a step at a time, instead of on a thread of its own:
         /// for a simulated house, whose production must be a function of the queue and the
         /// playhead, not of thread timing. Steps run every `productionStepNanoseconds` and at
@@ -65,12 +71,18 @@ public final class House: @unchecked Sendable {
     private var nextTag = 0
     var stream: ServerStream?
     private var nextStreamID: UInt32 = 1
+    /// A `play` waiting for its rooms to be ready.
+    var pendingStart: PendingStart?
 
     public init(configuration: Configuration, loop: any EventLoop, clock: any HostClock, log: @escaping @Sendable (String) -> Void) {
         self.configuration = configuration
         self.loop = loop
         self.clock = clock
         self.log = log
+        // Stream ids differ from one run of the house to the next, so a room that kept playing
+        // through a restart never resumes its old stream into a new one of the same id. From
+        // the clock: deterministic on simulated time.
+        nextStreamID = UInt32(truncatingIfNeeded: clock.now() / 1_000_000) | 1
         let (loaded, problem) = HouseState.load(from: configuration.stateDirectory)
         state = loaded
         if let problem { log(problem) }
@@ -107,6 +119,7 @@ public final class House: @unchecked Sendable {
             existing.channel.close(promise: nil)
         }
         let room = RoomLink(id: id, name: hello.name, latencyNanoseconds: hello.latencyNanoseconds, channel: channel)
+        room.resume = hello.resume
         rooms[id] = room
         log("room \(hello.name) connected from \(channel.remoteAddress.map { "\($0)" } ?? "?")")
         return id
@@ -117,12 +130,19 @@ public final class House: @unchecked Sendable {
         loop.preconditionInEventLoop()
         guard let room = rooms[id] else { return }
         if let level = state.volumes[room.name] { send(.volume(.init(level: Self.gain(percent: level), rampNanoseconds: 0)), to: room) }
+        if let resume = room.resume, resume.streamID != stream?.id || !inGroup(room) {
+            // It holds a stream that has ended or been replaced while it was away, or one its
+            // room no longer plays.
+            room.resume = nil
+            send(.flush(.init(streamID: resume.streamID, fromFrame: .min)), to: room)
+        }
         pump(room)
     }
 
     func disconnect(id: UInt32) {
         loop.preconditionInEventLoop()
         if let room = rooms.removeValue(forKey: id) { log("room \(room.name) disconnected") }
+        checkPendingStart()
     }
 
     func received(status: WireMessage.SpeakerStatus, from id: UInt32) {
@@ -135,6 +155,7 @@ public final class House: @unchecked Sendable {
         // Level-triggered, beside the writability edges: a room behind on a writable
         // connection is sent more whatever edge was missed.
         if room.channel.isWritable { pump(room) }
+        checkPendingStart()
     }
 
     // MARK: Timeline
@@ -152,16 +173,20 @@ public final class House: @unchecked Sendable {
     var groupRooms: [RoomLink] { rooms.values.filter(inGroup).sorted { $0.name < $1.name } }
     var largestLatency: Int64 { groupRooms.map(\.latencyNanoseconds).max() ?? 0 }
 
-    /// Starts a new stream of the queue from `item` at `offset`, heard after the start delay.
-    func startStream(item: Int, offset: MediaTime = .zero) throws(MediaError) {
+    /// Starts a new stream of the queue from `item` at `offset`, heard after the start delay;
+    /// or, not `anchored`, with no anchor yet: rooms get the stream and its audio and play
+    /// nothing until `apply` anchors its start (`PendingStart`).
+    func startStream(item: Int, offset: MediaTime = .zero, anchored: Bool = true) throws(MediaError) {
         stopStream()
         let encoder = try ChunkEncoder(codec: configuration.codec, sampleRate: sampleRate, channelCount: configuration.channelCount)
         let id = nextStreamID
         nextStreamID += 1
         let stream = ServerStream(id: id, codec: configuration.codec, sampleRate: sampleRate, channelCount: configuration.channelCount,
                                   codecHeader: encoder.codecHeader)
-        let startTime = now + configuration.startDelayNanoseconds + largestLatency
-        stream.schedule.apply(TimelineAnchor(timelineFrame: 0, serverTime: startTime, isPlaying: true), now: now)
+        if anchored {
+            let startTime = now + configuration.startDelayNanoseconds + largestLatency
+            stream.schedule.apply(TimelineAnchor(timelineFrame: 0, serverTime: startTime, isPlaying: true), now: now)
+        }
         self.stream = stream
         publishListening()
         let loop = self.loop
@@ -194,6 +219,7 @@ public final class House: @unchecked Sendable {
         guard let stream, stream.id == streamID, let engine = stream.engine else { return }
         let going = engine.produceAvailable()
         for room in rooms.values { pump(room) }
+        checkPendingStart()
         if going {
             loop.scheduleTask(in: .nanoseconds(configuration.productionStepNanoseconds)) { [weak self] in
                 self?.produceStep(streamID: streamID)
@@ -211,6 +237,7 @@ public final class House: @unchecked Sendable {
                 guard let self, self.stream?.id == id, let engine = self.stream?.engine else { return }
                 _ = engine.produceAvailable()
                 for room in self.rooms.values { self.pump(room) }
+                self.checkPendingStart()
             }
         } else {
             engine.output.wake()
@@ -234,12 +261,14 @@ public final class House: @unchecked Sendable {
         for room in rooms.values where room.streamID == old.id {
             send(.flush(.init(streamID: old.id, fromFrame: .min)), to: room)
             room.streamID = nil
+            room.sentUntilFrame = 0
         }
     }
 
     private func produced(streamID: UInt32) {
         guard let stream, stream.id == streamID else { return }
         for room in rooms.values { pump(room) }
+        checkPendingStart()
     }
 
     /// Sends a room what it is missing of the current stream, as far as its connection takes.
@@ -254,24 +283,35 @@ public final class House: @unchecked Sendable {
         if room.streamID != stream.id {
             room.streamID = stream.id
             room.sentEnd = false
-            channel.write(WireMessage.streamStart(.init(streamID: stream.id, codec: stream.codec.wireName, sampleRate: UInt32(stream.sampleRate),
-                                                        channelCount: UInt8(stream.channelCount), codecHeader: stream.codecHeader)), promise: nil)
-            for anchor in stream.schedule.anchors { channel.write(WireMessage.anchor(wire(anchor, stream)), promise: nil) }
-            // A room joining a playing stream starts a little after the playhead.
-            let startFrame = isPlaying && stream.schedule.anchors.first.map({ $0.serverTime < now }) == true
-                ? playhead() + frames(configuration.joinMarginNanoseconds) : playhead()
-            (room.nextChunk, room.epoch) = stream.joinPoint(at: startFrame)
+            if let resume = room.resume, resume.streamID == stream.id {
+                room.resume = nil
+                resumeSending(to: room, from: resume, stream)
+            } else {
+                // A room joining a playing stream starts a little after the playhead.
+                let startFrame = isHeard(stream) ? playhead() + frames(configuration.joinMarginNanoseconds) : playhead()
+                (room.nextChunk, room.epoch) = stream.joinPoint(at: startFrame)
+                room.sentUntilFrame = startFrame
+                channel.write(WireMessage.streamStart(.init(streamID: stream.id, codec: stream.codec.wireName, sampleRate: UInt32(stream.sampleRate),
+                                                            channelCount: UInt8(stream.channelCount), codecHeader: stream.codecHeader,
+                                                            epoch: UInt32(room.epoch))), promise: nil)
+                for anchor in stream.schedule.anchors { channel.write(WireMessage.anchor(wire(anchor, stream)), promise: nil) }
+            }
         }
         // Queue edits cut the stream: the room drops its audio from each cut before it is sent
         // what follows.
         let (cuts, epoch) = stream.cuts(after: room.epoch)
         for cut in cuts {
-            channel.write(WireMessage.flush(.init(streamID: stream.id, fromFrame: cut.frame)), promise: nil)
+            channel.write(WireMessage.flush(.init(streamID: stream.id, fromFrame: cut.frame, epoch: UInt32(cut.epoch))), promise: nil)
             room.nextChunk = min(room.nextChunk, cut.chunkCount)
             room.sentEnd = false
         }
         room.epoch = epoch
-        let limit = playhead() + frames(configuration.bufferDepthNanoseconds)
+        var limit = playhead() + frames(configuration.bufferDepthNanoseconds)
+        if stream.schedule.anchors.isEmpty {
+            // A start not anchored yet (`PendingStart`): only the first audio, so the anchor that
+            // starts it does not queue behind seconds of audio on the way to the room.
+            limit = min(limit, frames(configuration.readyAudioNanoseconds))
+        }
         while channel.isWritable, let chunk = stream.chunk(at: room.nextChunk, epoch: epoch) {
             if chunk.firstFrame > limit { break }
             channel.write(WireMessage.audioChunk(.init(streamID: stream.id, firstFrame: chunk.firstFrame, frameCount: UInt32(chunk.frameCount), payload: chunk.payload)), promise: nil)
@@ -283,6 +323,43 @@ public final class House: @unchecked Sendable {
             room.sentEnd = true
         }
         channel.flush()
+    }
+
+    /// A room that reconnected holding audio of the current stream: it keeps what is still
+    /// valid and is sent only what follows. Its stream header stays; the anchors are sent again
+    /// (applying them twice changes nothing), and the cuts made since the last it saw reach it
+    /// as flushes before any audio (`pump`).
+    private func resumeSending(to room: RoomLink, from resume: WireMessage.Resume, _ stream: ServerStream) {
+        // From the anchor in force: re-applying an older one would briefly leave the room a
+        // schedule of that anchor alone.
+        let anchors = stream.schedule.anchors
+        let inForce = anchors.lastIndex { $0.serverTime <= now } ?? 0
+        for anchor in anchors[inForce...] { room.channel.write(WireMessage.anchor(wire(anchor, stream)), promise: nil) }
+        let epoch = min(Int(resume.epoch), stream.epoch)
+        let firstCut = stream.cuts(after: epoch).cuts.map(\.frame).min() ?? .max
+        // What it holds that no cut since has changed, and that was ever sent.
+        let valid = resume.held.compactMap { range -> Range<Int64>? in
+            let end = min(range.upperBound, firstCut, stream.producedEnd)
+            return range.lowerBound < end ? range.lowerBound..<end : nil
+        }
+        let head = playhead()
+        let resumeFrame: Int64
+        if let playing = valid.first(where: { $0.contains(head) }) {
+            resumeFrame = playing.upperBound
+        } else {
+            // It no longer holds what is heard now: it joins like a new room.
+            resumeFrame = isHeard(stream) ? head + frames(configuration.joinMarginNanoseconds) : head
+        }
+        room.nextChunk = stream.joinPoint(at: resumeFrame).chunk
+        room.epoch = epoch
+        room.sentUntilFrame = resumeFrame
+        log("room \(room.name) resumes stream \(stream.id): it holds \(valid.map { "\($0.lowerBound)..<\($0.upperBound)" }.joined(separator: ", ")); sending from timeline frame \(resumeFrame)")
+    }
+
+    /// Whether the stream's audio is being heard now (a room joining now must start a little
+    /// after the playhead), rather than paused or held for its start.
+    private func isHeard(_ stream: ServerStream) -> Bool {
+        stream.schedule.anchor(atServer: now)?.isPlaying == true
     }
 
     func wire(_ anchor: TimelineAnchor, _ stream: ServerStream) -> WireMessage.Anchor {

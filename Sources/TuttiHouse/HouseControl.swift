@@ -36,6 +36,8 @@ extension House {
         do {
             if let problem = command.problem { throw ControlRefusal(problem) }
             if let reply = try performAtOnce(command, respond) { respond(.success(reply)) }
+            // A room that joined or left may have been the one a waiting play waited for.
+            checkPendingStart()
         } catch let refusal as ControlRefusal {
             respond(.failure(refusal))
         } catch {
@@ -46,8 +48,15 @@ extension House {
     /// Performs `command`; returns the reply, or nil when `respond` will be called later.
     private func performAtOnce(_ command: ControlCommand, _ respond: @escaping Respond) throws -> ControlReply? {
         switch command {
+        case .pause, .resume, .seek, .next, .queueAdd, .queueRemove, .queueMove:
+            // A play still waiting for its rooms starts now: this command acts on what plays.
+            resolvePendingStart()
+        default: break
+        }
+        switch command {
         case .play(let files, let names):
             try checkReadable(files)
+            resolvePendingStart()
             if let names, !names.isEmpty {
                 let unknown = names.filter { name in !rooms.values.contains { $0.name == name } }
                 if !unknown.isEmpty { throw ControlRefusal("no such room: \(unknown.joined(separator: ", ")) (connected: \(roomNames))") }
@@ -58,8 +67,13 @@ extension House {
             state.queue = files
             queueTags = files.map { _ in makeTag() }
             saveState()
-            try startPlaying(item: 0)
-            return .started(PlayReport(items: files.count, rooms: groupRooms.map(\.name), startsInMs: startsInMilliseconds))
+            guard configuration.startWaitNanoseconds > 0 else {
+                try startPlaying(item: 0)
+                return .started(PlayReport(items: files.count, rooms: groupRooms.map(\.name), startsInMs: startsInMilliseconds))
+            }
+            try startPlaying(item: 0, anchored: false)
+            startWhenRoomsAreReady(items: files.count, respond: respond)
+            return nil
         case .pause:
             guard let stream, isPlaying else { throw ControlRefusal("nothing is playing") }
             let time = now + configuration.pauseDelayNanoseconds
@@ -187,8 +201,8 @@ extension House {
         RoomChange(room: room.name, inGroup: inGroup(room), volume: state.volumes[room.name] ?? 100)
     }
 
-    private func startPlaying(item: Int, offset: MediaTime = .zero) throws {
-        do { try startStream(item: item, offset: offset) } catch { throw ControlRefusal("\(error)") }
+    private func startPlaying(item: Int, offset: MediaTime = .zero, anchored: Bool = true) throws {
+        do { try startStream(item: item, offset: offset, anchored: anchored) } catch { throw ControlRefusal("\(error)") }
     }
 
     private var startsInMilliseconds: Int {
@@ -292,7 +306,7 @@ extension House {
         guard let stream else { return report }
         let head = playhead()
         let ended = stream.endFrame.map { head >= $0 } ?? false
-        report.state = ended ? "stopped" : isPlaying ? "playing" : "paused"
+        report.state = ended ? "stopped" : isPlaying ? "playing" : pendingStart != nil ? "starting" : "paused"
         report.stream = stream.id
         report.positionSeconds = seconds(head)
         report.bufferedAheadSeconds = seconds(max(0, stream.producedEnd - head))

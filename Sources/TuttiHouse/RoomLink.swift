@@ -17,6 +17,8 @@ final class RoomLink {
     var sentEnd = false
     /// Timeline frames the room has been sent (for the fill rate).
     var sentUntilFrame: Int64 = 0
+    /// What the room said it holds when it connected, until the house has resumed it.
+    var resume: WireMessage.Resume?
 
     init(id: UInt32, name: String, latencyNanoseconds: Int64, channel: any Channel) {
         self.id = id

@@ -80,7 +80,10 @@ struct LowerEnvelope {
             for height in heights[0..<nearCount] { raise += height }
             raise /= Double(nearCount)
         }
-        return Fit(slope: slope, intercept: intercept + raise, slack: heights[slackRank - 1] - raise)
+        // The slack is measured from the raised line, so from a point at least as high as the
+        // ones that raised it: with few points (fewer than 160, the first seconds) the 5 % rank
+        // lies below their mean, and the bound came out negative.
+        return Fit(slope: slope, intercept: intercept + raise, slack: heights[rank - 1] - raise)
     }
 
     /// The lower convex hull's edge that spans the points' mean time. `raised` is false where

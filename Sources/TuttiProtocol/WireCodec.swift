@@ -56,6 +56,17 @@ extension WireMessage {
             b.writeInteger(UInt16(m.codecs.count))
             for codec in m.codecs { b.writeWireString(codec) }
             b.writeInteger(m.latencyNanoseconds)
+            b.writeInteger(UInt8(m.resume == nil ? 0 : 1))
+            if let resume = m.resume {
+                b.writeInteger(resume.streamID)
+                b.writeInteger(resume.epoch)
+                let held = resume.held.prefix(Resume.maximumRanges)
+                b.writeInteger(UInt8(held.count))
+                for range in held {
+                    b.writeInteger(range.lowerBound)
+                    b.writeInteger(range.upperBound)
+                }
+            }
         case .welcome(let m):
             b.writeInteger(m.protocolVersion)
             b.writeWireString(m.serverName)
@@ -66,6 +77,7 @@ extension WireMessage {
             b.writeInteger(m.sampleRate)
             b.writeInteger(m.channelCount)
             b.writeWireBytes(m.codecHeader)
+            b.writeInteger(m.epoch)
         case .audioChunk(let m):
             b.writeInteger(m.streamID)
             b.writeInteger(m.firstFrame)
@@ -79,6 +91,7 @@ extension WireMessage {
         case .flush(let m):
             b.writeInteger(m.streamID)
             b.writeInteger(m.fromFrame)
+            b.writeInteger(m.epoch)
         case .streamEnd(let m):
             b.writeInteger(m.streamID)
             b.writeInteger(m.endFrame)
@@ -148,7 +161,25 @@ extension WireMessage {
             let count: UInt16 = try reader.integer()
             var codecs: [String] = []
             for _ in 0..<count { codecs.append(try reader.string()) }
-            return .hello(Hello(role: role, protocolVersion: version, name: name, codecs: codecs, latencyNanoseconds: try reader.integer()))
+            let latency: Int64 = try reader.integer()
+            var resume: Resume?
+            if try reader.flag() {
+                let streamID: UInt32 = try reader.integer()
+                let epoch: UInt32 = try reader.integer()
+                let ranges: UInt8 = try reader.integer()
+                guard ranges <= Resume.maximumRanges else { throw WireError("hello: \(ranges) held ranges, more than \(Resume.maximumRanges)") }
+                var held: [Range<Int64>] = []
+                for _ in 0..<ranges {
+                    let first: Int64 = try reader.integer()
+                    let end: Int64 = try reader.integer()
+                    guard first < end, held.last.map({ $0.upperBound <= first }) ?? true else {
+                        throw WireError("hello: held range \(first)..<\(end) is empty or out of order")
+                    }
+                    held.append(first..<end)
+                }
+                resume = Resume(streamID: streamID, epoch: epoch, held: held)
+            }
+            return .hello(Hello(role: role, protocolVersion: version, name: name, codecs: codecs, latencyNanoseconds: latency, resume: resume))
         case .welcome:
             return .welcome(Welcome(protocolVersion: try reader.integer(), serverName: try reader.string(), clientID: try reader.integer()))
         case .streamStart:
@@ -157,7 +188,8 @@ extension WireMessage {
             let rate: UInt32 = try reader.integer()
             let channels: UInt8 = try reader.integer()
             guard rate > 0, rate <= 768_000, channels > 0 else { throw WireError("streamStart: invalid format \(rate) Hz × \(channels)") }
-            return .streamStart(StreamStart(streamID: id, codec: codec, sampleRate: rate, channelCount: channels, codecHeader: try reader.bytes()))
+            let header = try reader.bytes()
+            return .streamStart(StreamStart(streamID: id, codec: codec, sampleRate: rate, channelCount: channels, codecHeader: header, epoch: try reader.integer()))
         case .audioChunk:
             let id: UInt32 = try reader.integer()
             let first: Int64 = try reader.integer()
@@ -169,7 +201,7 @@ extension WireMessage {
             let time: Int64 = try reader.integer()
             return .anchor(Anchor(streamID: id, timelineFrame: frame, serverTime: time, isPlaying: try reader.flag()))
         case .flush:
-            return .flush(Flush(streamID: try reader.integer(), fromFrame: try reader.integer()))
+            return .flush(Flush(streamID: try reader.integer(), fromFrame: try reader.integer(), epoch: try reader.integer()))
         case .streamEnd:
             return .streamEnd(StreamEnd(streamID: try reader.integer(), endFrame: try reader.integer()))
         case .volume:

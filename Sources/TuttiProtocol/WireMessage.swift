@@ -1,5 +1,5 @@
 
-/// The messages of Tutti's TCP protocol (version 1), between the house server and speakers or
+/// The messages of Tutti's TCP protocol (version 3), between the house server and speakers or
 /// controllers. Audio and control travel over TCP; clock sync has its own UDP packets
 /// (`ClockSyncPacket`). See docs/MULTIROOM.md for the conversation.
 public enum WireMessage: Sendable, Equatable {
@@ -37,13 +37,31 @@ public enum WireMessage: Sendable, Equatable {
         public var codecs: [String]
         /// Fixed acoustic delay after the DAC (amplifier, speaker), which the speaker compensates.
         public var latencyNanoseconds: Int64
+        /// What a reconnecting speaker still holds, so the house sends only what it lacks.
+        public var resume: Resume?
 
-        public init(role: Role, protocolVersion: UInt16 = WireProtocol.version, name: String, codecs: [String] = [], latencyNanoseconds: Int64 = 0) {
+        public init(role: Role, protocolVersion: UInt16 = WireProtocol.version, name: String, codecs: [String] = [], latencyNanoseconds: Int64 = 0,
+                    resume: Resume? = nil) {
             self.role = role
             self.protocolVersion = protocolVersion
             self.name = name
             self.codecs = codecs
             self.latencyNanoseconds = latencyNanoseconds
+            self.resume = resume
+        }
+    }
+
+    /// A speaker's buffer as it reconnects: the stream, the last cut it was told of (its
+    /// epoch), and the timeline ranges of audio it holds (at most `maximumRanges`, in order).
+    public struct Resume: Sendable, Equatable {
+        public static let maximumRanges = 8
+        public var streamID: UInt32
+        public var epoch: UInt32
+        public var held: [Range<Int64>]
+        public init(streamID: UInt32, epoch: UInt32, held: [Range<Int64>]) {
+            self.streamID = streamID
+            self.epoch = epoch
+            self.held = held
         }
     }
 
@@ -65,12 +83,15 @@ public enum WireMessage: Sendable, Equatable {
         public var sampleRate: UInt32
         public var channelCount: UInt8
         public var codecHeader: [UInt8]
-        public init(streamID: UInt32, codec: String, sampleRate: UInt32, channelCount: UInt8, codecHeader: [UInt8]) {
+        /// The stream's epoch (cuts made so far) as of the audio that follows.
+        public var epoch: UInt32
+        public init(streamID: UInt32, codec: String, sampleRate: UInt32, channelCount: UInt8, codecHeader: [UInt8], epoch: UInt32 = 0) {
             self.streamID = streamID
             self.codec = codec
             self.sampleRate = sampleRate
             self.channelCount = channelCount
             self.codecHeader = codecHeader
+            self.epoch = epoch
         }
     }
 
@@ -103,9 +124,12 @@ public enum WireMessage: Sendable, Equatable {
     public struct Flush: Sendable, Equatable {
         public var streamID: UInt32
         public var fromFrame: Int64
-        public init(streamID: UInt32, fromFrame: Int64) {
+        /// The stream's epoch after this cut: a reconnecting speaker says the last it saw.
+        public var epoch: UInt32
+        public init(streamID: UInt32, fromFrame: Int64, epoch: UInt32 = 0) {
             self.streamID = streamID
             self.fromFrame = fromFrame
+            self.epoch = epoch
         }
     }
 
@@ -182,7 +206,7 @@ public enum WireMessage: Sendable, Equatable {
 }
 
 public enum WireProtocol {
-    public static let version: UInt16 = 2
+    public static let version: UInt16 = 3
     /// "TT": the first two bytes of every frame.
     public static let magic: UInt16 = 0x5454
     /// Frame header: magic (2), version (1), type (1), payload length (4).

@@ -85,6 +85,22 @@ public final class ChunkStore: Sendable {
         }
     }
 
+    /// The gap-free stretches of audio held, in timeline order, at most `maximum` (the earliest).
+    public func ranges(maximum: Int) -> [Range<Int64>] {
+        state.withLock { s in
+            var result: [Range<Int64>] = []
+            for c in s.chunks where c.frameCount > 0 {
+                if let last = result.last, last.upperBound == c.firstFrame {
+                    result[result.count - 1] = last.lowerBound..<c.endFrame
+                } else {
+                    if result.count == maximum { break }
+                    result.append(c.firstFrame..<c.endFrame)
+                }
+            }
+            return result
+        }
+    }
+
     /// Up to `maximum` chunks that start after `frame`, in timeline order.
     public func chunks(after frame: Int64, maximum: Int) -> [Chunk] {
         state.withLock { s in

@@ -36,8 +36,10 @@ public final class Playout {
     /// Notable events (a start, a stall, a resync, a problem), one line each; called by `render`.
     public var onEvent: (@Sendable (String) -> Void)?
 
-    /// Playback waits until the clock estimate rests on this much history.
-    public static let minimumClockSpanNanoseconds: Int64 = 2_000_000_000
+    /// Playback waits until the clock estimate rests on this much history: a second of the
+    /// start-up burst of exchanges is enough for the first fit of the rate (`ClockEstimator`),
+    /// and lets a restarted room play within two seconds of connecting.
+    public static let minimumClockSpanNanoseconds: Int64 = 1_000_000_000
 
     /// - Parameter decodeWorker: where the next chunks are decoded ahead of need; nil decodes
     ///   each on the calling thread when it is needed.
@@ -75,7 +77,7 @@ public final class Playout {
             if resampler.inputEndFrame > inputs.flushFrame { controller.stopReading() }
         }
         block.withUnsafeMutableBufferPointer { $0.update(repeating: 0) }
-        // A clock estimate younger than two seconds may still be off by tens of microseconds;
+        // A clock estimate younger than a second may still be off by tens of microseconds;
         // wait rather than start out of sync (rooms are normally connected long before play).
         guard let stream, let schedule = inputs.schedule, reader.canDecode, let clock = inputs.clock, clock.spanNanoseconds >= Self.minimumClockSpanNanoseconds,
               let device else {

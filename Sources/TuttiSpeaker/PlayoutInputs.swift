@@ -19,6 +19,8 @@ public final class PlayoutInputs: Sendable {
         /// None until a stream starts: a schedule counts frames at its stream's rate.
         var schedule: TimelineSchedule?
         var clock: ClockMapping?
+        /// The stream's epoch as of the last stream start or flush (for a resume).
+        var epoch: UInt32 = 0
         var volume: Float = 1
         var volumeRampNanoseconds: Int64 = 0
         var endFrame: Int64?
@@ -36,10 +38,11 @@ public final class PlayoutInputs: Sendable {
 
     public init() {}
 
-    public func startStream(_ stream: Stream) {
+    public func startStream(_ stream: Stream, epoch: UInt32 = 0) {
         chunks.removeAll()
         state.withLock {
             $0.stream = stream
+            $0.epoch = epoch
             $0.schedule = TimelineSchedule(sampleRate: stream.sampleRate)
             $0.endFrame = nil
             $0.flushGeneration += 1
@@ -82,7 +85,8 @@ public final class PlayoutInputs: Sendable {
     }
 
     /// Drops audio from `frame` on; from `.min`, everything: the room leaves the stream.
-    public func flush(streamID: UInt32, from frame: Int64) {
+    /// `epoch` is the stream's epoch after the cut.
+    public func flush(streamID: UInt32, from frame: Int64, epoch: UInt32 = 0) {
         if frame == .min {
             if state.withLock({ $0.stream?.id == streamID }) { stop() }
             return
@@ -91,6 +95,7 @@ public final class PlayoutInputs: Sendable {
             guard s.stream?.id == streamID else { return false }
             s.flushGeneration += 1
             s.flushFrame = frame
+            s.epoch = max(s.epoch, epoch)
             if let end = s.endFrame, end >= frame { s.endFrame = nil }
             return true
         }
@@ -101,6 +106,13 @@ public final class PlayoutInputs: Sendable {
     public func end(streamID: UInt32, at frame: Int64, time: Int64) {
         state.withLock { if $0.stream?.id == streamID { $0.endFrame = frame } }
         noteFill(at: time)
+    }
+
+    /// What a reconnecting speaker tells the house it holds: nil without a stream.
+    public var resume: WireMessage.Resume? {
+        let (stream, epoch) = state.withLock { ($0.stream, $0.epoch) }
+        guard let stream else { return nil }
+        return WireMessage.Resume(streamID: stream.id, epoch: epoch, held: chunks.ranges(maximum: WireMessage.Resume.maximumRanges))
     }
 
     public func setClock(_ mapping: ClockMapping) { state.withLock { $0.clock = mapping } }

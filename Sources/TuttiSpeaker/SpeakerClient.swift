@@ -28,7 +28,7 @@ public final class SpeakerClient: Sendable {
     public let inputs: PlayoutInputs
     /// The playout's latest report, for status messages.
     private let report: @Sendable () -> PlayoutReport
-    private let clock: any HostClock
+    fileprivate let clock: any HostClock
     private let clockSync: ClockSyncClient
     private let stopped = Atomic<Bool>(false)
     private let current = Mutex<(any Channel)?>(nil)
@@ -154,7 +154,7 @@ public final class SpeakerClient: Sendable {
 
     fileprivate var hello: WireMessage {
         .hello(.init(role: .speaker, name: configuration.name, codecs: StreamCodec.allCases.map(\.wireName),
-                     latencyNanoseconds: configuration.latencyNanoseconds))
+                     latencyNanoseconds: configuration.latencyNanoseconds, resume: inputs.resume))
     }
 
     fileprivate func handle(_ message: WireMessage) {
@@ -166,14 +166,15 @@ public final class SpeakerClient: Sendable {
                 log("server sent stream \(m.streamID) in unsupported codec \(m.codec)")
                 return
             }
-            inputs.startStream(.init(id: m.streamID, codec: codec, sampleRate: Int(m.sampleRate), channelCount: Int(m.channelCount), codecHeader: m.codecHeader))
+            inputs.startStream(.init(id: m.streamID, codec: codec, sampleRate: Int(m.sampleRate), channelCount: Int(m.channelCount), codecHeader: m.codecHeader),
+                               epoch: m.epoch)
         case .audioChunk(let m):
             inputs.receive(.init(firstFrame: m.firstFrame, frameCount: Int(m.frameCount), payload: m.payload), streamID: m.streamID, at: clock.now())
         case .anchor(let m):
             let serverNow = clockSync.mapping?.serverTime(atLocal: clock.now()) ?? m.serverTime
             inputs.apply(TimelineAnchor(timelineFrame: m.timelineFrame, serverTime: m.serverTime, isPlaying: m.isPlaying), streamID: m.streamID, now: serverNow)
         case .flush(let m):
-            inputs.flush(streamID: m.streamID, from: m.fromFrame)
+            inputs.flush(streamID: m.streamID, from: m.fromFrame, epoch: m.epoch)
         case .streamEnd(let m):
             inputs.end(streamID: m.streamID, at: m.endFrame, time: clock.now())
         case .volume(let m):
@@ -184,17 +185,25 @@ public final class SpeakerClient: Sendable {
     }
 
     /// The clock-sync uncertainty, or −1 while the estimate is too young to play by (the
-    /// playout engine waits for two seconds of exchanges).
+    /// playout waits for `Playout.minimumClockSpanNanoseconds` of exchanges).
     private var clockErrorForStatus: Int64 {
         guard let mapping = clockSync.mapping, mapping.spanNanoseconds >= Playout.minimumClockSpanNanoseconds else { return -1 }
         return Int64(mapping.errorNanoseconds.rounded(.up))
+    }
+
+    fileprivate var isClockReady: Bool {
+        guard let mapping = clockSync.mapping else { return false }
+        return mapping.spanNanoseconds >= Playout.minimumClockSpanNanoseconds
     }
 
     fileprivate func status() -> WireMessage {
         let report = self.report()
         let snapshot = inputs.snapshot
         let playhead = report.playheadFrame
-        let buffered = playhead >= 0 ? inputs.chunks.contiguousEnd(from: playhead) : -1
+        // Before the room plays: what it holds from where the stream is held (a stream waiting
+        // for its start, or paused).
+        let from = playhead >= 0 ? playhead : snapshot.schedule?.anchors.last.flatMap { $0.isPlaying ? nil : $0.timelineFrame } ?? -1
+        let buffered = from >= 0 ? inputs.chunks.contiguousEnd(from: from) : -1
         let state: WireMessage.SpeakerStatus.State = report.isPlaying ? .playing
             : snapshot.stream == nil ? .idle
             : (snapshot.schedule?.anchors.last?.isPlaying == false ? .paused : .buffering)
@@ -220,14 +229,24 @@ final class SpeakerConnectionHandler: ChannelInboundHandler, Sendable {
         context.fireChannelActive()
     }
 
-    private func scheduleStatus(_ channel: any Channel) {
+    /// Status goes out every `statusIntervalNanoseconds`, and at once when the clock estimate
+    /// becomes good enough to play by: a house holding a `play` for this room starts sooner.
+    private func scheduleStatus(_ channel: any Channel, lastSent: Int64 = 0, clockWasReady: Bool = false) {
         let client = self.client
-        channel.eventLoop.scheduleTask(in: .nanoseconds(client.configuration.statusIntervalNanoseconds)) { [weak self] in
+        channel.eventLoop.scheduleTask(in: .nanoseconds(Self.statusPollNanoseconds)) { [weak self] in
             guard channel.isActive else { return }
-            channel.writeAndFlush(client.status(), promise: nil)
-            self?.scheduleStatus(channel)
+            let now = client.clock.now()
+            let clockReady = client.isClockReady
+            var sent = lastSent
+            if clockReady != clockWasReady || now - lastSent >= client.configuration.statusIntervalNanoseconds {
+                channel.writeAndFlush(client.status(), promise: nil)
+                sent = now
+            }
+            self?.scheduleStatus(channel, lastSent: sent, clockWasReady: clockReady)
         }
     }
+
+    static let statusPollNanoseconds: Int64 = 50_000_000
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         client.handle(Self.unwrapInboundIn(data))

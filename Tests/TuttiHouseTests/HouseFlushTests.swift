@@ -19,21 +19,40 @@ final class HouseHarness: @unchecked Sendable {
     var rooms: [String: NIOAsyncTestingChannel] = [:]
     let logLines = LogLines()
 
-    init(configuration: House.Configuration = House.Configuration()) {
+    /// - Parameter waitsForRooms: whether `play` waits for rooms to report a settled clock (the
+    ///   testing channels never do unless a test says so); without, it starts at once.
+    init(configuration: House.Configuration = House.Configuration(), waitsForRooms: Bool = false) {
         let lines = logLines
         var configuration = configuration
         if configuration.network == nil { configuration.network = TestNetwork.opener }
+        if !waitsForRooms { configuration.startWaitNanoseconds = 0 }
         house = House(configuration: configuration, loop: loop, clock: clock, log: { lines.append($0) })
     }
 
-    func connect(_ name: String, latency: Int64 = 0) async throws {
+    @discardableResult
+    func connect(_ name: String, latency: Int64 = 0, resume: WireMessage.Resume? = nil) async throws -> UInt32 {
         let channel = NIOAsyncTestingChannel(loop: loop)
         try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 9)).get()
         let house = self.house
-        _ = try await loop.executeInContext {
-            house.startSending(toRoom: house.connect(channel: channel, hello: .init(role: .speaker, name: name, codecs: ["flac"], latencyNanoseconds: latency)))
+        let id = try await loop.executeInContext {
+            let id = house.connect(channel: channel, hello: .init(role: .speaker, name: name, codecs: ["flac"], latencyNanoseconds: latency, resume: resume))
+            house.startSending(toRoom: id)
+            return id
         }
         rooms[name] = channel
+        return id
+    }
+
+    /// Runs the loop until `condition` holds on it (the producer thread posts to the loop as it
+    /// goes); the timeout only guards.
+    func runLoop(until what: String, timeout: Double = 20, _ condition: @escaping @Sendable (House) -> Bool) async throws {
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            await loop.run()
+            if try await onLoop(condition) { return }
+            if Date() > deadline { throw TestFailure("timed out waiting for \(what)") }
+            try await Task.sleep(nanoseconds: 1_000_000)
+        }
     }
 
     /// Sends a control command (through its JSON, as a client would) and waits for the reply;
@@ -159,7 +178,7 @@ final class LogLines: @unchecked Sendable {
         _ = try await harness.waitForProduction()
         sent += try await harness.messages("kitchen")
         let flushes = sent.compactMap { if case .flush(let f) = $0 { return f } else { return nil } }
-        #expect(flushes == [.init(streamID: stream.id, fromFrame: 192_000)])
+        #expect(flushes == [.init(streamID: stream.id, fromFrame: 192_000, epoch: 1)])
         // What the room now holds: a up to 4 s, then c (700 Hz), then b.
         let audio = try HouseHarness.audio(sent, stream: stream.id, from: 0, frames: 8 * 48000)
         let reference = try TestMedia.decodeWithFFmpeg(a) + (try TestMedia.decodeWithFFmpeg(c)) + (try TestMedia.decodeWithFFmpeg(b))
@@ -193,7 +212,7 @@ final class LogLines: @unchecked Sendable {
         let again = try await harness.waitForProduction()
         #expect(again.id == stream.id)
         sent += try await harness.messages("kitchen")
-        #expect(sent.contains(.flush(.init(streamID: stream.id, fromFrame: 96_000))))
+        #expect(sent.contains(.flush(.init(streamID: stream.id, fromFrame: 96_000, epoch: 1))))
         #expect(!sent.contains(.flush(.init(streamID: stream.id, fromFrame: .min))))
         let audio = try HouseHarness.audio(sent, stream: stream.id, from: 0, frames: 6 * 48000)
         let reference = try TestMedia.decodeWithFFmpeg(a) + (try TestMedia.decodeWithFFmpeg(c)) + (try TestMedia.decodeWithFFmpeg(b))

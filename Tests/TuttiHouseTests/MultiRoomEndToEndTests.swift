@@ -38,20 +38,29 @@ import TuttiTestSupport
         var name, offset, drift, device, latency: String
     }
 
-    /// Starts a server and one speaker per room (virtual sound cards writing
-    /// `<directory>/<name>.wav`), and waits until every room is connected with a converged clock.
-    func startHouse(in directory: TemporaryDirectory, rooms: [RoomSpec]) async throws -> (server: ChildProcess, port: Int, speakers: [ChildProcess]) {
+    func startServer(in directory: TemporaryDirectory) throws -> (server: ChildProcess, port: Int) {
         let server = try ChildProcess(name: "server", arguments: ["server", "--listen", "127.0.0.1:0", "--state-dir", directory.file("state")],
                                       standardError: directory.file("server.log"))
         let line = try server.waitForLine(containing: "listening on")
-        let port = Int(line.split(separator: ":").last!.split(separator: " ").first!)!
+        return (server, Int(line.split(separator: ":").last!.split(separator: " ").first!)!)
+    }
+
+    /// A speaker process for `room`, connecting to the house (or a proxy) at `port`, its
+    /// virtual sound card writing `<directory>/<output>.wav` (the room's name by default).
+    func startSpeaker(_ room: RoomSpec, port: Int, in directory: TemporaryDirectory, output: String? = nil) throws -> ChildProcess {
+        let file = output ?? room.name
+        return try ChildProcess(name: file, arguments: [
+            "speaker", "--server", "127.0.0.1:\(port)", "--name", room.name, "--output", "virtual:" + directory.file("\(file).wav"),
+            "--clock-offset-ms", room.offset, "--clock-drift-ppm", room.drift, "--device-drift-ppm", room.device, "--latency-ms", room.latency,
+        ], standardError: directory.file("\(file).log"))
+    }
+
+    /// Starts a server and one speaker per room (virtual sound cards writing
+    /// `<directory>/<name>.wav`), and waits until every room is connected with a converged clock.
+    func startHouse(in directory: TemporaryDirectory, rooms: [RoomSpec]) async throws -> (server: ChildProcess, port: Int, speakers: [ChildProcess]) {
+        let (server, port) = try startServer(in: directory)
         var speakers: [ChildProcess] = []
-        for room in rooms {
-            speakers.append(try ChildProcess(name: room.name, arguments: [
-                "speaker", "--server", "127.0.0.1:\(port)", "--name", room.name, "--output", "virtual:" + directory.file("\(room.name).wav"),
-                "--clock-offset-ms", room.offset, "--clock-drift-ppm", room.drift, "--device-drift-ppm", room.device, "--latency-ms", room.latency,
-            ], standardError: directory.file("\(room.name).log")))
-        }
+        for room in rooms { speakers.append(try startSpeaker(room, port: port, in: directory)) }
         do {
             try await waitForRooms(port) { reports in
                 reports.count == rooms.count
@@ -221,6 +230,112 @@ import TuttiTestSupport
                 print("multi-room edits: \(capture.name) across the cut at \(cut): relative residual \(fit.residual)")
                 #expect(fit.residual < 0.02, "\(capture.name) around the cut at \(cut): relative residual \(fit.residual)")
             }
+        }
+    }
+
+    /// `play` one second after the speakers start, before their clocks have the second of
+    /// history they play by: the house waits for them (at most 1.5 s), so every room plays both
+    /// items from their first frame, in sync. Before, every room joined about 1.9 s into the
+    /// track and the beginning was heard nowhere.
+    @Test(.timeLimit(.minutes(3)))
+    func playRightAfterTheSpeakersStartLosesNoBeginning() async throws {
+        let directory = try TemporaryDirectory("multiroom-first-play")
+        defer { directory.preserveLogs(as: "multiroom-first-play"); directory.remove() }
+        let a = directory.file("a.flac"), b = directory.file("b.flac")
+        // Brown noise: unique in every window and smooth enough that a fraction of a sample of
+        // misalignment (drift, the resampler's phase) leaves a small residual.
+        try TestMedia.ffmpeg(["-f", "lavfi", "-i", "anoisesrc=d=3:c=brown:a=0.3:seed=3", "-af", "pan=stereo|c0=c0|c1=0.7*c0,aresample=48000", a])
+        try TestMedia.ffmpeg(["-f", "lavfi", "-i", "anoisesrc=d=2:c=brown:a=0.3:seed=4", "-af", "pan=stereo|c0=0.6*c0|c1=c0,aresample=48000", b])
+        let rooms = [RoomSpec(name: "a", offset: "400", drift: "60", device: "-40", latency: "0"),
+                     RoomSpec(name: "b", offset: "-500", drift: "-30", device: "70", latency: "0")]
+        let (server, port) = try startServer(in: directory)
+        var speakers: [ChildProcess] = []
+        let started = ContinuousClock.now
+        for room in rooms { speakers.append(try startSpeaker(room, port: port, in: directory)) }
+        defer {
+            for speaker in speakers { speaker.interrupt() }
+            server.interrupt()
+        }
+        try await waitForRooms(port) { $0.count == rooms.count }
+        // The scenario, not a synchronisation: the user presses play one second after starting
+        // the speakers, before their clocks have a second of history.
+        try await Task.sleep(until: started + .seconds(1))
+        let reply = try await send(.play(files: [a, b]), port: port)
+        let report = try #require(reply.started)
+        print("first play: waited \(report.waitedMs ?? -1) ms, starts in \(report.startsInMs) ms, not ready \(report.notReady ?? [])")
+        #expect(report.rooms == ["a", "b"])
+        #expect(report.notReady == nil, "\(report)")
+        #expect((report.waitedMs ?? 0) > 0 && (report.waitedMs ?? 0) <= 1500, "\(report)")
+        #expect(report.startsInMs <= 150, "\(report)")
+        try await waitForRooms(port) { rooms in rooms.values.allSatisfy { $0.state == "playing" } }
+        try await waitForRooms(port, timeout: 20) { rooms in rooms.values.allSatisfy { ($0.playheadSeconds ?? 0) > 4.95 || $0.state == "idle" } }
+        try await Task.sleep(nanoseconds: 300_000_000)
+        for speaker in speakers { #expect(speaker.interrupt() == 0) }
+
+        let reference = try TestMedia.decodeWithFFmpeg(a) + TestMedia.decodeWithFFmpeg(b)
+        let captures = try captures(in: directory, rooms: rooms)
+        let analysis = SyncAnalysis.analyse(rooms: captures, reference: reference, interval: 6000)
+        print("first play: skew p50 \(analysis.percentile(50) / 1000) µs, p99 \(analysis.percentile(99) / 1000) µs over \(analysis.skews.count) checkpoints")
+        #expect(analysis.percentile(99) / 1000 < 250)
+        for capture in captures {
+            #expect(analysis.underruns[capture.name] == 0, "\(capture.name) underran")
+            #expect(analysis.discontinuities[capture.name] == 0, "\(capture.name) jumped")
+            #expect(analysis.unmatched[capture.name] == 0, "\(capture.name) did not play both items through")
+            // The first sound the room made is timeline frame 0: the first 1024 frames of item a.
+            // (A room logs "playing stream … from timeline frame 170": the position at the end
+            // of its first 240-frame block, which began with 70 frames of silence.)
+            let first = try #require(capture.capture.firstSoundFrame(), "\(capture.name) made no sound")
+            let fit = SyncAnalysis.locate(0, in: capture.capture, reference: reference, guess: first, search: 16, window: 1024)
+            #expect(fit.map { $0.residual < 0.02 } ?? false, "\(capture.name)'s first sound is not the first frame of the track: \(String(describing: fit))")
+        }
+    }
+
+    /// One room's connection to the house is reset mid-track (through a proxy, as a router
+    /// restart would): the speaker reconnects by itself, says what it holds, and the house
+    /// sends only what follows, so the room plays on with no gap, in sync with the other.
+    @Test(.timeLimit(.minutes(3)))
+    func aConnectionResetMidPlayIsSurvivedWithNoGap() async throws {
+        let directory = try TemporaryDirectory("multiroom-reset")
+        defer { directory.preserveLogs(as: "multiroom-reset"); directory.remove() }
+        let music = directory.file("music.flac")
+        try TestMedia.ffmpeg(["-f", "lavfi", "-i", "anoisesrc=d=8:c=pink:a=0.3:seed=5", "-af", "pan=stereo|c0=c0|c1=0.8*c0,aresample=48000", music])
+        let rooms = [RoomSpec(name: "a", offset: "150", drift: "30", device: "-20", latency: "0"),
+                     RoomSpec(name: "b", offset: "-350", drift: "-60", device: "40", latency: "0")]
+        let (server, port) = try startServer(in: directory)
+        let proxy = ImpairmentProxy(upstreamHost: "127.0.0.1", upstreamPort: port)
+        let proxyPort = try await proxy.start()
+        let speakers = [try startSpeaker(rooms[0], port: port, in: directory), try startSpeaker(rooms[1], port: proxyPort, in: directory)]
+        defer {
+            for speaker in speakers { speaker.interrupt() }
+            server.interrupt()
+        }
+        // Settled (the proxy's user-space relay adds some tens of microseconds to b's bound).
+        try await waitForRooms(port) { reports in
+            reports.count == 2 && reports.values.allSatisfy { $0.clockErrorMicroseconds.map { $0 > 0 && $0 < 100 } ?? false }
+        }
+        _ = try await send(.play(files: [music]), port: port)
+        try await waitForRooms(port) { $0["a"]?.state == "playing" && $0["b"]?.state == "playing" }
+        // The scenario: two seconds in, the connection breaks.
+        try await Task.sleep(nanoseconds: 2_000_000_000)
+        let reset = await proxy.resetConnections()
+        #expect(reset >= 2, "reset \(reset) channels")
+        try await waitForRooms(port, timeout: 20) { rooms in rooms.values.allSatisfy { ($0.playheadSeconds ?? 0) > 7.95 || $0.state == "idle" } }
+        try await Task.sleep(nanoseconds: 300_000_000)
+        for speaker in speakers { #expect(speaker.interrupt() == 0) }
+        try await proxy.stop()
+
+        let serverLog = (try? String(contentsOfFile: directory.file("server.log"), encoding: .utf8)) ?? ""
+        let speakerLog = (try? String(contentsOfFile: directory.file("b.log"), encoding: .utf8)) ?? ""
+        #expect(speakerLog.contains("connection to house 127.0.0.1:\(proxyPort) lost"), "\(speakerLog)")
+        #expect(serverLog.contains("room b resumes stream"), "\(serverLog)")
+        let reference = try TestMedia.decodeWithFFmpeg(music)
+        let analysis = SyncAnalysis.analyse(rooms: try captures(in: directory, rooms: rooms), reference: reference, interval: 6000)
+        print("connection reset: skew p50 \(analysis.percentile(50) / 1000) µs, p99 \(analysis.percentile(99) / 1000) µs over \(analysis.skews.count) checkpoints")
+        #expect(analysis.percentile(99) / 1000 < 250)
+        for room in ["a", "b"] {
+            #expect(analysis.underruns[room] == 0, "\(room) underran")
+            #expect(analysis.discontinuities[room] == 0, "\(room) jumped: \(analysis.jumps)")
+            #expect(analysis.unmatched[room] == 0, "\(room) did not play the whole track")
         }
     }
 }

@@ -72,4 +72,19 @@ import TuttiSimulation
         #expect(abs(fit.intercept - (edge.intercept + raise)) < 1e-6)
         #expect(abs(fit.slack - (heights[50] - raise)) < 1e-6)
     }
+
+    /// With few points (a room's first second of exchanges) the slack is never negative: it was
+    /// measured at the 5 % rank, below the mean of the eight points that raised the line, and a
+    /// room reported a clock error of −8 µs, which the house read as "clock still settling".
+    @Test(arguments: [UInt64(1), 2, 3, 4, 5])
+    func slackIsNeverNegativeWithFewPoints(seed: UInt64) {
+        var random = SplitMix64(seed: seed)
+        for count in 2..<160 {
+            var envelope = LowerEnvelope()
+            envelope.startWindow(firstNumber: 0)
+            for index in 0..<count { envelope.append(x: Double(index) * 20e6, y: 100_000 + Double(random.next() % 50_000)) }
+            let fit = envelope.fit(fitSlope: true)
+            #expect(fit.slack >= 0, "\(count) points: slack \(fit.slack)")
+        }
+    }
 }

@@ -56,8 +56,12 @@ public struct PlayReport: Codable, Sendable, Equatable {
     public var items: Int
     /// The rooms that play it.
     public var rooms: [String]
-    /// How long until the first sample is heard.
+    /// How long until the first sample is heard, from this reply.
     public var startsInMs: Int
+    /// How long the house waited for the rooms to be ready before it anchored the start.
+    public var waitedMs: Int?
+    /// Rooms that were not ready when the wait ended; they join in sync when they are.
+    public var notReady: [String]?
     public init(items: Int, rooms: [String], startsInMs: Int) {
         self.items = items
         self.rooms = rooms

@@ -21,9 +21,12 @@ public struct TimelineSchedule: Sendable, Equatable {
 
     public init(sampleRate: Int) { self.sampleRate = sampleRate }
 
-    /// Adds an anchor. One at the same server time replaces it; anchors in the past beyond the
-    /// latest one that has taken effect by `now` are dropped.
+    /// Adds an anchor. One at the same server time replaces it, and later ones are dropped;
+    /// anchors in the past beyond the latest one that has taken effect by `now` are dropped.
+    /// An anchor already held changes nothing.
     public mutating func apply(_ anchor: TimelineAnchor, now: Int64) {
+        // Sent again (to a room that reconnects): nothing changes, and later anchors stay.
+        if anchors.contains(anchor) { return }
         anchors.removeAll { $0.serverTime >= anchor.serverTime }
         anchors.append(anchor)
         if let current = anchors.lastIndex(where: { $0.serverTime <= now }), current > 0 {

@@ -30,6 +30,11 @@ public enum SimulatedHouse {
         public var crystalDriftPPM: Double
         public var latencyNanoseconds: Int64 = 0
         public var link = LinkModel()
+        /// True times at which the room's TCP connection to the house is reset (a router that
+        /// restarts, a NAT that forgets). The room reconnects after `reconnectDelayNanoseconds`
+        /// and resumes what it holds.
+        public var connectionResets: [Int64] = []
+        public var reconnectDelayNanoseconds: Int64 = 100_000_000
 
         public init(name: String, clockOffsetNanoseconds: Int64, clockDriftPPM: Double, crystalDriftPPM: Double) {
             self.name = name
@@ -140,6 +145,11 @@ public enum SimulatedHouse {
             rooms.append(try SimulatedRoom(spec: spec, index: index, seed: seed, format: format, house: house, clock: clock, loop: loop,
                                            keepsAudio: scenario.keepsAudio, events: events, decodeWorker: decodeWorker))
         }
+        for room in rooms {
+            for time in room.spec.connectionResets {
+                loop.scheduleTask(deadline: .uptimeNanoseconds(UInt64(time))) { room.resetConnection() }
+            }
+        }
         loop.advanceTime(by: .nanoseconds(scenario.warmUpNanoseconds))
         house.control(.play(files: scenario.music)) { result in
             if case .failure(let refusal) = result { events.append("house: play refused: \(refusal)") }
@@ -177,8 +187,13 @@ final class SimulatedRoom {
     let playout: Playout
     let client: SpeakerClient
     let card: SimulatedSoundCard
-    private let channels: [EmbeddedChannel]
+    private var channels: [EmbeddedChannel]
     private var trueErrors: [Double] = []
+    private let house: House
+    private let loop: EmbeddedEventLoop
+    private let seed: UInt64
+    private let address: SocketAddress
+    private var connections = 0
     private var covered = 0
     private var bounds: [Double] = []
 
@@ -197,23 +212,46 @@ final class SimulatedRoom {
         configuration.latencyNanoseconds = spec.latencyNanoseconds
         client = SpeakerClient(configuration: configuration, inputs: inputs, report: { confined.value.report }, clock: clock,
                                serverAddress: try SocketAddress(ipAddress: "10.0.0.1", port: 4953), log: { events.append("\(name): \($0)") })
-        // The room's TCP connection and its clock-sync datagrams, each over the room's link.
-        let houseStream = EmbeddedChannel(loop: loop), roomStream = EmbeddedChannel(loop: loop)
-        try house.serve(connection: houseStream)
-        try client.speak(on: roomStream)
-        try SimulatedLink.join(roomStream, houseStream, model: spec.link, seed: seed, isStream: true, loop: loop)
+        self.house = house
+        self.loop = loop
+        self.seed = seed
+        address = try SocketAddress(ipAddress: "10.0.0.\(index + 2)", port: 40000)
+        // The room's clock-sync datagrams and its TCP connection, each over the room's link.
         let houseDatagrams = EmbeddedChannel(handler: ClockSyncResponder(clock: houseClock), loop: loop)
         let roomDatagrams = EmbeddedChannel(loop: loop)
         try SimulatedLink.join(roomDatagrams, houseDatagrams, model: spec.link, seed: seed ^ 0xD1B5_4A32_D192_ED03, isStream: false, loop: loop)
-        let address = try SocketAddress(ipAddress: "10.0.0.\(index + 2)", port: 40000)
-        for channel in [houseStream, houseDatagrams, roomDatagrams] { try channel.connect(to: address).wait() }
-        try roomStream.connect(to: address).wait()
+        for channel in [houseDatagrams, roomDatagrams] { try channel.connect(to: address).wait() }
+        channels = [houseDatagrams, roomDatagrams]
         try client.syncClock(on: roomDatagrams)
-        channels = [houseStream, roomStream, houseDatagrams, roomDatagrams]
         card = SimulatedSoundCard(playout: playout, schedule: EmissionSchedule(sampleRate: format.sampleRate, driftPPM: spec.crystalDriftPPM,
                                                                               start: SimulatedHouse.startTime + 1_000_000 * Int64(index + 1)),
                                   roomClock: clock, leadNanoseconds: 50_000_000, keepsAudio: keepsAudio, loop: loop)
         card.start()
+        try connect()
+    }
+
+    /// A new TCP connection to the house over the room's link; the speaker says hello (with
+    /// what it holds) when it becomes active.
+    private func connect() throws {
+        let houseStream = EmbeddedChannel(loop: loop), roomStream = EmbeddedChannel(loop: loop)
+        try house.serve(connection: houseStream)
+        try client.speak(on: roomStream)
+        // Each connection draws its own delays and jitter.
+        try SimulatedLink.join(roomStream, houseStream, model: spec.link, seed: seed &+ UInt64(connections) &* 0x9E37_79B9_7F4A_7C15,
+                               isStream: true, loop: loop)
+        connections += 1
+        try houseStream.connect(to: address).wait()
+        try roomStream.connect(to: address).wait()
+        channels += [houseStream, roomStream]
+    }
+
+    /// Resets the room's TCP connection (both ends see it close; what was in flight is lost)
+    /// and reconnects after the room's reconnect delay.
+    func resetConnection() {
+        for channel in channels.suffix(2) { channel.close(promise: nil) }
+        loop.scheduleTask(in: .nanoseconds(spec.reconnectDelayNanoseconds)) { [self] in
+            do { try connect() } catch { preconditionFailure("simulated room \(spec.name) cannot reconnect: \(error)") }
+        }
     }
 
     /// Compares the room's clock mapping with the truth at true time `now`.

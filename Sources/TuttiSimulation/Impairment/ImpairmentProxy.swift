@@ -1,6 +1,11 @@
 import NIOCore
 import NIOPosix
 import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// A user-space network impairment proxy for tests and benchmarks (the kernel here has no
 /// netem). Tutti's server listens on TCP (audio, control) and UDP (clock sync) on one port
@@ -190,6 +195,22 @@ public final class ImpairmentProxy: Sendable {
         for channel in connections {
             try? await channel.close()
         }
+    }
+
+    /// Resets every open TCP connection through the proxy, both halves (an RST, as from a router
+    /// that restarts or a NAT that forgets); the listener stays, so clients can reconnect.
+    /// Returns how many channels were reset.
+    @discardableResult
+    public func resetConnections() async -> Int {
+        let connections = state.withLock { Array($0.connections.values) }
+        for channel in connections {
+            // Linger 0: close sends RST instead of FIN.
+            if let socket = channel as? any SocketOptionProvider {
+                try? await socket.setSoLinger(linger(l_onoff: 1, l_linger: 0)).get()
+            }
+            try? await channel.close()
+        }
+        return connections.count
     }
 
     /// The port bound by `start()` (TCP and UDP), nil before.

@@ -1,0 +1,89 @@
+import NIOCore
+import TuttiProtocol
+
+/// A `play` waiting for the rooms it plays to: the stream is produced and sent at once, without
+/// an anchor (rooms hold it, silent), and anchored to start only when every room of the group is ready, or
+/// when `House.Configuration.startWaitNanoseconds` has passed. Then the reply names the real
+/// start, how long it waited, and the rooms that were not ready (they join in sync later,
+/// a little after the playhead, like any room that joins a playing stream).
+///
+/// A room is ready when its clock estimate rests on enough history to play by (its status
+/// reports a clock error, which a speaker does from `Playout.minimumClockSpanNanoseconds` on)
+/// and the house has sent it the stream's first `readyAudioNanoseconds` on its connection.
+/// Without the wait, rooms started just before `play` joined two seconds into the track.
+struct PendingStart {
+    let streamID: UInt32
+    /// The timeline frame the stream starts at.
+    let firstFrame: Int64
+    let items: Int
+    let requested: Int64
+    let deadline: Int64
+    let respond: House.Respond
+}
+
+extension House {
+    /// Holds the new stream at its first frame until its rooms are ready (see `PendingStart`);
+    /// answers `respond` when it is anchored, which may be at once.
+    func startWhenRoomsAreReady(items: Int, respond: @escaping Respond) {
+        loop.preconditionInEventLoop()
+        guard let stream else { return respond(.failure(ControlRefusal("nothing to play"))) }
+        let requested = now
+        pendingStart = PendingStart(streamID: stream.id, firstFrame: stream.schedule.anchors.last?.timelineFrame ?? 0, items: items,
+                                    requested: requested, deadline: requested + configuration.startWaitNanoseconds, respond: respond)
+        let streamID = stream.id
+        loop.scheduleTask(in: .nanoseconds(configuration.startWaitNanoseconds)) { [weak self] in
+            guard let self, self.pendingStart?.streamID == streamID else { return }
+            self.resolvePendingStart()
+        }
+        checkPendingStart()
+    }
+
+    /// Anchors a pending start once every room of the group is ready or its time is up.
+    func checkPendingStart() {
+        loop.preconditionInEventLoop()
+        guard let pending = pendingStart else { return }
+        guard let stream, stream.id == pending.streamID else {
+            pendingStart = nil
+            return pending.respond(.failure(ControlRefusal("superseded: another command replaced the stream before it started")))
+        }
+        let waiting = groupRooms.filter { !isReady($0, for: pending) }
+        guard waiting.isEmpty || now >= pending.deadline else { return }
+        anchorPendingStart(notReady: waiting.map(\.name))
+    }
+
+    /// Starts a pending stream now, ready or not: another command is about to change what plays.
+    func resolvePendingStart() {
+        guard let pending = pendingStart else { return }
+        anchorPendingStart(notReady: groupRooms.filter { !isReady($0, for: pending) }.map(\.name))
+    }
+
+    private func anchorPendingStart(notReady: [String]) {
+        guard let pending = pendingStart, let stream, stream.id == pending.streamID else { return }
+        pendingStart = nil
+        let start = now + configuration.startDelayNanoseconds + largestLatency
+        apply(TimelineAnchor(timelineFrame: pending.firstFrame, serverTime: start, isPlaying: true))
+        // The rest of the deep buffer follows the anchor.
+        for room in rooms.values { pump(room) }
+        let waited = Int((now - pending.requested) / 1_000_000)
+        if !notReady.isEmpty {
+            log("play: started after \(waited) ms without \(notReady.joined(separator: ", ")) (not ready: \(notReady.map(readiness).joined(separator: "; "))); they join in sync when ready")
+        }
+        var report = PlayReport(items: pending.items, rooms: groupRooms.map(\.name), startsInMs: Int((start - now) / 1_000_000))
+        report.waitedMs = waited
+        report.notReady = notReady.isEmpty ? nil : notReady
+        pending.respond(.success(.started(report)))
+    }
+
+    private func isReady(_ room: RoomLink, for pending: PendingStart) -> Bool {
+        guard let status = room.status, status.clockErrorNanoseconds >= 0, room.streamID == pending.streamID else { return false }
+        return room.sentEnd || room.sentUntilFrame >= pending.firstFrame + frames(configuration.readyAudioNanoseconds)
+    }
+
+    /// Why a room is not ready, in a few words.
+    private func readiness(_ name: String) -> String {
+        guard let room = rooms.values.first(where: { $0.name == name }) else { return "\(name) gone" }
+        guard let status = room.status else { return "\(name) has sent no status yet" }
+        if status.clockErrorNanoseconds < 0 { return "\(name)'s clock is still settling" }
+        return "\(name) has been sent too little audio"
+    }
+}

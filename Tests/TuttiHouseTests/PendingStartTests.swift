@@ -1,0 +1,98 @@
+import Foundation
+import Testing
+import TuttiProtocol
+import TuttiSimulation
+@testable import TuttiHouse
+import TuttiTestSupport
+
+/// `play` waits for the rooms it plays to: it sends the stream at once, holds it at its first
+/// frame, and anchors the start when every room has a settled clock and the start of the audio,
+/// or when the wait limit passes (then the rooms not ready are named and join later).
+@Suite(.serialized) struct PendingStartTests {
+    static func status(streamID: UInt32, clockError: Int64) -> WireMessage.SpeakerStatus {
+        .init(state: .paused, streamID: streamID, playheadFrame: -1, bufferedUntilFrame: -1, syncErrorNanoseconds: 0,
+              clockErrorNanoseconds: clockError, underruns: 0)
+    }
+
+    /// Starts `play` and returns the box its reply will land in.
+    static func startPlay(_ harness: HouseHarness, _ files: [String]) async throws -> ReplyBox {
+        let box = ReplyBox()
+        let json = ControlJSON.encode(ControlCommand.play(files: files))
+        let house = harness.house
+        try await harness.loop.executeInContext { house.control(json: json) { ok, json in box.set(ok, json) } }
+        return box
+    }
+
+    static func anchors(_ messages: [WireMessage]) -> [WireMessage.Anchor] {
+        messages.compactMap { if case .anchor(let anchor) = $0 { return anchor } else { return nil } }
+    }
+
+    @Test func playWaitsForARoomWhoseClockIsSettling() async throws {
+        let directory = try TemporaryDirectory("pending-start")
+        defer { directory.remove() }
+        let a = directory.file("a.flac")
+        try HouseFlushTests.tone(a, seconds: 2, frequency: 300)
+        let harness = HouseHarness(waitsForRooms: true)
+        let kitchen = try await harness.connect("kitchen")
+        // The room's last status says its clock is still settling.
+        try await harness.onLoop { $0.received(status: Self.status(streamID: 0, clockError: -1), from: kitchen) }
+        let box = try await Self.startPlay(harness, [a])
+        try await harness.runLoop(until: "the start of the stream to be sent") { house in
+            house.rooms[kitchen].map { $0.sentUntilFrame >= 12000 } ?? false
+        }
+        #expect(box.value == nil, "answered before the room was ready")
+        let status = try await harness.onLoop { $0.statusReport() }
+        #expect(status.state == "starting")
+        var sent = try await harness.messages("kitchen")
+        let streamID = try #require(sent.compactMap { if case .streamStart(let m) = $0 { return m.streamID } else { return nil } }.first)
+        // No anchor yet: the room holds the stream and plays nothing.
+        #expect(Self.anchors(sent).isEmpty)
+
+        // 800 ms later the clock has settled.
+        harness.clock.advance(by: 800_000_000)
+        try await harness.onLoop { $0.received(status: Self.status(streamID: streamID, clockError: 40_000), from: kitchen) }
+        await harness.loop.run()
+        let reply = try #require(box.value)
+        #expect(reply.ok, "\(reply.json)")
+        let report = try #require(try ControlJSON.decodeReply(reply.json, to: .play(files: [a])).started)
+        #expect(report.waitedMs == 800)
+        #expect(report.notReady == nil)
+        #expect(report.startsInMs == 90)
+        sent += try await harness.messages("kitchen")
+        let start = try #require(Self.anchors(sent).last)
+        #expect(start.isPlaying && start.timelineFrame == 0)
+        #expect(start.serverTime == harness.clock.now() + 90_000_000)
+    }
+
+    @Test func aRoomNotReadyInTimeIsLeftToJoinLater() async throws {
+        let directory = try TemporaryDirectory("pending-start-late")
+        defer { directory.remove() }
+        let a = directory.file("a.flac")
+        try HouseFlushTests.tone(a, seconds: 2, frequency: 300)
+        let harness = HouseHarness(waitsForRooms: true)
+        let kitchen = try await harness.connect("kitchen")
+        try await harness.connect("hall")
+        try await harness.onLoop { $0.received(status: Self.status(streamID: 0, clockError: 30_000), from: kitchen) }
+        let box = try await Self.startPlay(harness, [a])
+        try await harness.runLoop(until: "the start of the stream to be sent") { house in
+            house.rooms.values.allSatisfy { $0.sentUntilFrame >= 12000 }
+        }
+        // The kitchen's clock is settled; the hall never says anything.
+        let streamID = try await harness.onLoop { $0.stream!.id }
+        try await harness.onLoop { $0.received(status: Self.status(streamID: streamID, clockError: 30_000), from: kitchen) }
+        await harness.loop.run()
+        #expect(box.value == nil, "started without waiting for the hall")
+        harness.clock.advance(by: 1_500_000_000)
+        await harness.loop.advanceTime(by: .milliseconds(1500))
+        let reply = try #require(box.value)
+        let report = try #require(try ControlJSON.decodeReply(reply.json, to: .play(files: [a])).started)
+        #expect(report.notReady == ["hall"])
+        #expect(report.waitedMs == 1500)
+        #expect(report.rooms == ["hall", "kitchen"])
+        #expect(harness.logLines.all.contains { $0.contains("without hall") && $0.contains("hall has sent no status yet") }, "\(harness.logLines.all)")
+        // Both rooms were sent the anchor: the hall plays along once its clock settles.
+        for room in ["kitchen", "hall"] {
+            #expect(Self.anchors(try await harness.messages(room)).last?.isPlaying == true, "\(room)")
+        }
+    }
+}
