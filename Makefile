@@ -1,6 +1,6 @@
 # Tutti: `make demo` and `make test` install what is missing, build, and run.
 SHELL := /bin/bash
-APT_PACKAGES := libavformat-dev libavcodec-dev libavutil-dev libswresample-dev libsoxr-dev libogg-dev libasound2-dev pkg-config ffmpeg gdb
+APT_PACKAGES := libsqlite3-dev libavformat-dev libavcodec-dev libavutil-dev libswresample-dev libsoxr-dev libogg-dev libasound2-dev pkg-config ffmpeg gdb
 SWIFT_BUILD_FLAGS ?=
 DEMO_DIR ?= out/demo
 

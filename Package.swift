@@ -29,6 +29,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.0.0"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
     ],
     targets: [
         // System libraries from Debian packages (see Makefile `deps`).
@@ -72,6 +73,7 @@ let package = Package(
         // No Devices and no ALSA: the house never opens a sound card.
         .target(name: "TuttiHouse", dependencies: [
             "TuttiCore", "TuttiMedia", "TuttiEngine", "TuttiProtocol",
+            .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
         ]),

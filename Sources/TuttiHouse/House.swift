@@ -71,6 +71,16 @@ public final class House: @unchecked Sendable {
     private var nextTag = 0
     var stream: ServerStream?
     private var nextStreamID: UInt32 = 1
+    /// Where the state is kept across restarts (nil without a state directory).
+    let store: HouseStore?
+    /// The stream the house was playing when it stopped, until `resumeStoredStream` takes it.
+    private var storedStream: HouseStore.StoredStream?
+    /// Item starts of a resumed stream from before the frame it was produced again from: what
+    /// is heard until the new production reaches the playhead.
+    var restoredItems: [HouseStore.TimelineItem] = []
+    /// Every room's amplifier latency as last seen, stored: a restarted house needs its group's
+    /// largest before the rooms reconnect.
+    private var knownLatencies: [String: Int64] = [:]
     /// A `play` waiting for its rooms to be ready.
     var pendingStart: PendingStart?
 
@@ -83,10 +93,44 @@ public final class House: @unchecked Sendable {
         // through a restart never resumes its old stream into a new one of the same id. From
         // the clock: deterministic on simulated time.
         nextStreamID = UInt32(truncatingIfNeeded: clock.now() / 1_000_000) | 1
-        let (loaded, problem) = HouseState.load(from: configuration.stateDirectory)
-        state = loaded
+        var snapshot = HouseStore.Snapshot()
+        store = configuration.stateDirectory.flatMap { Self.openStore(in: $0, log: log) }
+        if let store {
+            do { snapshot = try store.load() } catch { log("\(store.path): cannot read the stored state (\(error)); starting empty") }
+        }
+        state = snapshot.state
+        queueTags = snapshot.tags.count == state.queue.count ? snapshot.tags : state.queue.indices.map { $0 }
+        nextTag = (queueTags.max() ?? -1) + 1
+        knownLatencies = snapshot.latencies
+        storedStream = snapshot.stream
+    }
+
+    /// Opens the store in `directory`; one that cannot be opened (not a database) is moved
+    /// aside, named in the log, and a new one started.
+    private static func openStore(in directory: String, log: @Sendable (String) -> Void) -> HouseStore? {
+        do {
+            let (store, problem) = try HouseStore.open(directory: directory)
+            if let problem { log(problem) }
+            return store
+        } catch {
+            let path = directory + "/house.sqlite"
+            let aside = path + ".damaged-\(Int(Date().timeIntervalSince1970))"
+            try? FileManager.default.moveItem(atPath: path, toPath: aside)
+            for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+            do {
+                let (store, _) = try HouseStore.open(directory: directory)
+                log("\(path): unreadable store (\(error)); moved to \(aside), starting empty")
+                return store
+            } catch {
+                log("\(path): cannot open the store (\(error)); nothing will be kept across restarts")
+                return nil
+            }
+        }
+    }
+
+    /// Logs a store write that failed.
+    func stored(_ problem: String?) {
         if let problem { log(problem) }
-        queueTags = state.queue.map { _ in makeTag() }
     }
 
     func makeTag() -> Int {
@@ -119,6 +163,10 @@ public final class House: @unchecked Sendable {
             existing.channel.close(promise: nil)
         }
         let room = RoomLink(id: id, name: hello.name, latencyNanoseconds: hello.latencyNanoseconds, channel: channel)
+        if knownLatencies[hello.name] != hello.latencyNanoseconds {
+            knownLatencies[hello.name] = hello.latencyNanoseconds
+            stored(store?.saveLatency(room: hello.name, nanoseconds: hello.latencyNanoseconds))
+        }
         room.resume = hello.resume
         rooms[id] = room
         log("room \(hello.name) connected from \(channel.remoteAddress.map { "\($0)" } ?? "?")")
@@ -178,15 +226,36 @@ public final class House: @unchecked Sendable {
     /// nothing until `apply` anchors its start (`PendingStart`).
     func startStream(item: Int, offset: MediaTime = .zero, anchored: Bool = true) throws(MediaError) {
         stopStream()
-        let encoder = try ChunkEncoder(codec: configuration.codec, sampleRate: sampleRate, channelCount: configuration.channelCount)
         let id = nextStreamID
         nextStreamID += 1
-        let stream = ServerStream(id: id, codec: configuration.codec, sampleRate: sampleRate, channelCount: configuration.channelCount,
-                                  codecHeader: encoder.codecHeader)
+        let (stream, encoder) = try makeStream(id: id)
+        stored(store?.beginStream(id: id, epoch: stream.epoch))
+        restoredItems = []
         if anchored {
             let startTime = now + configuration.startDelayNanoseconds + largestLatency
             stream.schedule.apply(TimelineAnchor(timelineFrame: 0, serverTime: startTime, isPlaying: true), now: now)
+            stored(store?.saveAnchors(stream.schedule.anchors, streamID: id))
         }
+        startProducing(stream, encoder: encoder, item: item, offset: offset)
+    }
+
+    /// A stream with its encoder, whose cuts and end are stored as they happen.
+    private func makeStream(id: UInt32) throws(MediaError) -> (ServerStream, ChunkEncoder) {
+        let encoder = try ChunkEncoder(codec: configuration.codec, sampleRate: sampleRate, channelCount: configuration.channelCount)
+        let stream = ServerStream(id: id, codec: configuration.codec, sampleRate: sampleRate, channelCount: configuration.channelCount,
+                                  codecHeader: encoder.codecHeader)
+        if let store {
+            let log = self.log
+            stream.willCut = { epoch, frame in if let problem = store.recordCut(streamID: id, epoch: epoch, frame: frame) { log(problem) } }
+            stream.didFinish = { frame in if let problem = store.recordEnd(streamID: id, frame: frame) { log(problem) } }
+        }
+        return (stream, encoder)
+    }
+
+    /// Makes `stream` the one the house plays and starts its production from `item` at
+    /// `offset`, at the stream's produced end (0, or where a resumed stream produces again).
+    private func startProducing(_ stream: ServerStream, encoder: ChunkEncoder, item: Int, offset: MediaTime) {
+        let id = stream.id
         self.stream = stream
         publishListening()
         let loop = self.loop
@@ -198,9 +267,16 @@ public final class House: @unchecked Sendable {
         engineConfiguration.startTime = offset
         engineConfiguration.network = configuration.network
         let engine = QueueProducer(entries: queueEntries, configuration: engineConfiguration, output: output)
-        let log = self.log
+        let log = self.log, store = self.store
         let reported = Mutex(Set<String>())
         engine.onItem = { outcome in
+            // On the producer thread, before any of the item's audio is encoded: a restarted
+            // house must know what every frame its rooms hold is.
+            if let store, let info = outcome.info {
+                let item = HouseStore.TimelineItem(startFrame: outcome.startFrame, tag: outcome.tag, itemStartTime: outcome.itemStartTime,
+                                                   path: outcome.path, title: info.displayTitle, durationSeconds: info.duration?.seconds)
+                if let problem = store.recordItem(item, streamID: id) { log(problem) }
+            }
             guard let error = outcome.error else { return }
             if reported.withLock({ $0.insert("\(outcome.tag)/\(outcome.startFrame)/\(error)").inserted }) { log("\(error)") }
         }
@@ -211,6 +287,51 @@ public final class House: @unchecked Sendable {
             engine.start(threadName: "tutti-produce", raisedAfterCuts: true)
         }
         for room in rooms.values { pump(room) }
+    }
+
+    /// Takes up the stream the house was playing when it stopped (killed, or restarted), if it
+    /// is still heard or paused: the same stream, anchors and timeline, so rooms that played on
+    /// from their buffers keep playing without a gap. Production starts again at the first
+    /// frame an edit could still change (`editLeadNanoseconds` plus the group's largest
+    /// latency from now), with a cut there that every room is told of when it reconnects; a
+    /// room whose buffer ran out meanwhile joins at the playhead, in sync. Call once, on the
+    /// loop, before rooms connect.
+    public func resumeStoredStream() {
+        loop.preconditionInEventLoop()
+        guard let previous = storedStream else { return }
+        storedStream = nil
+        var schedule = TimelineSchedule(sampleRate: sampleRate)
+        for anchor in previous.anchors { schedule.apply(anchor, now: now) }
+        let head = schedule.heardFrame(atServer: now)
+        if let end = previous.endFrame, head >= end {
+            stored(store?.endStream())
+            return log("the stream playing when the house stopped (\(previous.id)) ended at timeline frame \(end) while it was down")
+        }
+        guard !schedule.anchors.isEmpty else {
+            // It was waiting for its rooms: start it now.
+            let first = previous.items.first.flatMap { item in queueTags.firstIndex(of: item.tag) } ?? 0
+            log("play was waiting for its rooms when the house stopped; starting it now")
+            do { try startStream(item: first) } catch { log("cannot start the queue again: \(error)") }
+            return
+        }
+        let latency = (state.group ?? Array(knownLatencies.keys)).compactMap { knownLatencies[$0] }.max() ?? 0
+        var resumeFrame = schedule.heardFrame(atServer: now + configuration.editLeadNanoseconds + latency)
+        if let end = previous.endFrame { resumeFrame = min(resumeFrame, end) }
+        guard let item = previous.items.last(where: { $0.startFrame <= resumeFrame }), let index = queueTags.firstIndex(of: item.tag) else {
+            stored(store?.endStream())
+            return log("the stream playing when the house stopped (\(previous.id)) cannot be resumed: no stored item plays at timeline frame \(resumeFrame)")
+        }
+        let offset = item.itemStartTime + MediaTime(frame: resumeFrame - item.startFrame, sampleRate: sampleRate)
+        let stream: ServerStream, encoder: ChunkEncoder
+        do { (stream, encoder) = try makeStream(id: previous.id) } catch { return log("cannot resume stream \(previous.id): \(error)") }
+        stream.schedule = schedule
+        stored(store?.saveAnchors(schedule.anchors, streamID: stream.id))
+        stored(store?.recordCut(streamID: stream.id, epoch: previous.epoch + 1, frame: resumeFrame))
+        stream.resumeProduction(at: resumeFrame, storedEpoch: previous.epoch)
+        restoredItems = previous.items.filter { $0.startFrame < resumeFrame }
+        let playing = schedule.anchor(atServer: now)?.isPlaying == true ? "heard" : "paused"
+        log("resuming stream \(stream.id), \(playing) at timeline frame \(head) (queue item \(index + 1) at \(String(format: "%.3f", offset.seconds)) s from frame \(resumeFrame)); rooms that kept playing go on, the others join in sync")
+        startProducing(stream, encoder: encoder, item: index, offset: offset)
     }
 
     /// One step of stepped production (`Configuration.stepsProductionOnLoop`): produces what the
@@ -258,6 +379,8 @@ public final class House: @unchecked Sendable {
         // Stepped production ends at its next step; take it now.
         if configuration.stepsProductionOnLoop { _ = old.engine?.produceAvailable() }
         stream = nil
+        restoredItems = []
+        stored(store?.endStream())
         for room in rooms.values where room.streamID == old.id {
             send(.flush(.init(streamID: old.id, fromFrame: .min)), to: room)
             room.streamID = nil
@@ -369,6 +492,8 @@ public final class House: @unchecked Sendable {
     func apply(_ anchor: TimelineAnchor) {
         guard let stream else { return }
         stream.schedule.apply(anchor, now: now)
+        // Stored before any room hears of it: a restarted house plays the timeline its rooms play.
+        stored(store?.saveAnchors(stream.schedule.anchors, streamID: stream.id))
         publishListening()
         for room in rooms.values where room.streamID == stream.id {
             send(.anchor(wire(anchor, stream)), to: room)
@@ -385,6 +510,6 @@ public final class House: @unchecked Sendable {
     }
 
     func saveState() {
-        if let problem = state.save(to: configuration.stateDirectory) { log(problem) }
+        stored(store?.save(state, tags: queueTags))
     }
 }

@@ -210,11 +210,17 @@ extension House {
         return Int((anchor.serverTime - now) / 1_000_000)
     }
 
-    /// The item heard now, its `index` its position in the queue (-1 if it has been removed).
-    var currentItem: ItemOutcome? {
-        guard var item = stream?.engine?.outcome(atFrame: playhead()) else { return nil }
-        item.index = queueTags.firstIndex(of: item.tag) ?? -1
-        return item
+    /// The item heard now: from the engine, or for a resumed stream before its new production
+    /// reaches the playhead, from the store (`restoredItems`).
+    var currentItem: HeardItem? {
+        let head = playhead()
+        if let outcome = stream?.engine?.outcome(atFrame: head), restoredItems.last.map({ outcome.startFrame >= $0.startFrame }) ?? true {
+            let start = HouseStore.TimelineItem(startFrame: outcome.startFrame, tag: outcome.tag, itemStartTime: outcome.itemStartTime,
+                                                path: outcome.path, title: outcome.info?.displayTitle, durationSeconds: outcome.info?.duration?.seconds)
+            return HeardItem(index: queueTags.firstIndex(of: outcome.tag) ?? -1, start: start)
+        }
+        guard let start = restoredItems.last(where: { $0.startFrame <= head }) else { return nil }
+        return HeardItem(index: queueTags.firstIndex(of: start.tag) ?? -1, start: start)
     }
 
     private func seconds(_ frame: Int64) -> Double { Double(frame) / Double(sampleRate) }
@@ -312,11 +318,18 @@ extension House {
         report.bufferedAheadSeconds = seconds(max(0, stream.producedEnd - head))
         if let item = currentItem {
             report.item = item.index
-            report.title = item.info?.displayTitle ?? item.path
-            report.itemPositionSeconds = seconds(head - item.startFrame)
-            report.itemDurationSeconds = item.info?.duration?.seconds
+            report.title = item.start.title ?? item.start.path
+            report.itemPositionSeconds = item.start.itemStartTime.seconds + seconds(head - item.start.startFrame)
+            report.itemDurationSeconds = item.start.durationSeconds
         }
         report.rooms = roomReports()
         return report
     }
+}
+
+/// The queue item heard now, as the house reports it: where it started on the timeline, and
+/// its position in the queue (-1 if it has been removed).
+struct HeardItem {
+    var index: Int
+    var start: HouseStore.TimelineItem
 }

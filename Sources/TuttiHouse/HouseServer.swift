@@ -26,6 +26,9 @@ public final class HouseServer: Sendable {
     /// Binds TCP and UDP; returns the port (the same number for both).
     public func start() async throws -> Int {
         let house = self.house
+        // Before any room can connect: a room that played on while the house was down resumes
+        // the stream it holds.
+        try await house.loop.submit { house.resumeStoredStream() }.get()
         let tcp = try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 64)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)

@@ -37,6 +37,9 @@ final class ServerStream: @unchecked Sendable {
     }
 
     private struct Produced {
+        /// Where production began: 0, or for a stream a restarted house resumed, the frame
+        /// from which it produces again (the rooms hold what came before).
+        var baseFrame: Int64 = 0
         var chunks: [ServerChunk] = []
         var endFrame: Int64?
         /// Bumped by every truncation; writes carry the epoch they were made in, so a block
@@ -54,6 +57,13 @@ final class ServerStream: @unchecked Sendable {
     }
     let listening: Mutex<Listening>
 
+    /// Called under the stream's lock for each cut, before any room can be told of it, with the
+    /// new epoch and the frame: the house stores it first (`HouseStore`), so a restarted house
+    /// never reuses an epoch its rooms have seen. Set before production starts.
+    var willCut: (@Sendable (_ epoch: Int, _ frame: Int64) -> Void)?
+    /// Called when production reaches the end of the queue, with the end frame.
+    var didFinish: (@Sendable (_ frame: Int64) -> Void)?
+
     init(id: UInt32, codec: StreamCodec, sampleRate: Int, channelCount: Int, codecHeader: [UInt8]) {
         self.id = id
         self.codec = codec
@@ -62,6 +72,19 @@ final class ServerStream: @unchecked Sendable {
         self.codecHeader = codecHeader
         schedule = TimelineSchedule(sampleRate: sampleRate)
         listening = Mutex(Listening(schedule: schedule, editLeadNanoseconds: 0))
+    }
+
+    /// A stream a restarted house resumes: produced again from `frame`, after a cut there in a
+    /// new epoch beyond any the rooms have seen (`storedEpoch + 1`), so every room that holds
+    /// audio past `frame` drops it and is sent the new production, and a room holding what
+    /// comes before keeps it.
+    func resumeProduction(at frame: Int64, storedEpoch: Int) {
+        produced.withLock { p in
+            precondition(p.chunks.isEmpty && p.cuts.isEmpty, "a stream resumes before it produces")
+            p.baseFrame = frame
+            p.epoch = storedEpoch + 1
+            p.cuts = [Cut(epoch: p.epoch, frame: frame, chunkCount: 0)]
+        }
     }
 
     // MARK: Producer side
@@ -77,9 +100,12 @@ final class ServerStream: @unchecked Sendable {
     }
 
     func finish(at frame: Int64, epoch: Int) {
-        produced.withLock { p in
-            if p.epoch == epoch { p.endFrame = frame }
+        let finished = produced.withLock { p -> Bool in
+            guard p.epoch == epoch else { return false }
+            p.endFrame = frame
+            return true
         }
+        if finished { didFinish?(frame) }
     }
 
     /// Drops everything produced at or after `frame`, cutting the chunk that spans it, and the
@@ -91,8 +117,10 @@ final class ServerStream: @unchecked Sendable {
             if let last = p.chunks.indices.last, p.chunks[last].endFrame > frame {
                 p.chunks[last].frameCount = Int(frame - p.chunks[last].firstFrame)
             }
+            p.baseFrame = min(p.baseFrame, frame)
             p.endFrame = nil
             p.epoch += 1
+            willCut?(p.epoch, frame)
             p.cuts.append(Cut(epoch: p.epoch, frame: frame, chunkCount: p.chunks.count))
             return p.epoch
         }
@@ -102,7 +130,7 @@ final class ServerStream: @unchecked Sendable {
 
     var chunkCount: Int { produced.withLock { $0.chunks.count } }
     var endFrame: Int64? { produced.withLock { $0.endFrame } }
-    var producedEnd: Int64 { produced.withLock { $0.chunks.last?.endFrame ?? 0 } }
+    var producedEnd: Int64 { produced.withLock { $0.chunks.last?.endFrame ?? $0.baseFrame } }
 
     /// Chunk `index` as of `epoch`; nil if it is not there or a cut came since.
     func chunk(at index: Int, epoch: Int) -> ServerChunk? {

@@ -64,6 +64,13 @@ public final class ChildProcess: @unchecked Sendable {
         return process.terminationStatus
     }
 
+    /// SIGKILL (a crash, a power cut of the process), then waits for the exit.
+    public func kill() {
+        guard process.isRunning else { return }
+        process.send(SIGKILL)
+        process.waitUntilExit()
+    }
+
     deinit { if process.isRunning { process.send(SIGKILL) } }
 }
 

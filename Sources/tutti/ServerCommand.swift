@@ -23,7 +23,7 @@ struct Server: AsyncParsableCommand {
     @Option(help: "Address to listen on, e.g. 0.0.0.0:7700 or 127.0.0.1:0 (0 picks a free port).")
     var listen: HostPort = HostPort(argument: "0.0.0.0:7700")!
 
-    @Option(name: .customLong("state-dir"), help: "Directory where the queue, volumes and group are kept across restarts.")
+    @Option(name: .customLong("state-dir"), help: "Directory of the house's store (house.sqlite): the queue, volumes, group and the playing stream, so a restarted house resumes where it was.")
     var stateDirectory: String?
 
     @Option(name: .customLong("buffer-seconds"), help: "How far ahead of the playhead rooms are filled.")

@@ -14,14 +14,18 @@ import TuttiTestSupport
 /// channels as rooms: every message a room would receive can be inspected, deterministically.
 final class HouseHarness: @unchecked Sendable {
     let loop = NIOAsyncTestingEventLoop()
-    let clock = ManualClock(startingAt: 1_000_000_000)
+    let clock: ManualClock
     let house: House
     var rooms: [String: NIOAsyncTestingChannel] = [:]
     let logLines = LogLines()
 
     /// - Parameter waitsForRooms: whether `play` waits for rooms to report a settled clock (the
     ///   testing channels never do unless a test says so); without, it starts at once.
-    init(configuration: House.Configuration = House.Configuration(), waitsForRooms: Bool = false) {
+    /// - Parameter clock: the house's clock; a new one at 1 s by default (a restarted house
+    ///   shares its predecessor's).
+    init(configuration: House.Configuration = House.Configuration(), waitsForRooms: Bool = false,
+         clock: ManualClock = ManualClock(startingAt: 1_000_000_000)) {
+        self.clock = clock
         let lines = logLines
         var configuration = configuration
         if configuration.network == nil { configuration.network = TestNetwork.opener }

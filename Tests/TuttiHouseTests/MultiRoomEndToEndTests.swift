@@ -38,9 +38,11 @@ import TuttiTestSupport
         var name, offset, drift, device, latency: String
     }
 
-    func startServer(in directory: TemporaryDirectory) throws -> (server: ChildProcess, port: Int) {
-        let server = try ChildProcess(name: "server", arguments: ["server", "--listen", "127.0.0.1:0", "--state-dir", directory.file("state")],
-                                      standardError: directory.file("server.log"))
+    /// A house process; `port` 0 picks a free one. Each start appends to `server.log`.
+    func startServer(in directory: TemporaryDirectory, port: Int = 0) throws -> (server: ChildProcess, port: Int) {
+        let log = directory.file(port == 0 ? "server.log" : "server-\(port)-\(UInt32.random(in: 0...UInt32.max)).log")
+        let server = try ChildProcess(name: "server", arguments: ["server", "--listen", "127.0.0.1:\(port)", "--state-dir", directory.file("state")],
+                                      standardError: log)
         let line = try server.waitForLine(containing: "listening on")
         return (server, Int(line.split(separator: ":").last!.split(separator: " ").first!)!)
     }
@@ -64,7 +66,8 @@ import TuttiTestSupport
         do {
             try await waitForRooms(port) { reports in
                 reports.count == rooms.count
-                    && reports.values.allSatisfy { $0.clockErrorMicroseconds.map { $0 > 0 && $0 < 20 } ?? false }
+                    // Settled: the bound is some tens of microseconds on a loaded loopback.
+                    && reports.values.allSatisfy { $0.clockErrorMicroseconds.map { $0 > 0 && $0 < 50 } ?? false }
             }
         } catch {
             for speaker in speakers { speaker.interrupt() }
@@ -328,14 +331,125 @@ import TuttiTestSupport
         let speakerLog = (try? String(contentsOfFile: directory.file("b.log"), encoding: .utf8)) ?? ""
         #expect(speakerLog.contains("connection to house 127.0.0.1:\(proxyPort) lost"), "\(speakerLog)")
         #expect(serverLog.contains("room b resumes stream"), "\(serverLog)")
+        try expectWholeTrackInSync(music, rooms: rooms, in: directory, label: "connection reset")
+    }
+
+    /// Every room played the whole of `music`, without an underrun or a jump, in sync.
+    func expectWholeTrackInSync(_ music: String, rooms: [RoomSpec], in directory: TemporaryDirectory, label: String) throws {
         let reference = try TestMedia.decodeWithFFmpeg(music)
         let analysis = SyncAnalysis.analyse(rooms: try captures(in: directory, rooms: rooms), reference: reference, interval: 6000)
-        print("connection reset: skew p50 \(analysis.percentile(50) / 1000) µs, p99 \(analysis.percentile(99) / 1000) µs over \(analysis.skews.count) checkpoints")
+        print("\(label): skew p50 \(analysis.percentile(50) / 1000) µs, p99 \(analysis.percentile(99) / 1000) µs over \(analysis.skews.count) checkpoints")
         #expect(analysis.percentile(99) / 1000 < 250)
-        for room in ["a", "b"] {
+        for room in rooms.map(\.name) {
             #expect(analysis.underruns[room] == 0, "\(room) underran")
             #expect(analysis.discontinuities[room] == 0, "\(room) jumped: \(analysis.jumps)")
             #expect(analysis.unmatched[room] == 0, "\(room) did not play the whole track")
         }
     }
+
+    /// The house is killed (-9) three seconds into a ten-second track and started again on the
+    /// same port and state directory. The rooms hold the whole track, so they play on through
+    /// the outage; they reconnect by themselves, the restarted house takes up the same stream
+    /// and timeline from its store, and what it reports is what they play. Checked on what the
+    /// sound cards emitted: no gap, no jump, in sync.
+    @Test(.timeLimit(.minutes(3)))
+    func theHouseKilledMidTrackIsRestartedWithNoGap() async throws {
+        let directory = try TemporaryDirectory("multiroom-house-restart")
+        defer { directory.preserveLogs(as: "multiroom-house-restart"); directory.remove() }
+        let music = directory.file("music.flac")
+        try TestMedia.ffmpeg(["-f", "lavfi", "-i", "anoisesrc=d=10:c=pink:a=0.3:seed=6", "-af", "pan=stereo|c0=c0|c1=0.8*c0,aresample=48000", music])
+        let rooms = [RoomSpec(name: "a", offset: "250", drift: "40", device: "-25", latency: "0"),
+                     RoomSpec(name: "b", offset: "-420", drift: "-50", device: "35", latency: "0")]
+        let (server, port, speakers) = try await startHouse(in: directory, rooms: rooms)
+        var restarted: ChildProcess?
+        defer {
+            for speaker in speakers { speaker.interrupt() }
+            server.interrupt()
+            restarted?.interrupt()
+        }
+        let started = try #require(try await send(.play(files: [music]), port: port).started)
+        try await waitForRooms(port) { rooms in rooms.values.allSatisfy { $0.state == "playing" && ($0.bufferSeconds ?? 0) > 6 } }
+        let before = try #require(try await send(.status, port: port).status)
+        // The scenario: three seconds in, the house dies.
+        try await Task.sleep(nanoseconds: 3_000_000_000 - UInt64(max(0, started.startsInMs)) * 1_000_000)
+        server.kill()
+        restarted = try startServer(in: directory, port: port).server
+        try await waitForRooms(port) { rooms in rooms.count == 2 && rooms.values.allSatisfy { $0.state == "playing" } }
+        let after = try #require(try await send(.status, port: port).status)
+        #expect(after.stream == before.stream)
+        #expect(after.state == "playing")
+        #expect(after.item == 0)
+        for room in after.rooms {
+            // The rooms' playheads, reported a moment earlier, are what the house says is heard.
+            let playhead = try #require(room.playheadSeconds)
+            #expect(abs(playhead - (after.positionSeconds ?? -1)) < 0.3, "\(room.name) plays \(playhead) s, the house says \(String(describing: after.positionSeconds)) s")
+            #expect(abs((after.itemPositionSeconds ?? -1) - (after.positionSeconds ?? -2)) < 1e-6)
+        }
+        try await waitForRooms(port, timeout: 20) { rooms in rooms.values.allSatisfy { ($0.playheadSeconds ?? 0) > 9.95 || $0.state == "idle" } }
+        try await Task.sleep(nanoseconds: 300_000_000)
+        for speaker in speakers { #expect(speaker.interrupt() == 0) }
+
+        let logs = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.hasPrefix("server-") }
+            .map { (try? String(contentsOfFile: directory.file($0), encoding: .utf8)) ?? "" }.joined()
+        #expect(logs.contains("resuming stream \(before.stream ?? 0), heard at timeline frame"), "\(logs)")
+        for room in rooms {
+            let log = (try? String(contentsOfFile: directory.file("\(room.name).log"), encoding: .utf8)) ?? ""
+            #expect(log.contains("connection to house 127.0.0.1:\(port) lost"), "\(log)")
+        }
+        try expectWholeTrackInSync(music, rooms: rooms, in: directory, label: "house restart")
+    }
+
+    /// The house is killed (-9) in the middle of a burst of queue edits from a client: the
+    /// restarted house's queue is a prefix of the edits, holding at least every edit that was
+    /// answered.
+    @Test(.timeLimit(.minutes(3)))
+    func theHouseKilledDuringQueueEditsReopensWithAPrefixOfThem() async throws {
+        let directory = try TemporaryDirectory("multiroom-edit-burst")
+        defer { directory.preserveLogs(as: "multiroom-edit-burst"); directory.remove() }
+        let tone = directory.file("tone.flac")
+        try TestMedia.generateTone(tone, seconds: 0.5)
+        let files = (0..<400).map { directory.file("item-\($0).flac") }
+        for file in files { try FileManager.default.createSymbolicLink(atPath: file, withDestinationPath: tone) }
+        let (server, port) = try startServer(in: directory)
+        var restarted: ChildProcess?
+        defer {
+            server.interrupt()
+            restarted?.interrupt()
+        }
+        let answered = Counter()
+        // Edits, one after another as fast as the house answers them, while a second task kills
+        // the house once a hundred have been answered.
+        let editor = Task {
+            for (index, file) in files.enumerated() {
+                guard (try? await send(.queueAdd(file: file, at: index % 3 == 2 ? 0 : nil), port: port)) != nil else { return }
+                answered.increment()
+            }
+        }
+        let deadline = Date().addingTimeInterval(30)
+        while answered.value < 100 && Date() < deadline { try await Task.sleep(nanoseconds: 1_000_000) }
+        server.kill()
+        await editor.value
+        let acknowledged = answered.value
+        restarted = try startServer(in: directory, port: port).server
+        let queue = try #require(try await send(.queue, port: port).queue).items.map(\.path)
+        // The queue after each prefix of the edits.
+        var expected: [[String]] = [[]]
+        var current: [String] = []
+        for (index, file) in files.enumerated() {
+            if index % 3 == 2 { current.insert(file, at: 0) } else { current.append(file) }
+            expected.append(current)
+        }
+        print("edit burst: \(acknowledged) edits answered before the kill, \(queue.count) kept")
+        #expect(acknowledged >= 100 && acknowledged < files.count, "killed after \(acknowledged) edits")
+        #expect(queue.count >= acknowledged && queue.count <= acknowledged + 1)
+        #expect(expected.indices.contains(queue.count) && expected[queue.count] == queue, "the queue is not a prefix of the edits")
+    }
+}
+
+/// A count shared between test tasks.
+final class Counter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var count = 0
+    var value: Int { lock.withLock { count } }
+    func increment() { lock.withLock { count += 1 } }
 }

@@ -1,0 +1,127 @@
+import Foundation
+import Testing
+import TuttiCore
+import TuttiProtocol
+import TuttiSimulation
+@testable import TuttiHouse
+import TuttiTestSupport
+
+/// A house killed mid-track and started again on the same state directory: it reopens its
+/// store (`HouseStore`) and takes up the stream its rooms still play, on the same timeline.
+@Suite(.serialized) struct HouseRestartTests {
+    static func noise(_ path: String, seconds: Int, seed: Int) throws {
+        try TestMedia.ffmpeg(["-f", "lavfi", "-i", "anoisesrc=d=\(seconds):c=brown:a=0.3:seed=\(seed)",
+                              "-af", "pan=stereo|c0=c0|c1=0.7*c0", "-ar", "48000", path])
+    }
+
+    /// The rooms hold the whole stream (a 4 s item and a 2 s one) when the house dies, at
+    /// `secondsIn` seconds into play. The restarted house resumes the same stream: a room that
+    /// reconnects saying what it holds keeps what comes before the resume frame (the frame an
+    /// edit could still change) and is sent, after a flush there, exactly the audio it had
+    /// from there on. What the house reports is what is heard.
+    @Test(arguments: [1.5, 3.9])
+    func aRestartedHouseResumesTheStreamItsRoomsPlay(secondsIn: Double) async throws {
+        let directory = try TemporaryDirectory("house-restart")
+        defer { directory.remove() }
+        let a = directory.file("a.flac"), b = directory.file("b.flac")
+        try Self.noise(a, seconds: 4, seed: 1)
+        try Self.noise(b, seconds: 2, seed: 2)
+        var configuration = House.Configuration()
+        configuration.stateDirectory = directory.file("state")
+        let first = HouseHarness(configuration: configuration)
+        try await first.connect("kitchen")
+        _ = try await first.control(.play(files: [a, b]))
+        let stream = try await first.waitForProduction()
+        let original = try await first.messages("kitchen")
+        let total = 6 * 48000
+        let heard = try HouseHarness.audio(original, stream: stream.id, from: 0, frames: total)
+        let start = try #require(stream.schedule.anchors.first)
+        first.clock.set(to: start.serverTime + Int64(secondsIn * 1e9))
+        let before = try await first.control(.status).status
+        // Killed: nothing more reaches the store.
+
+        let second = HouseHarness(configuration: configuration, clock: first.clock)
+        try await second.onLoop { $0.resumeStoredStream() }
+        let resumed = try await second.control(.status).status
+        #expect(resumed?.stream == stream.id)
+        #expect(resumed?.state == "playing")
+        #expect(resumed?.item == before?.item)
+        #expect(resumed?.positionSeconds == before?.positionSeconds)
+        #expect(resumed?.itemPositionSeconds.map { abs($0 - (before?.itemPositionSeconds ?? -1)) < 1e-6 } == true,
+                "\(String(describing: resumed?.itemPositionSeconds)) vs \(String(describing: before?.itemPositionSeconds))")
+        #expect(resumed?.title == before?.title)
+
+        try await second.connect("kitchen", resume: .init(streamID: stream.id, epoch: 0, held: [0..<Int64(total)]))
+        _ = try await second.waitForProduction()
+        let sent = try await second.messages("kitchen")
+        #expect(!sent.contains { if case .streamStart = $0 { return true } else { return false } }, "the room keeps its stream")
+        let flush = try #require(sent.compactMap { if case .flush(let m) = $0 { return m } else { return nil } }.first)
+        let resumeFrame = Int64((secondsIn + 0.25) * 48000)
+        #expect(flush.fromFrame == resumeFrame && flush.epoch == 1, "\(flush)")
+        let chunks = sent.compactMap { if case .audioChunk(let m) = $0 { return m } else { return nil } }
+        #expect(chunks.first?.firstFrame == resumeFrame)
+        // Decoded with the header the room already holds.
+        let again = try HouseHarness.audio(original.filter { if case .audioChunk = $0 { return false } else { return true } } + sent,
+                                           stream: stream.id, from: resumeFrame, frames: total - Int(resumeFrame))
+        let expected = Array(heard[(Int(resumeFrame) * 2)...])
+        #expect(!again.contains { $0.isNaN }, "every frame from the resume frame on was sent again")
+        #expect(SignalCheck.maxDifference(again, expected) < 1e-6)
+        #expect(sent.contains { if case .streamEnd(let m) = $0 { return m.endFrame == Int64(total) } else { return false } })
+        #expect(second.logLines.all.contains { $0.contains("resuming stream \(stream.id), heard at timeline frame \(Int64(secondsIn * 48000))") })
+    }
+
+    /// Down for longer than the stream: nothing to resume, and the house says so.
+    @Test func aStreamThatEndedWhileTheHouseWasDownIsNotResumed() async throws {
+        let directory = try TemporaryDirectory("house-restart-ended")
+        defer { directory.remove() }
+        let a = directory.file("a.flac")
+        try Self.noise(a, seconds: 1, seed: 3)
+        var configuration = House.Configuration()
+        configuration.stateDirectory = directory.file("state")
+        let first = HouseHarness(configuration: configuration)
+        try await first.connect("kitchen")
+        _ = try await first.control(.play(files: [a]))
+        let stream = try await first.waitForProduction()
+        first.clock.advance(by: 5_000_000_000)
+        let second = HouseHarness(configuration: configuration, clock: first.clock)
+        try await second.onLoop { $0.resumeStoredStream() }
+        #expect(try await second.control(.status).status?.state == "stopped")
+        #expect(second.logLines.all.contains { $0.contains("(\(stream.id)) ended at timeline frame 48000 while it was down") })
+        #expect(try await second.control(.queue).queue?.items.map(\.path) == [a])
+    }
+
+    /// Queue edits, volumes and the group are each committed as they are made; an old
+    /// `house.json` is imported once; a store that is not a database is moved aside.
+    @Test func theStoreKeepsEachChangeAndImportsTheOldStateOnce() async throws {
+        let directory = try TemporaryDirectory("house-store")
+        defer { directory.remove() }
+        let state = directory.file("state")
+        try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
+        try #"{"queue":["/music/x.flac","/music/y.flac"],"volumes":{"kitchen":40},"group":["kitchen"]}"#
+            .write(toFile: state + "/house.json", atomically: true, encoding: .utf8)
+        var configuration = House.Configuration()
+        configuration.stateDirectory = state
+        let first = HouseHarness(configuration: configuration)
+        #expect(try await first.onLoop { $0.state } == HouseState(queue: ["/music/x.flac", "/music/y.flac"], volumes: ["kitchen": 40], group: ["kitchen"]))
+        #expect(FileManager.default.fileExists(atPath: state + "/house.json.migrated"))
+        #expect(!FileManager.default.fileExists(atPath: state + "/house.json"))
+        let z = directory.file("z.flac")
+        try Self.noise(z, seconds: 1, seed: 4)
+        try await first.connect("kitchen", latency: 30_000_000)
+        _ = try await first.control(.queueAdd(file: z, at: 1))
+        _ = try await first.control(.queueMove(from: 0, to: 2))
+        _ = try await first.control(.volume(room: "kitchen", percent: 70))
+
+        let second = HouseHarness(configuration: configuration, clock: first.clock)
+        let kept = try await second.onLoop { ($0.state, $0.queueTags) }
+        #expect(kept.0 == HouseState(queue: [z, "/music/y.flac", "/music/x.flac"], volumes: ["kitchen": 70], group: ["kitchen"]))
+        #expect(kept.1 == [2, 1, 0], "tags move with their entries")
+        #expect(second.logLines.all.isEmpty, "\(second.logLines.all)")
+
+        try "not a database, not at all".write(toFile: state + "/house.sqlite", atomically: true, encoding: .utf8)
+        for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: state + "/house.sqlite" + suffix) }
+        let third = HouseHarness(configuration: configuration, clock: first.clock)
+        #expect(try await third.onLoop { $0.state } == HouseState())
+        #expect(third.logLines.all.contains { $0.contains("house.sqlite: unreadable store") && $0.contains("moved to") })
+    }
+}
