@@ -347,6 +347,56 @@ import TuttiTestSupport
         }
     }
 
+    /// A speaker is killed (-9) mid-track and started again with the same name, as after a
+    /// crash or a reboot of its host: it holds nothing, so the house sends it the stream from
+    /// a little after the playhead, and it plays in sync within two seconds of starting.
+    @Test(.timeLimit(.minutes(3)))
+    func aSpeakerKilledAndRestartedPlaysInSyncWithinTwoSeconds() async throws {
+        let directory = try TemporaryDirectory("multiroom-speaker-restart")
+        defer { directory.preserveLogs(as: "multiroom-speaker-restart"); directory.remove() }
+        let music = directory.file("music.flac")
+        try TestMedia.ffmpeg(["-f", "lavfi", "-i", "anoisesrc=d=10:c=pink:a=0.3:seed=7", "-af", "pan=stereo|c0=c0|c1=0.8*c0,aresample=48000", music])
+        let rooms = [RoomSpec(name: "a", offset: "-180", drift: "25", device: "45", latency: "0"),
+                     RoomSpec(name: "b", offset: "380", drift: "-45", device: "-20", latency: "0")]
+        let (server, port, speakers) = try await startHouse(in: directory, rooms: rooms)
+        var again: ChildProcess?
+        defer {
+            for speaker in speakers { speaker.interrupt() }
+            again?.interrupt()
+            server.interrupt()
+        }
+        _ = try await send(.play(files: [music]), port: port)
+        try await waitForRooms(port) { $0["a"]?.state == "playing" && $0["b"]?.state == "playing" }
+        // The scenario: two seconds in, b's process dies, and its service manager starts it again.
+        try await Task.sleep(nanoseconds: 2_000_000_000)
+        speakers[1].kill()
+        let restartTime = Double(MonotonicClock().now())
+        again = try startSpeaker(rooms[1], port: port, in: directory, output: "b-again")
+        try await waitForRooms(port, timeout: 20) { rooms in rooms.values.allSatisfy { ($0.playheadSeconds ?? 0) > 9.95 || $0.state == "idle" } }
+        try await Task.sleep(nanoseconds: 300_000_000)
+        #expect(speakers[0].interrupt() == 0)
+        #expect(again?.interrupt() == 0)
+
+        let restarted = try VirtualCapture(path: directory.file("b-again.wav"))
+        let firstSound = try #require(restarted.firstSoundFrame(), "the restarted room made no sound")
+        let startedAfter = (restarted.emissionTime(ofFrame: Double(firstSound)) - restartTime) / 1e9
+        print("speaker restart: first sound \(String(format: "%.3f", startedAfter)) s after the process started")
+        #expect(startedAfter < 2, "the restarted room played \(startedAfter) s after starting")
+        let reference = try TestMedia.decodeWithFFmpeg(music)
+        let analysis = SyncAnalysis.analyse(rooms: [SyncAnalysis.Room(name: "a", capture: try VirtualCapture(path: directory.file("a.wav")), latencyNanoseconds: 0),
+                                                    SyncAnalysis.Room(name: "b", capture: restarted, latencyNanoseconds: 0)],
+                                            reference: reference, interval: 6000)
+        let together = analysis.series.filter { $0.heard.count == 2 }
+        let heardFrom = try #require(together.first?.frame)
+        print("speaker restart: together from timeline \(Double(heardFrom) / 48000) s; skew p50 \(analysis.percentile(50) / 1000) µs, p99 \(analysis.percentile(99) / 1000) µs over \(analysis.skews.count) checkpoints")
+        // From its first checkpoint on, the restarted room heard every one, in sync.
+        #expect(analysis.series.filter { $0.frame >= heardFrom }.allSatisfy { $0.heard.count == 2 })
+        #expect(together.count > 40)
+        #expect(analysis.percentile(99) / 1000 < 250)
+        #expect(analysis.discontinuities["b"] == 0, "b jumped: \(analysis.jumps)")
+        #expect(analysis.underruns["a"] == 0 && analysis.discontinuities["a"] == 0 && analysis.unmatched["a"] == 0)
+    }
+
     /// The house is killed (-9) three seconds into a ten-second track and started again on the
     /// same port and state directory. The rooms hold the whole track, so they play on through
     /// the outage; they reconnect by themselves, the restarted house takes up the same stream
