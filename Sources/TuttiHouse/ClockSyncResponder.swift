@@ -1,15 +1,31 @@
 import NIOCore
+import Synchronization
 import TuttiCore
 import TuttiProtocol
 
 /// The server's side of clock sync: stamps arrival (t2) as early as the event loop sees the
 /// datagram and departure (t3) just before writing it back. Bad packets are ignored.
+///
+/// Each reply is held a random 0 ..< `replyDitherNanoseconds` before it is stamped and sent.
+/// A path that delivers on a timer grid (a relay with coarse timers, Wi-Fi beacons) would
+/// otherwise see every reply leave at the same phase of its grid, just after a request arrived
+/// on it: the way back would never show its true floor, a fixed asymmetry of up to a tick that
+/// no estimator can see, and that differs from room to room. Dithered, the replies sample the
+/// whole grid, and the lower envelope finds the floor. The hold is not in the measurement
+/// (t3 is stamped at the send), only in the round trip.
 public final class ClockSyncResponder: ChannelInboundHandler, Sendable {
     public typealias InboundIn = AddressedEnvelope<ByteBuffer>
     public typealias OutboundOut = AddressedEnvelope<ByteBuffer>
     private let clock: any HostClock
+    public let replyDitherNanoseconds: Int64
+    private let random: Mutex<UInt64>
 
-    public init(clock: any HostClock) { self.clock = clock }
+    /// - Parameter seed: draws the dither (a simulated house passes its own, to replay).
+    public init(clock: any HostClock, replyDitherNanoseconds: Int64 = 2_000_000, seed: UInt64? = nil) {
+        self.clock = clock
+        self.replyDitherNanoseconds = replyDitherNanoseconds
+        random = Mutex(seed ?? UInt64(bitPattern: clock.now()) | 1)
+    }
 
     public func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let arrival = clock.now()
@@ -17,8 +33,24 @@ public final class ClockSyncResponder: ChannelInboundHandler, Sendable {
         guard var packet = try? ClockSyncPacket(decoding: envelope.data.readableBytesView), !packet.isReply else { return }
         packet.isReply = true
         packet.serverReceive = arrival
-        packet.serverSend = clock.now()
-        let reply = AddressedEnvelope(remoteAddress: envelope.remoteAddress, data: context.channel.allocator.buffer(bytes: packet.encoded()))
-        context.writeAndFlush(Self.wrapOutboundOut(reply), promise: nil)
+        let hold = replyDitherNanoseconds > 0 ? Int64(nextRandom() % UInt64(replyDitherNanoseconds)) : 0
+        let channel = context.channel, clock = self.clock, address = envelope.remoteAddress, request = packet
+        let send: @Sendable () -> Void = {
+            var reply = request
+            reply.serverSend = clock.now()
+            channel.writeAndFlush(AddressedEnvelope(remoteAddress: address, data: channel.allocator.buffer(bytes: reply.encoded())), promise: nil)
+        }
+        if hold == 0 { send() } else { context.eventLoop.scheduleTask(in: .nanoseconds(hold), send) }
+    }
+
+    /// SplitMix64's step: enough for a dither, and replayable from a seed.
+    private func nextRandom() -> UInt64 {
+        random.withLock { state in
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
     }
 }

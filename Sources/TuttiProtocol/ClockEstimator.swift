@@ -32,7 +32,8 @@ public struct ClockMapping: Sendable, Equatable {
     public var errorNanoseconds: Double
     /// Exchanges the estimate rests on.
     public var sampleCount: Int
-    /// Local time the exchanges span.
+    /// Local time the estimate's history spans, from its first exchange (a window restarted
+    /// at a floor step keeps the rate fitted before it, and this).
     public var spanNanoseconds: Int64 = 0
 
     public init(reference: Int64, offset: Double, skew: Double, errorNanoseconds: Double, sampleCount: Int, spanNanoseconds: Int64 = 0) {
@@ -82,6 +83,16 @@ public final class ClockEstimator {
         /// speaker exchanging 20 times a second refits 4 times a second: less CPU on a small
         /// speaker, and a simulated house that runs many times faster than real time.
         public var refitIntervalNanoseconds: Int64 = 250_000_000
+        /// A route change moves the paths' floors: when no exchange of the last
+        /// `floorStepSpanNanoseconds` came within `floorStepNanoseconds` of the round-trip
+        /// floor before them (or they all fell that far below it), the fit starts again from
+        /// them. Lines through points on both floors would tilt.
+        public var floorStepNanoseconds: Int64 = 500_000
+        public var floorStepSpanNanoseconds: Int64 = 5_000_000_000
+        /// After a floor step the rate is kept (a route change does not change the clocks)
+        /// until the window since the step spans this much: a rate fitted over a few seconds
+        /// is worse than the one before.
+        public var rateSpanAfterFloorStepNanoseconds: Int64 = 30_000_000_000
         public init() {}
     }
 
@@ -104,6 +115,11 @@ public final class ClockEstimator {
     public func add(_ sample: ClockSample) -> Bool {
         guard sample.clientReceive >= sample.clientSend, sample.serverSend >= sample.serverReceive,
               sample.delay >= 0, sample.delay <= configuration.maximumDelayNanoseconds else { return false }
+        // A reply that arrives after one sent later (reordered by a delay far above the floor)
+        // tells the envelopes nothing, and their hulls need their points in time order both
+        // ways: taken out of order, a hull edge could be anything (on a heavy-tailed path the
+        // fitted rate hit its ±1000 ppm clamp).
+        if let last = samples.last, sample.clientSend <= last.clientSend || sample.clientReceive < last.clientReceive { return false }
         samples.append(sample)
         let horizon = sample.localMidpoint - configuration.windowNanoseconds
         while head < samples.count && samples[head].localMidpoint < horizon { head += 1 }
@@ -120,7 +136,51 @@ public final class ClockEstimator {
     private var outward = LowerEnvelope()
     private var backward = LowerEnvelope()
 
+    /// Starts the window at the latest floor step, if the last `floorStepSpanNanoseconds` show
+    /// one: their lowest round trip is above the lowest of every earlier span of that length
+    /// (so jitter alone, which lifts a short span's minimum too, does not look like a step), or
+    /// below anything before.
+    private func restartAtFloorStep() {
+        // Four earlier spans at least, so that their highest floor shows how high jitter alone
+        // lifts a span's.
+        guard let last = samples.last, last.clientSend - samples[head].clientSend > 5 * configuration.floorStepSpanNanoseconds else { return }
+        let span = configuration.floorStepSpanNanoseconds
+        let recentStart = last.clientSend - span
+        var olderFloor = Int64.max, highestSpanFloor = Int64.min, recentFloor = Int64.max, firstRecent = samples.count
+        var spanStart = samples[head].clientSend, spanFloor = Int64.max
+        for index in head..<samples.count {
+            let sample = samples[index]
+            if sample.clientSend < recentStart {
+                olderFloor = min(olderFloor, sample.delay)
+                if sample.clientSend - spanStart >= span {
+                    highestSpanFloor = max(highestSpanFloor, spanFloor)
+                    spanStart = sample.clientSend
+                    spanFloor = .max
+                }
+                spanFloor = min(spanFloor, sample.delay)
+            } else {
+                if firstRecent == samples.count { firstRecent = index }
+                recentFloor = min(recentFloor, sample.delay)
+            }
+        }
+        // The recent span must be full: right after an outage a second of exchanges is no span.
+        guard olderFloor != .max, recentFloor != .max, highestSpanFloor != .min, firstRecent < samples.count,
+              samples[firstRecent].clientSend - recentStart < span / 5 else { return }
+        let step = configuration.floorStepNanoseconds
+        guard recentFloor > highestSpanFloor + step || recentFloor < olderFloor - step else { return }
+        head = firstRecent
+        floorSteps += 1
+        keepsRateAfterStep = true
+    }
+
+    /// Whether the window starts at a floor step and is still too short to fit a rate.
+    private var keepsRateAfterStep = false
+
+    /// Floor steps seen (and restarted from).
+    public private(set) var floorSteps = 0
+
     private func refit() {
+        restartAtFloorStep()
         let window = samples[head...]
         guard let first = window.first, let last = window.last else { return }
         let reference = last.clientSend
@@ -141,15 +201,42 @@ public final class ClockEstimator {
             backward.append(x: Double(sample.clientReceive - reference), y: Double(sample.clientReceive - sample.serverSend))
         }
         let span = Double(last.clientSend - first.clientSend)
-        let fitSlope = span >= Double(configuration.minimumRateSpanNanoseconds)
-        let lineOut = outward.fit(fitSlope: fitSlope)
-        let lineBack = backward.fit(fitSlope: fitSlope)
+        if keepsRateAfterStep && span >= Double(configuration.rateSpanAfterFloorStepNanoseconds) { keepsRateAfterStep = false }
+        let fitSlope = span >= Double(configuration.minimumRateSpanNanoseconds) && !keepsRateAfterStep
+        // Unfitted, the rate known so far: the way out's delay grows with it, the way back's shrinks.
+        let known = mapping?.skew ?? 0
+        let lineOut = outward.fit(slope: fitSlope ? nil : known)
+        let lineBack = backward.fit(slope: fitSlope ? nil : -known)
         // out = θ + base, back = base − θ  ⇒  θ = (out − back) / 2, at the reference (time 0).
         let offset = (lineOut.intercept - lineBack.intercept) / 2
         var skew = fitSlope ? (lineOut.slope - lineBack.slope) / 2 : (mapping?.skew ?? 0)
         skew = max(-0.001, min(0.001, skew))
-        let error = (lineOut.slack + lineBack.slack) / 2
-        mapping = ClockMapping(reference: reference, offset: offset, skew: skew, errorNanoseconds: error, sampleCount: window.count,
-                               spanNanoseconds: last.clientSend - first.clientSend)
+        // The history the estimate rests on: a window restarted at a floor step keeps the rate
+        // fitted before it, so a room that plays by the clock goes on playing.
+        historyStart = min(historyStart ?? first.clientSend, first.clientSend)
+        var estimate = ClockMapping(reference: reference, offset: offset, skew: skew, errorNanoseconds: 0, sampleCount: window.count,
+                                    spanNanoseconds: last.clientSend - historyStart!)
+        // The bound: how far above the lines the nearest points reach, plus how far the
+        // estimates of the last few seconds, carried to now, stray from this one. The first
+        // alone was too small where the floor is soft (a timer grid, uniform jitter both ways:
+        // one sample in ten outside it); an estimate that wanders says by how much it may be off.
+        // Compared where each earlier one was made, not carried to now: an early estimate's
+        // rate error, carried over seconds, would count against this one.
+        var wander = 0.0
+        for earlier in recentEstimates {
+            wander = max(wander, abs(Double(earlier.serverTime(atLocal: earlier.reference) - estimate.serverTime(atLocal: earlier.reference))))
+        }
+        estimate.errorNanoseconds = (lineOut.slack + lineBack.slack) / 2 + wander
+        if recentEstimates.count == Self.recentEstimateCount { recentEstimates.removeFirst() }
+        // Before its rate is fitted an estimate is known to drift; it is no yardstick.
+        if fitSlope || keepsRateAfterStep { recentEstimates.append(estimate) }
+        mapping = estimate
     }
+
+    /// The first exchange the estimate rests on (the window may have started again since).
+    private var historyStart: Int64?
+
+    /// The last estimates (a refit every `refitIntervalNanoseconds`: the last ten seconds).
+    private var recentEstimates: [ClockMapping] = []
+    private static let recentEstimateCount = 40
 }

@@ -57,11 +57,11 @@ struct LowerEnvelope {
 
     /// The line under all points with the least total distance to them: the lower convex
     /// hull's edge that spans the points' mean time, raised by the mean height of the points
-    /// nearest it. With `fitSlope` false, the flat line through the lowest point.
-    /// Needs at least one point.
-    mutating func fit(fitSlope: Bool) -> Fit {
+    /// nearest it. Given a `slope` (a rate already known), the line of that slope through the
+    /// lowest point instead. Needs at least one point.
+    mutating func fit(slope known: Double? = nil) -> Fit {
         precondition(!x.isEmpty, "LowerEnvelope.fit needs a point")
-        let (slope, intercept, raised) = fitSlope && x.count >= 2 ? hullEdge() : (0, y.min()!, false)
+        let (slope, intercept, raised) = known == nil && x.count >= 2 ? hullEdge() : (known ?? 0, lowestIntercept(slope: known ?? 0), false)
         // One selection serves both figures: the lowest 5 % (at least 8) raise the line, and
         // the highest of the lowest 5 % is the slack.
         fillHeights(above: (slope, intercept))
@@ -84,6 +84,13 @@ struct LowerEnvelope {
         // ones that raised it: with few points (fewer than 160, the first seconds) the 5 % rank
         // lies below their mean, and the bound came out negative.
         return Fit(slope: slope, intercept: intercept + raise, slack: heights[rank - 1] - raise)
+    }
+
+    /// The intercept of the line of `slope` under every point, touching the lowest.
+    private func lowestIntercept(slope: Double) -> Double {
+        var lowest = Double.infinity
+        for index in x.indices { lowest = min(lowest, y[index] - slope * x[index]) }
+        return lowest
     }
 
     /// The lower convex hull's edge that spans the points' mean time. `raised` is false where

@@ -12,16 +12,25 @@ public final class ClockSyncClient: Sendable {
         public var burstCount = 50
         public var burstIntervalNanoseconds: Int64 = 20_000_000
         public var intervalNanoseconds: Int64 = 50_000_000
+        /// Which estimator the exchanges feed (another than the envelope only to compare them).
+        public var estimator: ClockEstimatorKind = .envelope
+        /// Each interval is lengthened by a random 0 ..< this: on a path that delivers on a
+        /// timer grid, requests sent at a steady interval would keep one phase of it, and the
+        /// way out would never show its floor (the house dithers its replies likewise).
+        public var ditherNanoseconds: Int64 = 2_000_000
+        /// Draws the dither (a simulated room passes its own, to replay).
+        public var seed: UInt64?
         public init() {}
     }
 
     private let clock: any HostClock
     private let server: SocketAddress
     private let configuration: Configuration
-    private let estimator = Mutex(ClockEstimator())
+    private let estimator: Mutex<any ClockEstimating>
     private let channel = Mutex<(any Channel)?>(nil)
     private let onUpdate: @Sendable (ClockMapping) -> Void
     private let sent = Atomic<Int>(0)
+    private let random: Mutex<UInt64>
     private let received = Atomic<Int>(0)
 
     public init(server: SocketAddress, clock: any HostClock, configuration: Configuration = Configuration(),
@@ -30,6 +39,8 @@ public final class ClockSyncClient: Sendable {
         self.clock = clock
         self.configuration = configuration
         self.onUpdate = onUpdate
+        estimator = Mutex(configuration.estimator.make())
+        random = Mutex(configuration.seed ?? UInt64(bitPattern: clock.now()) | 1)
     }
 
     public var mapping: ClockMapping? { estimator.withLock { $0.mapping } }
@@ -59,7 +70,17 @@ public final class ClockSyncClient: Sendable {
     }
 
     private func scheduleNext(on channel: any Channel, sequence: UInt32) {
-        let delay = Int(sequence) < configuration.burstCount ? configuration.burstIntervalNanoseconds : configuration.intervalNanoseconds
+        var delay = Int(sequence) < configuration.burstCount ? configuration.burstIntervalNanoseconds : configuration.intervalNanoseconds
+        if configuration.ditherNanoseconds > 0 {
+            delay += random.withLock { state -> Int64 in
+                // SplitMix64's step.
+                state &+= 0x9E37_79B9_7F4A_7C15
+                var z = state
+                z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+                z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+                return Int64((z ^ (z >> 31)) % UInt64(configuration.ditherNanoseconds))
+            }
+        }
         channel.eventLoop.scheduleTask(in: .nanoseconds(sequence == 0 ? 0 : delay)) { [self] in
             guard channel.isActive else { return }
             let packet = ClockSyncPacket(isReply: false, sequence: sequence, clientSend: clock.now())

@@ -16,6 +16,10 @@ public final class SpeakerClient: Sendable {
         public var name: String
         public var latencyNanoseconds: Int64 = 0
         public var statusIntervalNanoseconds: Int64 = 500_000_000
+        public var clockSync = ClockSyncClient.Configuration()
+        /// Above this clock error bound the room says its clock is uncertain instead of claiming
+        /// sync (and below four fifths of it, that it is sure again).
+        public var uncertainClockNanoseconds: Int64 = 100_000
         public init(serverHost: String, serverPort: Int, name: String) {
             self.serverHost = serverHost
             self.serverPort = serverPort
@@ -31,6 +35,7 @@ public final class SpeakerClient: Sendable {
     fileprivate let clock: any HostClock
     private let clockSync: ClockSyncClient
     private let stopped = Atomic<Bool>(false)
+    private let clockUncertain = Atomic<Bool>(false)
     private let current = Mutex<(any Channel)?>(nil)
     /// One line per problem, for the process to print.
     private let log: @Sendable (String) -> Void
@@ -44,7 +49,7 @@ public final class SpeakerClient: Sendable {
         self.report = report
         self.clock = clock
         self.log = log
-        clockSync = ClockSyncClient(server: serverAddress, clock: clock) { inputs.setClock($0) }
+        clockSync = ClockSyncClient(server: serverAddress, clock: clock, configuration: configuration.clockSync) { inputs.setClock($0) }
     }
 
     /// A room's connection for a real room's playout engine.
@@ -191,6 +196,20 @@ public final class SpeakerClient: Sendable {
         return Int64(mapping.errorNanoseconds.rounded(.up))
     }
 
+    /// "clock uncertain" while the bound is above `uncertainClockNanoseconds` (with hysteresis,
+    /// so a bound near it does not flip the report at every status), else empty.
+    private var clockProblem: String {
+        let bound = clockErrorForStatus
+        // In its first ten seconds an estimate is still settling (its bound counts how far it
+        // moved meanwhile): not yet a verdict on the network.
+        guard bound >= 0, let span = clockSync.mapping?.spanNanoseconds, span >= 10_000_000_000 else { return "" }
+        let limit = configuration.uncertainClockNanoseconds
+        let uncertain = clockUncertain.load(ordering: .relaxed) ? bound > limit * 4 / 5 : bound > limit
+        clockUncertain.store(uncertain, ordering: .relaxed)
+        // The same words while it lasts (the house logs each change); the bound itself is in the status.
+        return uncertain ? "clock uncertain: its error bound is over \(limit / 1000) µs; playing on, perhaps out of sync" : ""
+    }
+
     fileprivate var isClockReady: Bool {
         guard let mapping = clockSync.mapping else { return false }
         return mapping.spanNanoseconds >= Playout.minimumClockSpanNanoseconds
@@ -211,7 +230,7 @@ public final class SpeakerClient: Sendable {
                                     syncErrorNanoseconds: report.syncErrorNanoseconds,
                                     clockErrorNanoseconds: clockErrorForStatus,
                                     underruns: UInt32(clamping: report.deviceUnderruns + report.starvedBlocks),
-                                    fillRate: Float(snapshot.fillRate), problem: report.problem))
+                                    fillRate: Float(snapshot.fillRate), problem: report.problem.isEmpty ? clockProblem : report.problem))
     }
 }
 

@@ -28,6 +28,9 @@ struct SyncBenchmark: AsyncParsableCommand {
     @Option(parsing: .upToNextOption, help: "Play these files as one queue instead of generated music.") var files: [String] = []
     @Option(name: .customLong("delay-ms"), help: "One-way network delay per room.") var delayMilliseconds = 1.0
     @Option(name: .customLong("jitter-ms"), help: "Symmetric jitter (±) per room and direction.") var jitterMilliseconds = 2.0
+    @Option(name: .customLong("network"), help: ArgumentHelp("A home-network model for every room's proxy, on a floor of --delay-ms (--jitter-ms is then unused).",
+                                                            discussion: "Models: \(NetworkModel.names.joined(separator: ", ")) (see `tutti-bench sweep`)."))
+    var network: String?
     @Option(name: .customLong("outage-after"), help: "Seconds after play when every room's network goes down.") var outageAfter = 60.0
     @Option(name: .customLong("outage-for"), help: "Seconds the outage lasts (0: none).") var outageFor = 20.0
     @Option(name: .customLong("offset-range-ms"), help: "Clock offsets are drawn from ±this.") var offsetRange = 1000.0
@@ -48,6 +51,20 @@ struct SyncBenchmark: AsyncParsableCommand {
         var clockDriftPPM: Double
         var deviceDriftPPM: Double
         var latencyMilliseconds: Double
+    }
+
+    func validate() throws {
+        if let network, NetworkModel.named(network) == nil {
+            throw ValidationError("--network \(network): no such model (models: \(NetworkModel.names.joined(separator: ", ")))")
+        }
+    }
+
+    /// Room `index`'s proxy impairment: the named network model, or uniform delay and jitter.
+    func impairment(room index: Int) -> ImpairmentProxy.Impairment {
+        var impairment = ImpairmentProxy.Impairment(delayNanoseconds: Int64(delayMilliseconds * 1e6), jitterNanoseconds: Int64(jitterMilliseconds * 1e6),
+                                                    udpLossProbability: 0, seed: seed &+ UInt64(index))
+        impairment.network = network.flatMap(NetworkModel.named)
+        return impairment
     }
 
     func run() async throws {
@@ -99,8 +116,7 @@ struct SyncBenchmark: AsyncParsableCommand {
         }
         for (i, room) in rooms.enumerated() {
             let proxy = ImpairmentProxy(upstreamHost: "127.0.0.1", upstreamPort: port,
-                                        impairment: .init(delayNanoseconds: Int64(delayMilliseconds * 1e6), jitterNanoseconds: Int64(jitterMilliseconds * 1e6),
-                                                          udpLossProbability: 0, seed: seed &+ UInt64(i)), group: group)
+                                        impairment: impairment(room: i), group: group)
             let proxyPort = try await proxy.start()
             proxies.append(proxy)
             speakerProcesses.append(try LongRunningProcess(executable, [
@@ -180,7 +196,7 @@ struct SyncBenchmark: AsyncParsableCommand {
         let p50 = analysis.percentile(50) / 1000, p99 = analysis.percentile(99) / 1000, maximum = analysis.maximum / 1000
         if json {
             var object: [String: Any] = [
-                "speakers": speakers, "seconds": seconds, "jitterMs": jitterMilliseconds, "delayMs": delayMilliseconds,
+                "speakers": speakers, "seconds": seconds, "jitterMs": jitterMilliseconds, "delayMs": delayMilliseconds, "network": network ?? "uniform-proxy",
                 "outageAfterSeconds": outageAfter, "outageSeconds": outageFor, "checkpoints": analysis.skews.count,
                 "skewMicroseconds": ["p50": p50, "p99": p99, "max": maximum],
                 "serverCPUPercent": cpu[0], "serverPeakMB": memory[0], "proxiesCPUPercent": proxyCPU, "workDirectory": directory,
@@ -196,7 +212,8 @@ struct SyncBenchmark: AsyncParsableCommand {
             Console.output(String(decoding: data, as: UTF8.self) + "\n")
             return
         }
-        var out = "tutti-bench sync: \(speakers) rooms, \(String(format: "%.1f", seconds)) s of music, delay \(delayMilliseconds) ms ± \(jitterMilliseconds) ms jitter"
+        var out = "tutti-bench sync: \(speakers) rooms, \(String(format: "%.1f", seconds)) s of music, "
+            + (network.map { "network model \($0) on a \(delayMilliseconds) ms floor" } ?? "delay \(delayMilliseconds) ms ± \(jitterMilliseconds) ms jitter")
         out += outageFor > 0 ? ", outage \(Int(outageFor)) s at \(Int(outageAfter)) s\n" : "\n"
         out += String(format: "inter-room skew (µs, %d checkpoints):  p50 %.1f   p99 %.1f   max %.1f     target p99 ≤ 100 (goal 21); Snapcast ~200\n",
                       analysis.skews.count, p50, p99, maximum)

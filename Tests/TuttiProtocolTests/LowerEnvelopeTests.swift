@@ -41,7 +41,7 @@ import TuttiSimulation
             envelope.startWindow(firstNumber: start)
             for point in window { envelope.append(x: point.0, y: point.1) }
             if window.count >= 2 {
-                let fit = envelope.fit(fitSlope: true)
+                let fit = envelope.fit()
                 let reference = referenceEdge(window)
                 // `fit` raises the edge by the mean height of the nearest points; undo it through
                 // the slope, which it does not change.
@@ -65,7 +65,7 @@ import TuttiSimulation
             points.append((Double(index) * 1e6, Double(random.next() % 1_000_000)))
             envelope.append(x: points[index].0, y: points[index].1)
         }
-        let fit = envelope.fit(fitSlope: true)
+        let fit = envelope.fit()
         let edge = referenceEdge(points)
         let heights = points.map { $0.1 - (edge.intercept + edge.slope * $0.0) }.sorted()
         let raise = heights.prefix(50).reduce(0, +) / 50
@@ -83,7 +83,7 @@ import TuttiSimulation
             var envelope = LowerEnvelope()
             envelope.startWindow(firstNumber: 0)
             for index in 0..<count { envelope.append(x: Double(index) * 20e6, y: 100_000 + Double(random.next() % 50_000)) }
-            let fit = envelope.fit(fitSlope: true)
+            let fit = envelope.fit()
             #expect(fit.slack >= 0, "\(count) points: slack \(fit.slack)")
         }
     }

@@ -110,4 +110,26 @@ import TuttiTestSupport
             #expect(analysis.unmatched[room.name] == 0, "\(room.name) did not play the timeline")
         }
     }
+
+    /// A room on a path whose timing is too noisy to sync to (20 ms of jitter each way) says
+    /// so: its clock bound exceeds what sync needs and the house logs "clock uncertain" for it,
+    /// and not for the room on a calm path. Its bound still covers its true error.
+    @Test(.timeLimit(.minutes(5)))
+    func aRoomThatCannotMeetTheSyncBoundSaysItsClockIsUncertain() throws {
+        let directory = try TemporaryDirectory("simulated-uncertain")
+        defer { directory.remove() }
+        let music = try Self.music(seconds: 20, in: directory)
+        var scenario = SimulatedHouse.Scenario.drawn(seed: 31, roomCount: 2, music: [music], playNanoseconds: 15_000_000_000, outageNanoseconds: 0)
+        scenario.keepsAudio = false
+        var noisy = NetworkModel(name: "noisy")
+        noisy.toRoom.jitter = .uniform(maxNanoseconds: 20_000_000)
+        noisy.toHouse.jitter = .uniform(maxNanoseconds: 20_000_000)
+        scenario.rooms[1].link.network = noisy
+        scenario.rooms[0].link.jitterNanoseconds = 200_000
+        let result = try SimulatedHouse.run(scenario)
+        #expect(result.events.contains { $0.hasPrefix("house: room room2: clock uncertain") }, "\(result.events)")
+        #expect(!result.events.contains { $0.hasPrefix("house: room room1: clock uncertain") }, "\(result.rooms.map { "\($0.name) bound \($0.medianReportedBoundNanoseconds), worst \($0.worstClockErrorNanoseconds)" }) \(result.events)")
+        #expect(result.rooms[1].medianReportedBoundNanoseconds > 100_000)
+        #expect(result.rooms[1].reportedBoundCoverage >= 0.99)
+    }
 }

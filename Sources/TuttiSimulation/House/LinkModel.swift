@@ -15,6 +15,9 @@ public struct LinkModel: Sendable, Equatable {
     public var datagramLoss: Double = 0
     /// Simulated-time intervals in which nothing crosses: TCP waits, datagrams are lost.
     public var outages: [Range<Int64>] = []
+    /// A named impairment model (`NetworkModel`): when set, each direction's delays come from
+    /// it instead of `baseDelayNanoseconds` and `jitterNanoseconds`.
+    public var network: NetworkModel?
 
     public init() {}
 

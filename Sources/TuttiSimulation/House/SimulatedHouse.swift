@@ -55,6 +55,8 @@ public enum SimulatedHouse {
         public var playNanoseconds: Int64
         /// Keep every room's emitted audio (for `SyncAnalysis`); off, only digests are kept.
         public var keepsAudio = true
+        /// The clock estimator every room runs (another than the envelope only to compare them).
+        public var estimator: ClockEstimatorKind = .envelope
 
         public init(seed: UInt64, rooms: [Room], music: [String], playNanoseconds: Int64) {
             self.seed = seed
@@ -67,8 +69,11 @@ public enum SimulatedHouse {
         /// crystal errors within ±100 ppm, links with 0.5–3 ms of delay and up to 3 ms of
         /// jitter each way; the first room's link goes down for `outageNanoseconds` a third of
         /// the way into the music.
+        ///
+        /// With a `network` model, each room's link follows it instead, on a floor drawn from
+        /// 0.5–3 ms.
         public static func drawn(seed: UInt64, roomCount: Int, music: [String], playNanoseconds: Int64,
-                                 outageNanoseconds: Int64 = 20_000_000_000) -> Scenario {
+                                 outageNanoseconds: Int64 = 20_000_000_000, network: NetworkModel? = nil) -> Scenario {
             var random = SplitMix64(seed: seed)
             func uniform(_ range: ClosedRange<Double>) -> Double { range.lowerBound + random.nextUnitInterval() * (range.upperBound - range.lowerBound) }
             var rooms: [Room] = []
@@ -77,6 +82,7 @@ public enum SimulatedHouse {
                                 clockDriftPPM: uniform(-100...100), crystalDriftPPM: uniform(-100...100))
                 room.link.baseDelayNanoseconds = Int64(uniform(500_000...3_000_000))
                 room.link.jitterNanoseconds = Int64(uniform(0...3_000_000))
+                room.link.network = network?.withBaseDelay(room.link.baseDelayNanoseconds)
                 rooms.append(room)
             }
             var scenario = Scenario(seed: seed, rooms: rooms, music: music, playNanoseconds: playNanoseconds)
@@ -97,7 +103,7 @@ public enum SimulatedHouse {
         /// Blocks the playout cut short because audio had not arrived, and its jumps.
         public var starvedBlocks: Int
         public var resyncs: Int
-        /// The room's clock mapping against the truth, sampled each simulated second once it
+        /// The room's clock mapping against the truth, sampled every 100 ms of simulated time once it
         /// plays by it: the worst true error, and how often the error it reported covered it.
         public var worstClockErrorNanoseconds: Double
         public var reportedBoundCoverage: Double
@@ -143,7 +149,7 @@ public enum SimulatedHouse {
         for (index, spec) in scenario.rooms.enumerated() {
             let seed = scenario.seed ^ (UInt64(index + 1) &* 0x9E37_79B9_7F4A_7C15)
             rooms.append(try SimulatedRoom(spec: spec, index: index, seed: seed, format: format, house: house, clock: clock, loop: loop,
-                                           keepsAudio: scenario.keepsAudio, events: events, decodeWorker: decodeWorker))
+                                           keepsAudio: scenario.keepsAudio, estimator: scenario.estimator, events: events, decodeWorker: decodeWorker))
         }
         for room in rooms {
             for time in room.spec.connectionResets {
@@ -156,7 +162,7 @@ public enum SimulatedHouse {
         }
         let end = clock.now() + scenario.playNanoseconds
         while clock.now() < end {
-            loop.advanceTime(by: .nanoseconds(min(1_000_000_000, end - clock.now())))
+            loop.advanceTime(by: .nanoseconds(min(100_000_000, end - clock.now())))
             for room in rooms { room.sampleClockTruth(now: clock.now()) }
         }
         for room in rooms { room.card.stop() }
@@ -194,11 +200,13 @@ final class SimulatedRoom {
     private let seed: UInt64
     private let address: SocketAddress
     private var connections = 0
+    /// The path's shared network queues, to the house and to the room (`NetworkModel.sharedQueueBytes`).
+    private let queues = (toHouse: LinkQueue(), toRoom: LinkQueue())
     private var covered = 0
     private var bounds: [Double] = []
 
     init(spec: SimulatedHouse.Room, index: Int, seed: UInt64, format: AudioFormat, house: House, clock houseClock: SimulatedClock,
-         loop: EmbeddedEventLoop, keepsAudio: Bool, events: EventLog, decodeWorker: ChunkDecodeWorker) throws {
+         loop: EmbeddedEventLoop, keepsAudio: Bool, estimator: ClockEstimatorKind, events: EventLog, decodeWorker: ChunkDecodeWorker) throws {
         self.spec = spec
         clock = SkewedClock(base: houseClock, offsetNanoseconds: spec.clockOffsetNanoseconds, driftPPM: spec.clockDriftPPM,
                             anchor: SimulatedHouse.startTime)
@@ -210,6 +218,8 @@ final class SimulatedRoom {
         let confined = LoopConfined(value: playout)
         var configuration = SpeakerClient.Configuration(serverHost: "house", serverPort: 4953, name: spec.name)
         configuration.latencyNanoseconds = spec.latencyNanoseconds
+        configuration.clockSync.estimator = estimator
+        configuration.clockSync.seed = seed ^ 0xA54F_F53A_5F1D_36F1
         client = SpeakerClient(configuration: configuration, inputs: inputs, report: { confined.value.report }, clock: clock,
                                serverAddress: try SocketAddress(ipAddress: "10.0.0.1", port: 4953), log: { events.append("\(name): \($0)") })
         self.house = house
@@ -217,9 +227,9 @@ final class SimulatedRoom {
         self.seed = seed
         address = try SocketAddress(ipAddress: "10.0.0.\(index + 2)", port: 40000)
         // The room's clock-sync datagrams and its TCP connection, each over the room's link.
-        let houseDatagrams = EmbeddedChannel(handler: ClockSyncResponder(clock: houseClock), loop: loop)
+        let houseDatagrams = EmbeddedChannel(handler: ClockSyncResponder(clock: houseClock, seed: seed ^ 0x3C6E_F372_FE94_F82B), loop: loop)
         let roomDatagrams = EmbeddedChannel(loop: loop)
-        try SimulatedLink.join(roomDatagrams, houseDatagrams, model: spec.link, seed: seed ^ 0xD1B5_4A32_D192_ED03, isStream: false, loop: loop)
+        try SimulatedLink.join(roomDatagrams, houseDatagrams, model: spec.link, seed: seed ^ 0xD1B5_4A32_D192_ED03, isStream: false, loop: loop, queues: queues)
         for channel in [houseDatagrams, roomDatagrams] { try channel.connect(to: address).wait() }
         channels = [houseDatagrams, roomDatagrams]
         try client.syncClock(on: roomDatagrams)
@@ -238,7 +248,7 @@ final class SimulatedRoom {
         try client.speak(on: roomStream)
         // Each connection draws its own delays and jitter.
         try SimulatedLink.join(roomStream, houseStream, model: spec.link, seed: seed &+ UInt64(connections) &* 0x9E37_79B9_7F4A_7C15,
-                               isStream: true, loop: loop)
+                               isStream: true, loop: loop, queues: queues)
         connections += 1
         try houseStream.connect(to: address).wait()
         try roomStream.connect(to: address).wait()

@@ -29,8 +29,22 @@ final class ImpairmentLink: Sendable {
     private let tcpFlows = Atomic<UInt64>(0)
     private let udpFlows = Atomic<UInt64>(0)
 
+    /// When the proxy started: a network model's floor steps count from here.
+    let origin = NIODeadline.now()
+
     init(impairment: ImpairmentProxy.Impairment) {
         settings = Mutex(Settings(impairment: impairment))
+    }
+
+    /// One chunk's or datagram's delay in `direction`, sent at `now`.
+    func sampleDelay(_ direction: ImpairmentDirection, at now: NIODeadline, random: inout SplitMix64) -> Int64 {
+        let impairment = impairment
+        guard let network = impairment.network else { return impairment.sampleDelay(using: &random) }
+        let model = direction == .toClient ? network.toRoom : network.toHouse
+        let base = impairment.delayNanoseconds > 0 ? impairment.delayNanoseconds : model.baseDelayNanoseconds
+        var withBase = model
+        withBase.baseDelayNanoseconds = base
+        return withBase.delay(elapsed: (now - origin).nanoseconds, phase: 0, random: &random)
     }
 
     var impairment: ImpairmentProxy.Impairment {
@@ -94,12 +108,11 @@ final class ImpairmentLink: Sendable {
             counters.udpDroppedByOutage.add(1, ordering: .relaxed)
             return nil
         }
-        let impairment = impairment
         if impairment.losesDatagram(using: &random) {
             counters.udpLost.add(1, ordering: .relaxed)
             return nil
         }
-        return impairment.sampleDelay(using: &random)
+        return sampleDelay(direction, at: now, random: &random)
     }
 
     func statistics() -> ImpairmentProxy.Statistics {

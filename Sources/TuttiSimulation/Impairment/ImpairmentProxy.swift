@@ -33,6 +33,11 @@ public final class ImpairmentProxy: Sendable {
         public var udpLossProbability: Double
         /// Seeds jitter and loss. A change applies to connections and sessions opened afterwards.
         public var seed: UInt64
+        /// A named model of a home network (`NetworkModel`); when set, delays come from it, on a
+        /// floor of `delayNanoseconds` if that is set (`jitterNanoseconds` is then unused). Its
+        /// shared queue acts in the simulated house only: through the proxy, the sockets' own
+        /// queues do.
+        public var network: NetworkModel?
 
         public init(delayNanoseconds: Int64 = 0, jitterNanoseconds: Int64 = 0, udpLossProbability: Double = 0, seed: UInt64 = 1) {
             self.delayNanoseconds = delayNanoseconds

@@ -127,7 +127,7 @@ final class TCPRelayHandler: ChannelDuplexHandler {
         guard partner != nil else { return }
         if case .data(let buffer) = item { queuedBytes += buffer.readableBytes }
         let now = NIODeadline.now()
-        var at = now + .nanoseconds(link.impairment.sampleDelay(using: &random))
+        var at = now + .nanoseconds(link.sampleDelay(direction, at: now, random: &random))
         if at < lastDelivery { at = lastDelivery }
         lastDelivery = at
         queue.append((at, item))
