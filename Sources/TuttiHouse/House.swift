@@ -128,6 +128,32 @@ public final class House: @unchecked Sendable {
         }
     }
 
+    /// Connections rejected for bad input in the current ten-second window: a flood of them
+    /// (a port scan, random bytes from a broken client) logs five lines and then a count.
+    private var rejections = (windowStart: Int64.min, logged: 0, suppressed: 0)
+
+    /// Logs why a connection was closed, at most five lines per ten seconds, then how many more.
+    func logRejection(_ line: String) {
+        loop.preconditionInEventLoop()
+        let now = clock.now()
+        if rejections.windowStart == .min || now - rejections.windowStart >= 10_000_000_000 {
+            if rejections.suppressed > 0 { log("\(rejections.suppressed) more connections closed for bad input in the last 10 s (not each logged)") }
+            rejections = (now, 0, 0)
+        }
+        rejections.logged += 1
+        guard rejections.logged > 5 else { return log(line) }
+        rejections.suppressed += 1
+        if rejections.suppressed == 1 {
+            // The count is told when the window ends, whether or not more come.
+            let window = rejections.windowStart
+            loop.scheduleTask(in: .nanoseconds(window + 10_000_000_000 - now)) { [weak self] in
+                guard let self, self.rejections.windowStart == window, self.rejections.suppressed > 0 else { return }
+                self.log("\(self.rejections.suppressed) more connections closed for bad input in the last 10 s (not each logged)")
+                self.rejections.suppressed = 0
+            }
+        }
+    }
+
     /// Logs a store write that failed.
     func stored(_ problem: String?) {
         if let problem { log(problem) }

@@ -81,6 +81,19 @@ final class HouseConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
 
     init(house: House) { self.house = house }
 
+    /// A peer that has not said hello within this long is closed: a thousand idle or
+    /// slow-dripping connections would otherwise hold the house's descriptors forever.
+    static let helloTimeoutNanoseconds: Int64 = 10_000_000_000
+
+    func channelActive(context: ChannelHandlerContext) {
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        context.eventLoop.scheduleTask(in: .nanoseconds(Self.helloTimeoutNanoseconds)) {
+            let (handler, context) = bound.value
+            if handler.role == nil && context.channel.isActive { handler.reject(context, "no hello within \(Self.helloTimeoutNanoseconds / 1_000_000_000) s") }
+        }
+        context.fireChannelActive()
+    }
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let message = Self.unwrapInboundIn(data)
         guard let role else {
@@ -132,7 +145,7 @@ final class HouseConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
     }
 
     private func reject(_ context: ChannelHandlerContext, _ reason: String) {
-        house.log("\(context.channel.remoteAddress.map { "\($0)" } ?? "peer"): \(reason); connection closed")
+        house.logRejection("\(context.channel.remoteAddress.map { "\($0)" } ?? "peer"): \(reason); connection closed")
         context.writeAndFlush(Self.wrapOutboundOut(.goodbye(reason: reason)), promise: nil)
         context.close(promise: nil)
     }

@@ -397,6 +397,60 @@ import TuttiTestSupport
         #expect(analysis.underruns["a"] == 0 && analysis.discontinuities["a"] == 0 && analysis.unmatched["a"] == 0)
     }
 
+    /// A process's resident memory now and at its peak, in MiB (/proc/PID/status).
+    static func memory(of pid: Int32) -> (current: Double, peak: Double) {
+        let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
+        func field(_ name: String) -> Double {
+            guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix(name + ":") }) else { return .nan }
+            return (Double(line.split(separator: " ").dropFirst().first { !$0.isEmpty }.map(String.init) ?? "") ?? .nan) / 1024
+        }
+        return (field("VmRSS"), field("VmHWM"))
+    }
+
+    /// While two rooms play, the house faces a thousand idle connections, twenty slow-drip
+    /// ones, random bytes to its TCP port and a flood of UDP garbage at its clock-sync port. It
+    /// keeps serving its rooms (no underrun, no jump, every checkpoint heard), answers
+    /// commands, its memory stays bounded, and its log stays short.
+    @Test(.timeLimit(.minutes(10)))
+    func theHouseServesItsRoomsThroughHostileClients() async throws {
+        let directory = try TemporaryDirectory("multiroom-hostile")
+        defer { directory.preserveLogs(as: "multiroom-hostile"); directory.remove() }
+        let music = directory.file("music.flac")
+        let seconds = ProcessInfo.processInfo.environment["TUTTI_HOSTILE_MIB"] == nil ? 20 : 240
+        try TestMedia.ffmpeg(["-f", "lavfi", "-i", "anoisesrc=d=\(seconds):c=pink:a=0.3:seed=8", "-af", "pan=stereo|c0=c0|c1=0.8*c0,aresample=48000", music])
+        let rooms = [RoomSpec(name: "a", offset: "90", drift: "-35", device: "15", latency: "0"),
+                     RoomSpec(name: "b", offset: "-260", drift: "55", device: "-40", latency: "0")]
+        let (server, port, speakers) = try await startHouse(in: directory, rooms: rooms)
+        defer {
+            for speaker in speakers { speaker.interrupt() }
+            server.interrupt()
+        }
+        _ = try await send(.play(files: [music]), port: port)
+        try await waitForRooms(port) { $0["a"]?.state == "playing" && $0["b"]?.state == "playing" }
+        let before = Self.memory(of: server.process.processIdentifier)
+        var plan = HostileClients.Plan()
+        // CI sends 32 MiB and 16 MiB; TUTTI_HOSTILE_MIB=1024 sends the issue's gibibyte to each port.
+        let mebibytes = ProcessInfo.processInfo.environment["TUTTI_HOSTILE_MIB"].flatMap(Int64.init)
+        plan.randomTCPBytes = (mebibytes ?? 32) << 20
+        plan.randomUDPBytes = (mebibytes ?? 16) << 20
+        plan.parallelWriters = 4
+        let outcome = try await HostileClients.run(host: "127.0.0.1", port: port, plan: plan)
+        let status = try #require(try await send(.status, port: port).status)
+        let after = Self.memory(of: server.process.processIdentifier)
+        print("hostile clients: \(outcome); house RSS \(Int(before.current)) MiB before, peak \(Int(after.peak)) MiB, \(Int(after.current)) MiB after")
+        #expect(outcome.idleConnectionsOpened == plan.idleConnections && outcome.slowDripConnectionsOpened == plan.slowDripConnections)
+        #expect(outcome.tcpBytesSent >= plan.randomTCPBytes && outcome.udpBytesSent >= plan.randomUDPBytes)
+        #expect(status.state == "playing" && status.rooms.count == 2)
+        #expect(after.peak - before.current < 128, "the house grew from \(before.current) MiB to a peak of \(after.peak) MiB")
+        try await waitForRooms(port, timeout: Double(seconds) + 10) { rooms in rooms.values.allSatisfy { ($0.playheadSeconds ?? 0) > Double(seconds) - 0.05 || $0.state == "idle" } }
+        try await Task.sleep(nanoseconds: 300_000_000)
+        for speaker in speakers { #expect(speaker.interrupt() == 0) }
+        let log = (try? String(contentsOfFile: directory.file("server.log"), encoding: .utf8)) ?? ""
+        #expect(log.split(separator: "\n").count < 60, "\(log.split(separator: "\n").count) log lines")
+        #expect(log.contains("more connections closed for bad input"), "\(log)")
+        try expectWholeTrackInSync(music, rooms: rooms, in: directory, label: "hostile clients")
+    }
+
     /// The house is killed (-9) three seconds into a ten-second track and started again on the
     /// same port and state directory. The rooms hold the whole track, so they play on through
     /// the outage; they reconnect by themselves, the restarted house takes up the same stream
