@@ -315,11 +315,16 @@ public final class House: @unchecked Sendable {
         for room in rooms.values { pump(room) }
     }
 
+    /// How long after a restart rooms may take to reconnect: a speaker's reconnection backoff
+    /// reaches 2 s, ±20 % (`ReconnectBackoff`).
+    static let reconnectAllowanceNanoseconds: Int64 = 2_500_000_000
+
     /// Takes up the stream the house was playing when it stopped (killed, or restarted), if it
     /// is still heard or paused: the same stream, anchors and timeline, so rooms that played on
     /// from their buffers keep playing without a gap. Production starts again at the first
-    /// frame an edit could still change (`editLeadNanoseconds` plus the group's largest
-    /// latency from now), with a cut there that every room is told of when it reconnects; a
+    /// frame an edit could still change once the rooms have
+    /// reconnected (`editLeadNanoseconds`, the group's largest latency and
+    /// `reconnectAllowanceNanoseconds` from now), with a cut there that every room is told of when it reconnects; a
     /// room whose buffer ran out meanwhile joins at the playhead, in sync. Call once, on the
     /// loop, before rooms connect.
     public func resumeStoredStream() {
@@ -341,7 +346,11 @@ public final class House: @unchecked Sendable {
             return
         }
         let latency = (state.group ?? Array(knownLatencies.keys)).compactMap { knownLatencies[$0] }.max() ?? 0
-        var resumeFrame = schedule.heardFrame(atServer: now + configuration.editLeadNanoseconds + latency)
+        // The rooms hear of the cut only when they reconnect, up to their largest backoff
+        // later: the cut must lie beyond where they will be by then. (At the edit lead alone, a
+        // room that reconnected 0.3 s later on a loaded machine reached the cut before the
+        // audio after it.) Rooms hold minutes ahead, so a later cut costs nothing.
+        var resumeFrame = schedule.heardFrame(atServer: now + configuration.editLeadNanoseconds + latency + Self.reconnectAllowanceNanoseconds)
         if let end = previous.endFrame { resumeFrame = min(resumeFrame, end) }
         guard let item = previous.items.last(where: { $0.startFrame <= resumeFrame }), let index = queueTags.firstIndex(of: item.tag) else {
             stored(store?.endStream())
