@@ -4,7 +4,7 @@ APT_PACKAGES := libsqlite3-dev libavformat-dev libavcodec-dev libavutil-dev libs
 SWIFT_BUILD_FLAGS ?=
 DEMO_DIR ?= out/demo
 
-.PHONY: deps build release test demo bench clean
+.PHONY: deps build release test demo bench clean fuzz-build fuzz-smoke fuzz
 
 # Installs the Debian packages that are not there yet (needs root or sudo).
 deps:
@@ -21,7 +21,7 @@ build: deps
 release: deps
 	swift build -c release $(SWIFT_BUILD_FLAGS)
 
-# Tests run in three bounded phases:
+# Tests run in four bounded phases:
 # 1. most suites in parallel (decoding, codecs, parsers, the house on a test loop: CPU work
 #    whose results do not depend on timing);
 # 2. the suites whose outcome depends on real time (players on paced devices, HTTP and HLS
@@ -29,7 +29,9 @@ release: deps
 #    other but not with forty CPU-bound suites, which would hold the cooperative pool for
 #    seconds at a time;
 # 3. the multi-room end-to-end test alone: a house and three real-time speaker processes,
-#    measured from what their sound cards emitted.
+#    measured from what their sound cards emitted;
+# 4. the fuzz smoke pass (`fuzz-smoke`, below): the libFuzzer targets, instrumented, for a few
+#    seconds each, last because it keeps both cores busy.
 # Each phase is bounded (scripts/run-bounded.sh): past its deadline it prints the tests still
 # running and every thread's stack, stops, and fails, so a test that waits forever cannot hang CI.
 SOLO_TESTS := MultiRoomEndToEndTests
@@ -42,6 +44,28 @@ test: deps
 	scripts/run-bounded.sh $(SUITES_DEADLINE) suites -- swift test --skip-build --skip '$(SOLO_TESTS)|$(REALTIME_TESTS)' $(SWIFT_BUILD_FLAGS)
 	scripts/run-bounded.sh $(REALTIME_DEADLINE) realtime -- swift test --skip-build --filter '$(REALTIME_TESTS)' $(SWIFT_BUILD_FLAGS)
 	scripts/run-bounded.sh $(SOLO_DEADLINE) multiroom -- swift test --skip-build --filter '$(SOLO_TESTS)' $(SWIFT_BUILD_FLAGS)
+	$(MAKE) fuzz-smoke
+
+# libFuzzer targets for every decoder of untrusted bytes (docs/FUZZING.md), built with the
+# fuzzer and AddressSanitizer in their own scratch path (.build-fuzz): ~3 min cold.
+fuzz-build: deps
+	scripts/fuzz.sh build
+
+# The bounded pass `make test` ends with, once the real-time phases no longer need the CPU:
+# each target's fail cases, then FUZZ_SMOKE_SECONDS of fuzzing from its seeds, two at a time.
+# Fails on any crash, hang or memory blow-up.
+FUZZ_SMOKE_SECONDS ?= 25
+FUZZ_SMOKE_DEADLINE ?= 600
+fuzz-smoke: fuzz-build
+	FUZZ_SMOKE_SECONDS=$(FUZZ_SMOKE_SECONDS) scripts/run-bounded.sh $(FUZZ_SMOKE_DEADLINE) fuzz-smoke -- scripts/fuzz.sh smoke
+
+# The long runs: FUZZ_RUNS (10 million) inputs per target, two targets at a time (one per core);
+# logs and grown corpora in out/fuzz/<target>/. Slowest first (chunkdecoder runs ~2000 inputs a
+# second, clocksync ~25 000), so that the two cores finish together.
+FUZZ_TARGETS := fuzz-chunkdecoder fuzz-streamparser fuzz-hls fuzz-wire fuzz-control fuzz-clocksync
+FUZZ_RUNS ?= 10000000
+fuzz: fuzz-build
+	printf '%s\n' $(FUZZ_TARGETS) | FUZZ_RUNS=$(FUZZ_RUNS) xargs -P2 -I{} scripts/fuzz.sh long {}
 
 # The main job: a house server and three virtual rooms (separate processes, each with its own
 # skewed clock and drifting sound card) play a generated demo tune — a three-track gapless queue
@@ -60,4 +84,4 @@ bench: deps
 	.build/release/tutti-bench sync
 
 clean:
-	rm -rf .build out
+	rm -rf .build .build-fuzz out

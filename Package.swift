@@ -6,6 +6,20 @@ import PackageDescription
 /// runs minutes of audio and thousands of clock exchanges through them in `make test`.
 let optimizedEvenInDebug: [SwiftSetting] = [.unsafeFlags(["-O"], .when(configuration: .debug))]
 
+/// libFuzzer targets (docs/FUZZING.md): one executable per decoder of untrusted bytes, each only
+/// libFuzzer's entry point calling `TuttiFuzzHarness`. Built instrumented by scripts/fuzz.sh
+/// (`--sanitize=fuzzer --sanitize=address --product fuzz-…`); in normal builds they are no-op
+/// executables, compiled so that API drift breaks the build.
+let fuzzTargetNames = ["wire", "clocksync", "control", "streamparser", "chunkdecoder", "hls"]
+let fuzzTargets: [Target] = [
+    // Not TuttiMediaHTTP: the instrumented build would compile AsyncHTTPClient and BoringSSL too.
+    .target(name: "TuttiFuzzHarness", dependencies: ["TuttiMedia", "TuttiProtocol",
+                                                     .product(name: "NIOCore", package: "swift-nio")],
+            path: "Fuzz/Harness"),
+] + fuzzTargetNames.map {
+    .executableTarget(name: "fuzz-\($0)", dependencies: ["TuttiFuzzHarness"], path: "Fuzz/Targets/fuzz-\($0)")
+}
+
 let package = Package(
     name: "Tutti",
     platforms: [.macOS(.v15)],
@@ -125,6 +139,9 @@ let package = Package(
                                                                  .product(name: "NIOCore", package: "swift-nio"),
                                                                  .product(name: "NIOPosix", package: "swift-nio")]),
         .testTarget(name: "TuttiCLITests", dependencies: ["TuttiSimulation", "TuttiTestSupport"]),
+        // Replays Fuzz/Corpus and Fuzz/FailCases through the fuzz harness; writes the seeds.
+        .testTarget(name: "TuttiFuzzHarnessTests", dependencies: ["TuttiFuzzHarness", "TuttiMedia", "TuttiProtocol", "TuttiTestSupport",
+                                                                  .product(name: "NIOCore", package: "swift-nio")]),
         // Shared test helpers: media generation with the ffmpeg CLI, WAV reading, signal checks.
         .target(name: "TuttiTestSupport", dependencies: [
             "TuttiCore", "TuttiDiagnostics", "TuttiMedia", "TuttiMediaHTTP", "TuttiSimulation",
@@ -133,6 +150,6 @@ let package = Package(
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
         ], path: "Tests/TuttiTestSupport"),
-    ],
+    ] + fuzzTargets,
     swiftLanguageModes: [.v6]
 )

@@ -18,13 +18,13 @@ public final class ClockSyncResponder: ChannelInboundHandler, Sendable {
     public typealias OutboundOut = AddressedEnvelope<ByteBuffer>
     private let clock: any HostClock
     public let replyDitherNanoseconds: Int64
-    private let random: Mutex<UInt64>
+    private let random: Mutex<SplitMix64>
 
     /// - Parameter seed: draws the dither (a simulated house passes its own, to replay).
     public init(clock: any HostClock, replyDitherNanoseconds: Int64 = 2_000_000, seed: UInt64? = nil) {
         self.clock = clock
         self.replyDitherNanoseconds = replyDitherNanoseconds
-        random = Mutex(seed ?? UInt64(bitPattern: clock.now()) | 1)
+        random = Mutex(SplitMix64(seed: seed ?? UInt64(bitPattern: clock.now()) | 1))
     }
 
     public func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -43,14 +43,8 @@ public final class ClockSyncResponder: ChannelInboundHandler, Sendable {
         if hold == 0 { send() } else { context.eventLoop.scheduleTask(in: .nanoseconds(hold), send) }
     }
 
-    /// SplitMix64's step: enough for a dither, and replayable from a seed.
+    /// Enough for a dither, and replayable from a seed.
     private func nextRandom() -> UInt64 {
-        random.withLock { state in
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
+        random.withLock { $0.next() }
     }
 }

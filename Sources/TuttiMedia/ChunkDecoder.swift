@@ -22,6 +22,8 @@ public final class ChunkDecoder {
     private var spareFrame: UnsafeMutablePointer<AVFrame>?
     /// Padded copy of the current packet, reused while libavcodec holds no reference to it.
     private var packetBuffer: UnsafeMutablePointer<AVBufferRef>?
+    /// The STREAMINFO, kept to open a fresh libavcodec context after a refused packet.
+    private let codecHeader: [UInt8]
 
     private var inputName: String { "\(codec.wireName) stream" }
 
@@ -32,6 +34,7 @@ public final class ChunkDecoder {
         self.codec = codec
         self.sampleRate = sampleRate
         self.channelCount = channelCount
+        self.codecHeader = codecHeader
         let name = "\(codec.wireName) stream"
         guard (1...StreamCodec.maximumChannelCount).contains(channelCount), sampleRate > 0 else {
             throw MediaError(.invalidArgument, input: name, reason: "invalid format \(sampleRate) Hz × \(channelCount)")
@@ -47,16 +50,24 @@ public final class ChunkDecoder {
         guard info.maximumBlockSize >= FLACFormat.minimumEncoderFrameSize else {
             throw MediaError(.invalidArgument, input: name, reason: "codec header has an invalid maximum block size \(info.maximumBlockSize)")
         }
-        guard let decoder = avcodec_find_decoder(AV_CODEC_ID_FLAC) else {
-            throw MediaError(.unsupported, input: name, reason: "libavcodec has no FLAC decoder")
-        }
-        context = avcodec_alloc_context3(decoder)
         packet = av_packet_alloc()
         frame = av_frame_alloc()
         spareFrame = av_frame_alloc()
-        guard let context, packet != nil, frame != nil, spareFrame != nil,
-              let extradata = av_mallocz(codecHeader.count + Int(AV_INPUT_BUFFER_PADDING_SIZE)) else {
+        guard packet != nil, frame != nil, spareFrame != nil else {
             throw MediaError(.unsupported, input: name, reason: "out of memory")
+        }
+        context = try openContext()
+    }
+
+    /// A libavcodec FLAC decoder opened with the stream's STREAMINFO.
+    private func openContext() throws(MediaError) -> UnsafeMutablePointer<AVCodecContext> {
+        guard let decoder = avcodec_find_decoder(AV_CODEC_ID_FLAC) else {
+            throw MediaError(.unsupported, input: inputName, reason: "libavcodec has no FLAC decoder")
+        }
+        var allocated = avcodec_alloc_context3(decoder)
+        guard let context = allocated, let extradata = av_mallocz(codecHeader.count + Int(AV_INPUT_BUFFER_PADDING_SIZE)) else {
+            avcodec_free_context(&allocated)
+            throw MediaError(.unsupported, input: inputName, reason: "out of memory")
         }
         codecHeader.withUnsafeBytes { extradata.copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
         context.pointee.extradata = extradata.assumingMemoryBound(to: UInt8.self)
@@ -70,8 +81,23 @@ public final class ChunkDecoder {
         context.pointee.err_recognition = AV_EF_CRCCHECK | AV_EF_EXPLODE
         let status = avcodec_open2(context, decoder, nil)
         guard status >= 0 else {
-            throw MediaError(.invalidArgument, input: name, reason: "cannot open the FLAC decoder with this codec header: \(FFmpeg.message(status))")
+            avcodec_free_context(&allocated)
+            throw MediaError(.invalidArgument, input: inputName, reason: "cannot open the FLAC decoder with this codec header: \(FFmpeg.message(status))")
         }
+        return context
+    }
+
+    /// Puts the decoder back to the stream's STREAMINFO after a refused packet. Flushing is not
+    /// enough: a frame header that names another sample rate replaces libavcodec's STREAMINFO
+    /// rate even when the frame is then refused, and later frames that leave the rate to
+    /// STREAMINFO would decode as that rate and be refused too (found by fuzz-chunkdecoder).
+    private func resetDecoder() {
+        guard let fresh = try? openContext() else {
+            avcodec_flush_buffers(context)
+            return
+        }
+        avcodec_free_context(&context)
+        context = fresh
     }
 
     deinit {
@@ -158,7 +184,7 @@ public final class ChunkDecoder {
         guard rest == FFmpeg.again else {
             if rest >= 0 {
                 av_frame_unref(spareFrame)
-                avcodec_flush_buffers(context)
+                resetDecoder()
                 throw corrupt("packet holds more than one FLAC frame")
             }
             throw failure(rest, bytes)
@@ -167,12 +193,15 @@ public final class ChunkDecoder {
         let frames = Int(frame.pointee.nb_samples)
         let channels = Int(frame.pointee.ch_layout.nb_channels)
         guard channels == channelCount else {
+            resetDecoder()
             throw corrupt("packet has \(channels) channel\(channels == 1 ? "" : "s"), stream has \(channelCount)")
         }
         guard Int(frame.pointee.sample_rate) == sampleRate else {
+            resetDecoder()
             throw corrupt("packet is \(frame.pointee.sample_rate) Hz, stream is \(sampleRate) Hz")
         }
         guard frame.pointee.format == AV_SAMPLE_FMT_S32.rawValue else {
+            resetDecoder()
             let name = av_get_sample_fmt_name(AVSampleFormat(rawValue: frame.pointee.format)).map { String(cString: $0) } ?? "\(frame.pointee.format)"
             throw corrupt("decoder produced \(name) samples, expected s32")
         }
@@ -208,7 +237,7 @@ public final class ChunkDecoder {
 
     /// Resets the decoder after a failed packet and names the problem in one line.
     private func failure(_ status: Int32?, _ bytes: UnsafeRawBufferPointer) -> MediaError {
-        avcodec_flush_buffers(context)
+        resetDecoder()
         if bytes.count < 2 || bytes[0] != 0xFF || bytes[1] & 0xFE != 0xF8 {
             return corrupt("packet of \(bytes.count) bytes does not start with a FLAC frame")
         }

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 import TuttiCore
-import TuttiMedia
+@testable import TuttiMedia
 @testable import TuttiMediaHTTP
 import TuttiTestSupport
 
@@ -97,6 +97,12 @@ import TuttiTestSupport
         ("#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=1\nv.m3u8\n#EXTINF:2,\na.ts\n", "line 5: mixes master playlist tags (#EXT-X-STREAM-INF) with media playlist tags"),
         ("#EXTM3U\n#EXT-X-MAP:URI=\"init.mp4\n", "line 2: attribute URI has an unterminated quoted value"),
         ("#EXTM3U\n", "line 1: lists neither variants (#EXT-X-STREAM-INF) nor segments (#EXTINF)"),
+        // Numbers that would overflow (found by fuzz-hls; Fuzz/FailCases/fuzz-hls).
+        ("#EXTM3U\n#EXT-X-MEDIA-SEQUENCE:9223372036854775807\n#EXTINF:1,\na.ts\n", "line 4: media sequence numbers run past 9223372036854775807"),
+        ("#EXTM3U\n#EXTINF:1,\n#EXT-X-BYTERANGE:9223372036854775807@1\na.ts\n", "line 4: #EXT-X-BYTERANGE ends past byte 9223372036854775807"),
+        ("#EXTM3U\n#EXT-X-MAP:URI=\"i.mp4\",BYTERANGE=\"2@9223372036854775807\"\n",
+         "line 2: #EXT-X-MAP BYTERANGE \"2@9223372036854775807\" ends past byte 9223372036854775807"),
+        ("#EXTM3U\n" + String(repeating: "#EXTINF:1099511627775,\na.ts\n", count: 9), "line 19: the segments last longer than 9223372036854775807 µs"),
     ])
     func aBrokenPlaylistNamesItsLine(text: String, reason: String) {
         let url = "http://h/p.m3u8"

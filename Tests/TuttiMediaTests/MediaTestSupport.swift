@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TuttiCore
 import TuttiMedia
 import TuttiSimulation
 import TuttiTestSupport
@@ -145,18 +146,8 @@ func maxDifferenceSameLength(_ a: [Float], _ b: [Float]) -> Float {
     a.count == b.count ? SignalCheck.maxDifference(a, b) : .infinity
 }
 
-/// Deterministic pseudo-random numbers (SplitMix64), so failures reproduce.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
+/// Deterministic pseudo-random numbers, so failures reproduce.
+typealias SeededGenerator = SplitMix64
 
 /// A PNG made by the ffmpeg CLI, for cover art and not-audio inputs.
 func makeCoverPNG(in directory: TemporaryDirectory) throws -> String {

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TuttiCore
 @testable import TuttiProtocol
 import TuttiSimulation
 

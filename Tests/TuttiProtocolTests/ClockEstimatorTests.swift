@@ -1,4 +1,5 @@
 import Testing
+import TuttiCore
 @testable import TuttiProtocol
 import TuttiSimulation
 

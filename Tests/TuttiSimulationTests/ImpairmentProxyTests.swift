@@ -2,6 +2,7 @@ import NIOCore
 import NIOPosix
 import Synchronization
 import Testing
+import TuttiCore
 @testable import TuttiSimulation
 
 /// The impairment proxy with real sockets on 127.0.0.1: NIO echo servers (TCP and UDP on one

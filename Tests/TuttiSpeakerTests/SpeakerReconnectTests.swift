@@ -1,6 +1,7 @@
 import NIOCore
 import NIOPosix
 import Testing
+import TuttiCore
 import TuttiSimulation
 @testable import TuttiSpeaker
 

@@ -2,6 +2,7 @@ import Foundation
 import NIOCore
 import NIOPosix
 import Synchronization
+import TuttiCore
 
 /// Clients a house must survive while its rooms play: idle connections that never say hello,
 /// slow-drip connections that send a byte now and then, a flood of UDP garbage at the clock-sync

@@ -1,5 +1,6 @@
 import NIOCore
 import Synchronization
+import TuttiCore
 
 /// Which way bytes travel through the proxy.
 enum ImpairmentDirection: Sendable {

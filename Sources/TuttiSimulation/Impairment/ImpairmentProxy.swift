@@ -6,6 +6,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import TuttiCore
 
 /// A user-space network impairment proxy for tests and benchmarks (the kernel here has no
 /// netem). Tutti's server listens on TCP (audio, control) and UDP (clock sync) on one port

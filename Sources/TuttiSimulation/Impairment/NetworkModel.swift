@@ -1,3 +1,5 @@
+import TuttiCore
+
 /// What a home network does to the packets between the house and a room, one model per kind of
 /// trouble, for both the simulated house (`LinkModel.network`) and the real proxy
 /// (`ImpairmentProxy.Impairment.network`): the same named models, seeded, so a sweep over them

@@ -1,4 +1,5 @@
 import NIOCore
+import TuttiCore
 
 /// One side of a proxied TCP connection. Each of the two channels (accepted client, upstream)
 /// has one; a handler takes what its own channel reads and delivers it to its partner's channel

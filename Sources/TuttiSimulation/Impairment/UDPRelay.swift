@@ -1,5 +1,6 @@
 import NIOCore
 import NIOPosix
+import TuttiCore
 
 /// The proxy's UDP side. The listening socket receives clients' datagrams; each client address
 /// gets its own upstream socket (a session), so the upstream's replies can be told apart and

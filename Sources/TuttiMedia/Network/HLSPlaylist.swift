@@ -1,6 +1,5 @@
 import Foundation
 import TuttiCore
-import TuttiMedia
 
 /// An HLS playlist (RFC 8216) as Tutti plays it: a master playlist lists variants of the same
 /// audio at different bit rates; a media playlist lists the segments of one variant.
@@ -119,6 +118,7 @@ struct HLSPlaylistParser {
         var pendingRange: (length: Int64, offset: Int64?)?
         var lastRange: (url: String, end: Int64)?
         var pendingDiscontinuity = false
+        var totalMicroseconds: Int64 = 0
         var initSection: HLSResource?
         var targetDuration: Int?
         var mediaSequence = 0
@@ -146,9 +146,17 @@ struct HLSPlaylistParser {
                         guard let start = pending.offset ?? (lastRange?.url == segmentURL ? lastRange?.end : nil) else {
                             throw broken("#EXT-X-BYTERANGE without an offset does not follow a range of the same URI")
                         }
-                        range = start..<(start + pending.length)
-                        lastRange = (segmentURL, start + pending.length)
+                        let (end, overflow) = start.addingReportingOverflow(pending.length)
+                        guard !overflow else { throw broken("#EXT-X-BYTERANGE ends past byte \(Int64.max)") }
+                        range = start..<end
+                        lastRange = (segmentURL, end)
                     }
+                    // Hostile numbers must not trap: the player counts on from the last segment's
+                    // sequence number and adds up the durations (`totalDuration`).
+                    guard mediaSequence < Int.max - segments.count else { throw broken("media sequence numbers run past \(Int.max)") }
+                    let (total, overflow) = totalMicroseconds.addingReportingOverflow(duration.duration.value)
+                    guard !overflow else { throw broken("the segments last longer than \(Int64.max) µs") }
+                    totalMicroseconds = total
                     segments.append(HLSSegment(sequence: mediaSequence + segments.count, resource: HLSResource(url: segmentURL, byteRange: range),
                                                duration: duration.duration, initSection: initSection,
                                                isDiscontinuity: pendingDiscontinuity, line: lineNumber))
@@ -197,7 +205,9 @@ struct HLSPlaylistParser {
                     guard parts.count == 2, let length = Int64(parts[0]), let offset = Int64(parts[1]), length > 0, offset >= 0 else {
                         throw broken("#EXT-X-MAP BYTERANGE \"\(text)\" is not LENGTH@OFFSET")
                     }
-                    range = offset..<(offset + length)
+                    let (end, overflow) = offset.addingReportingOverflow(length)
+                    guard !overflow else { throw broken("#EXT-X-MAP BYTERANGE \"\(text)\" ends past byte \(Int64.max)") }
+                    range = offset..<end
                 }
                 initSection = HLSResource(url: try resolve(uri), byteRange: range)
             case "#EXT-X-KEY":

@@ -1,0 +1,455 @@
+import NIOCore
+import Synchronization
+import TuttiCore
+import TuttiMedia
+import TuttiProtocol
+
+/// A broken invariant: the decoder accepted the input but what it made of it is inconsistent.
+/// The fuzz targets turn it into a crash (what libFuzzer reports); the corpus replay test
+/// reports it as a failure naming the file.
+public struct FuzzFailure: Error, CustomStringConvertible {
+    public let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// What each libFuzzer target (Fuzz/Targets/fuzz-*/main.swift) runs on one input: the real
+/// decoders, then the invariants that hold for every input they accept. Rejecting an input is
+/// always fine; crashing, hanging or accepting it inconsistently is the bug.
+///
+/// Every entry is a function of its input alone (no threads; the one cache, `reencoder`, does
+/// not change outcomes), so a crash reproduces from its input file.
+public enum FuzzHarness {
+    /// The targets by name, as scripts/fuzz.sh and the replay test know them.
+    public static let targets: [String: @Sendable (UnsafeRawBufferPointer) throws(FuzzFailure) -> Void] = [
+        "fuzz-wire": { data throws(FuzzFailure) in try wire(data) },
+        "fuzz-clocksync": { data throws(FuzzFailure) in try clockSync(data) },
+        "fuzz-control": { data throws(FuzzFailure) in try control(data) },
+        "fuzz-streamparser": { data throws(FuzzFailure) in try streamParser(data) },
+        "fuzz-chunkdecoder": { data throws(FuzzFailure) in try chunkDecoder(data) },
+        "fuzz-hls": { data throws(FuzzFailure) in try hls(data) },
+    ]
+
+    /// One libFuzzer input through `target`: a broken invariant becomes the crash libFuzzer
+    /// reports, with the invariant's words. What each target's `LLVMFuzzerTestOneInput` returns.
+    public static func runOrCrash(_ target: (UnsafeRawBufferPointer) throws(FuzzFailure) -> Void,
+                                  _ start: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
+        do {
+            try target(UnsafeRawBufferPointer(start: start, count: count))
+        } catch {
+            fatalError(error.description)
+        }
+        return 0
+    }
+
+    // MARK: Wire protocol
+
+    /// The bytes of a TCP connection: frames decoded one after another until the decoder wants
+    /// more bytes or refuses them. Every accepted frame re-encodes to exactly its own bytes (the
+    /// encoding is canonical), decodes again to the same message, and every proper prefix of it
+    /// decodes to "not complete yet" without consuming anything.
+    public static func wire(_ data: UnsafeRawBufferPointer) throws(FuzzFailure) {
+        let bytes = Array(data)
+        var buffer = ByteBuffer(bytes: bytes)
+        while true {
+            let start = buffer.readerIndex
+            let message: WireMessage?
+            do {
+                message = try WireMessage.decode(from: &buffer)
+            } catch {
+                _ = error.description  // the line the connection's handler logs
+                return
+            }
+            guard let message else {
+                guard buffer.readerIndex == start else { throw FuzzFailure("wire: an incomplete frame consumed bytes") }
+                return
+            }
+            _ = message.kindName
+            // The buffer's indices are offsets into the input: it started at 0 and never moved.
+            let frame = bytes[start..<buffer.readerIndex]
+            var encoded = ByteBuffer()
+            message.encode(into: &encoded)
+            guard encoded.readableBytesView.elementsEqual(frame) else {
+                throw FuzzFailure("wire: \(message.kindName) of \(frame.count) bytes re-encodes to \(encoded.readableBytes) different bytes")
+            }
+            var again = encoded
+            let decodedAgain: WireMessage?
+            do {
+                decodedAgain = try WireMessage.decode(from: &again)
+            } catch {
+                throw FuzzFailure("wire: the re-encoded \(message.kindName) is refused: \(error)")
+            }
+            // A float field may be NaN (speakerStatus.fillRate), which is unequal to itself:
+            // then the identical bytes above are the round trip.
+            guard let decodedAgain, decodedAgain == message || message != message, again.readableBytes == 0 else {
+                throw FuzzFailure("wire: the re-encoded \(message.kindName) decodes to something else")
+            }
+            for length in Set([frame.count - 1, WireProtocol.headerSize, WireProtocol.headerSize - 1]) where length >= 0 && length < frame.count {
+                var prefix = ByteBuffer(bytes: frame.prefix(length))
+                let partial: WireMessage?
+                do {
+                    partial = try WireMessage.decode(from: &prefix)
+                } catch {
+                    throw FuzzFailure("wire: the first \(length) bytes of a valid \(message.kindName) are refused: \(error)")
+                }
+                guard partial == nil, prefix.readerIndex == 0 else {
+                    throw FuzzFailure("wire: the first \(length) bytes of a \(frame.count)-byte frame decode as complete")
+                }
+            }
+        }
+    }
+
+    // MARK: Clock sync
+
+    /// One UDP datagram. An accepted packet re-encodes to exactly the datagram; the contiguous
+    /// (ByteBuffer view) and non-contiguous read paths agree.
+    public static func clockSync(_ data: UnsafeRawBufferPointer) throws(FuzzFailure) {
+        let bytes = Array(data)
+        let viaBuffer = Result { () throws(WireError) in try ClockSyncPacket(decoding: ByteBuffer(bytes: bytes).readableBytesView) }
+        let viaArray = Result { () throws(WireError) in try ClockSyncPacket(decoding: bytes) }
+        // A lazy map has no contiguous storage: the copying path.
+        let viaCopy = Result { () throws(WireError) in try ClockSyncPacket(decoding: bytes.lazy.map { $0 }) }
+        guard viaBuffer == viaArray, viaArray == viaCopy else {
+            throw FuzzFailure("clocksync: the read paths disagree: \(viaBuffer), \(viaArray), \(viaCopy)")
+        }
+        guard case .success(let packet) = viaArray else { return }
+        guard packet.encoded() == bytes else { throw FuzzFailure("clocksync: \(packet) re-encodes to different bytes") }
+    }
+
+    // MARK: Control JSON
+
+    /// A control request's JSON, as a controller sends it. An accepted command encodes to JSON
+    /// that decodes to the same command; a refusal survives its own round trip (the house sends
+    /// it back as JSON).
+    public static func control(_ data: UnsafeRawBufferPointer) throws(FuzzFailure) {
+        let text = String(decoding: data, as: UTF8.self)
+        let command: ControlCommand
+        do {
+            command = try ControlJSON.decodeCommand(text)
+        } catch {
+            let line = ControlJSON.encode(error)
+            guard ControlJSON.decodeRefusal(line) == error else {
+                throw FuzzFailure("control: the refusal \"\(error)\" does not survive its JSON round trip")
+            }
+            return
+        }
+        _ = command.problem
+        let json = ControlJSON.encode(command)
+        let again: ControlCommand
+        do {
+            again = try ControlJSON.decodeCommand(json)
+        } catch {
+            throw FuzzFailure("control: \(command) encodes to \(json), which is refused: \(error)")
+        }
+        guard again == command else { throw FuzzFailure("control: \(command) round-trips to \(again) through \(json)") }
+    }
+
+    // MARK: Stream parser
+
+    /// Byte 0 picks the format hint (low 3 bits: 1 MP3, 2 ADTS, 3 FLAC, 4 Ogg, 5 WAV, else
+    /// sniff) and how the rest is split into pushes (high 5 bits). The stream is parsed twice,
+    /// pushed at once and pushed in those pieces: the parser promises the same outcome for any
+    /// split, so the two must agree.
+    public static func streamParser(_ data: UnsafeRawBufferPointer) throws(FuzzFailure) {
+        guard let control = data.first else { return }
+        let stream = UnsafeRawBufferPointer(rebasing: data.dropFirst())
+        let hints: [StreamFormatHint?] = [nil, .mp3, .adts, .flac, .ogg, .wav, nil, nil]
+        let hint = hints[Int(control & 7)]
+        let whole = parse(stream, hint: hint, pieceSeed: nil)
+        let split = parse(stream, hint: hint, pieceSeed: UInt64(control >> 3))
+
+        switch (whole.result, split.result) {
+        case (.success(let events), .success(let splitEvents)):
+            guard events == splitEvents else {
+                throw FuzzFailure("streamparser: \(events.count) events pushed at once, \(splitEvents.count) pushed in pieces (\(hint.map { "\($0)" } ?? "sniffed"))")
+            }
+            guard whole.discarded == split.discarded else {
+                throw FuzzFailure("streamparser: \(whole.discarded) bytes discarded pushed at once, \(split.discarded) in pieces")
+            }
+            guard whole.eventsAfterFinish == 0, split.eventsAfterFinish == 0 else {
+                throw FuzzFailure("streamparser: a second finish() returned events")
+            }
+            try checkEvents(events)
+        case (.failure(let error), .failure(let splitError)):
+            guard error.kind == splitError.kind else {
+                throw FuzzFailure("streamparser: pushed at once: \(error); in pieces: \(splitError)")
+            }
+        case (.success, .failure(let error)):
+            throw FuzzFailure("streamparser: pushed at once it parses; pushed in pieces: \(error)")
+        case (.failure(let error), .success):
+            throw FuzzFailure("streamparser: pushed in pieces it parses; pushed at once: \(error)")
+        }
+    }
+
+    private struct ParseOutcome {
+        var result: Result<[ParsedEvent], MediaError>
+        var discarded: Int
+        var eventsAfterFinish = 0
+    }
+
+    /// Pushes `stream` at once (no seed) or in pieces of lengths drawn from the seed, then finishes.
+    private static func parse(_ stream: UnsafeRawBufferPointer, hint: StreamFormatHint?, pieceSeed: UInt64?) -> ParseOutcome {
+        let parser = AudioStreamParser(format: hint)
+        var pieces = pieceSeed.map(SplitMix64.init(seed:))
+        var events: [ParsedEvent] = []
+        var offset = 0
+        do throws(MediaError) {
+            while offset < stream.count {
+                let length = min(stream.count - offset, pieces?.pieceLength() ?? stream.count)
+                events += try parser.push(UnsafeRawBufferPointer(rebasing: stream[offset..<offset + length]))
+                offset += length
+            }
+            events += try parser.finish()
+            let afterFinish = try parser.finish().count
+            return ParseOutcome(result: .success(events), discarded: parser.discardedByteCount, eventsAfterFinish: afterFinish)
+        } catch {
+            return ParseOutcome(result: .failure(error), discarded: parser.discardedByteCount)
+        }
+    }
+
+    /// What every parsed stream looks like: a description before the first packet, sane
+    /// formats, packets with bytes.
+    private static func checkEvents(_ events: [ParsedEvent]) throws(FuzzFailure) {
+        var described = false
+        for event in events {
+            switch event {
+            case .format(let description):
+                guard description.sampleRate > 0, description.channelCount > 0 else {
+                    throw FuzzFailure("streamparser: a description of \(description.sampleRate) Hz × \(description.channelCount)")
+                }
+                described = true
+            case .packet(let packet):
+                guard described else { throw FuzzFailure("streamparser: a packet before the stream's description") }
+                guard !packet.bytes.isEmpty else { throw FuzzFailure("streamparser: an empty packet") }
+                if let frames = packet.frameCount, frames < 0 { throw FuzzFailure("streamparser: a packet of \(frames) frames") }
+            }
+        }
+    }
+
+    // MARK: Chunk decoder
+
+    /// The speaker's chunk decoder, fed what a hostile house could send.
+    ///
+    /// Byte 0: bit 0 codec (FLAC, PCM); bit 1 the codec header comes from the input (34 bytes
+    /// after the format bytes) instead of a valid STREAMINFO; bit 2 FLAC frame CRCs are fixed up
+    /// after mutation, so that mutants reach the frame decoder instead of the CRC check; bit 3
+    /// the first decoded FLAC chunk of 16 frames or more is re-encoded with `ChunkEncoder` and
+    /// must decode to the same samples. Byte 1: channels (1 to 8). Byte 2: the sample rate, from
+    /// a table. Then packets, each a 2-byte big-endian length and its bytes (the last takes what
+    /// is left), decoded in turn by one decoder: a corrupt packet must not disturb the next one,
+    /// so after each refusal the first good packet is decoded again and must give the same
+    /// samples.
+    public static func chunkDecoder(_ data: UnsafeRawBufferPointer) throws(FuzzFailure) {
+        guard data.count >= 3 else { return }
+        let flags = data[0]
+        let codec: StreamCodec = flags & 1 == 0 ? .flac : .pcm
+        let channels = Int(data[1] & 7) + 1
+        let rates = [48000, 44100, 96000, 22050, 8000, 192000, 16000, 32000, 88200, 11025, 24000, 12000, 384000, 7350, 65535, 655350]
+        let sampleRate = rates[Int(data[2] & 15)]
+        var rest = data[3...]
+        let header: [UInt8]
+        if flags & 2 != 0 {
+            guard rest.count >= 34 else { return }
+            header = Array(rest.prefix(34))
+            rest = rest.dropFirst(34)
+        } else {
+            header = codec == .flac ? streamInfo(sampleRate: sampleRate, channelCount: channels) : []
+        }
+        let decoder: ChunkDecoder
+        do {
+            decoder = try ChunkDecoder(codec: codec, sampleRate: sampleRate, channelCount: channels, codecHeader: header)
+        } catch {
+            return
+        }
+
+        var output: [Float] = []
+        var reference: (packet: [UInt8], samples: [Float])?
+        while !rest.isEmpty {
+            var packet: [UInt8]
+            if rest.count >= 2 {
+                let length = Int(rest[rest.startIndex]) << 8 | Int(rest[rest.startIndex + 1])
+                rest = rest.dropFirst(2)
+                packet = Array(rest.prefix(length))
+                rest = rest.dropFirst(length)
+            } else {
+                packet = Array(rest)
+                rest = rest.dropFirst(rest.count)
+            }
+            if codec == .flac && flags & 4 != 0 { fixFLACChecksums(&packet) }
+
+            let frames: Int
+            do {
+                frames = try decoder.decode(packet, into: &output)
+            } catch {
+                guard output.isEmpty else { throw FuzzFailure("chunkdecoder: a refused packet left \(output.count) samples") }
+                if let reference {
+                    do {
+                        _ = try decoder.decode(reference.packet, into: &output)
+                    } catch {
+                        throw FuzzFailure("chunkdecoder: after a refused packet, a good one is refused: \(error)")
+                    }
+                    guard output.elementsEqual(reference.samples, by: sameBits) else {
+                        throw FuzzFailure("chunkdecoder: after a refused packet, a good one decodes differently")
+                    }
+                }
+                continue
+            }
+            guard frames >= 1, output.count == frames * channels else {
+                throw FuzzFailure("chunkdecoder: \(frames) frames in \(output.count) samples of \(channels) channels")
+            }
+            if codec == .pcm {
+                guard output.withUnsafeBytes({ $0.elementsEqual(packet) }) else {
+                    throw FuzzFailure("chunkdecoder: PCM samples differ from the packet's bytes")
+                }
+            } else {
+                // 24-bit samples: exact in Float, in [-1, 1).
+                guard output.allSatisfy({ $0 >= -1 && $0 < 1 }) else {
+                    throw FuzzFailure("chunkdecoder: a FLAC sample outside [-1, 1)")
+                }
+                // Once per input, and not below FLAC's minimum block size of 16: each of those
+                // chunks makes the encoder open a one-off libavcodec context (~7 MB zeroed,
+                // ~20 ms under ASan), which would leave little time for anything else.
+                if flags & 8 != 0, reference == nil, frames >= 16 {
+                    try reencode(output, frames: frames, sampleRate: sampleRate, channels: channels, decoder: decoder)
+                }
+            }
+            if reference == nil { reference = (packet, output) }
+        }
+    }
+
+    private static func sameBits(_ a: Float, _ b: Float) -> Bool { a.bitPattern == b.bitPattern }
+
+    /// The encoder of the last re-encoded format. The one state kept between inputs: opening a
+    /// FLAC encoder costs ~25 ms under ASan (libavcodec zeroes ~7 MB per context), 40 times
+    /// the rest of an input, and what it encodes decodes the same whatever it encoded before.
+    private static let reencoder = Mutex<ChunkEncoder?>(nil)
+
+    /// decode → encode → decode: the decoded samples are 24-bit values, which FLAC carries exactly.
+    private static func reencode(_ samples: [Float], frames: Int, sampleRate: Int, channels: Int, decoder: ChunkDecoder) throws(FuzzFailure) {
+        // Samples from a header announcing more than 24 bits, or a block longer than a chunk,
+        // are not something the encoder can make: nothing to compare.
+        guard frames <= StreamCodec.maximumChunkFrames, samples.allSatisfy({ ($0 * 8_388_608).rounded() == $0 * 8_388_608 }) else { return }
+        let encoded = reencoder.withLock { encoder -> Result<[UInt8], MediaError>? in
+            if encoder?.sampleRate != sampleRate || encoder?.channelCount != channels {
+                // A rate FLAC frames cannot state: nothing to compare.
+                encoder = try? ChunkEncoder(codec: .flac, sampleRate: sampleRate, channelCount: channels)
+            }
+            return encoder.map { encoder in Result { () throws(MediaError) in try encoder.encode(samples, frames: frames) } }
+        }
+        guard let encoded else { return }
+        let packet: [UInt8]
+        switch encoded {
+        case .success(let bytes): packet = bytes
+        case .failure(let error): throw FuzzFailure("chunkdecoder: decoded samples cannot be re-encoded: \(error)")
+        }
+        var again: [Float] = []
+        do {
+            _ = try decoder.decode(packet, into: &again)
+        } catch {
+            throw FuzzFailure("chunkdecoder: re-encoded samples are refused: \(error)")
+        }
+        guard again.elementsEqual(samples, by: sameBits) else {
+            throw FuzzFailure("chunkdecoder: decode → encode → decode changed the samples")
+        }
+    }
+
+    /// The STREAMINFO a `ChunkEncoder` sends: block sizes 16…16384, 24 bits, nothing else known.
+    /// Built here because the encoder's own is internal to TuttiMedia; the replay test checks the
+    /// two agree.
+    public static func streamInfo(sampleRate: Int, channelCount: Int) -> [UInt8] {
+        var bytes: [UInt8] = [0, 16, UInt8(StreamCodec.maximumChunkFrames >> 8), UInt8(StreamCodec.maximumChunkFrames & 0xFF), 0, 0, 0, 0, 0, 0]
+        let packed = UInt64(sampleRate) << 44 | UInt64(channelCount - 1) << 41 | UInt64(24 - 1) << 36
+        for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: packed >> UInt64(shift))) }
+        return bytes + [UInt8](repeating: 0, count: 16)
+    }
+
+    /// Recomputes a FLAC frame's header CRC-8 and frame CRC-16 (libFuzzer's "fuzzer-friendly
+    /// build mode", done in the harness); leaves packets whose header cannot be delimited alone.
+    public static func fixFLACChecksums(_ packet: inout [UInt8]) {
+        guard packet.count >= 6 else { return }
+        // Sync (2), block size and rate codes (1), channels and sample size (1), then the frame
+        // or sample number, UTF-8 style (1…7 bytes).
+        var length = 4
+        let lead = packet[4]
+        let numberBytes = lead & 0x80 == 0 ? 1 : lead & 0xE0 == 0xC0 ? 2 : lead & 0xF0 == 0xE0 ? 3 : lead & 0xF8 == 0xF0 ? 4
+            : lead & 0xFC == 0xF8 ? 5 : lead & 0xFE == 0xFC ? 6 : lead == 0xFE ? 7 : 0
+        guard numberBytes > 0 else { return }
+        length += numberBytes
+        let blockCode = packet[2] >> 4, rateCode = packet[2] & 15
+        length += blockCode == 6 ? 1 : blockCode == 7 ? 2 : 0
+        length += rateCode == 12 ? 1 : rateCode == 13 || rateCode == 14 ? 2 : 0
+        guard packet.count >= length + 1 + 2 else { return }
+        var crc8: UInt8 = 0
+        for byte in packet[0..<length] {
+            crc8 ^= byte
+            for _ in 0..<8 { crc8 = crc8 & 0x80 != 0 ? (crc8 << 1) ^ 0x07 : crc8 << 1 }
+        }
+        packet[length] = crc8
+        var crc16: UInt16 = 0
+        for byte in packet[0..<(packet.count - 2)] {
+            crc16 ^= UInt16(byte) << 8
+            for _ in 0..<8 { crc16 = crc16 & 0x8000 != 0 ? (crc16 << 1) ^ 0x8005 : crc16 << 1 }
+        }
+        packet[packet.count - 2] = UInt8(crc16 >> 8)
+        packet[packet.count - 1] = UInt8(crc16 & 0xFF)
+    }
+
+    // MARK: HLS playlists
+
+    /// A playlist as fetched from a server. An accepted playlist is consistent: absolute URIs,
+    /// consecutive sequence numbers, non-empty byte ranges; its total duration is computed as the
+    /// player does. A master playlist's variant URLs are then used as the base of the same text,
+    /// as the player does when it fetches a variant.
+    public static func hls(_ data: UnsafeRawBufferPointer) throws(FuzzFailure) {
+        let text = String(decoding: data, as: UTF8.self)
+        try hls(text, url: "http://fuzz.invalid/a/index.m3u8", depth: 0)
+    }
+
+    private static func hls(_ text: String, url: String, depth: Int) throws(FuzzFailure) {
+        let playlist: HLSPlaylist
+        do {
+            playlist = try HLSPlaylist.parse(text, url: url)
+        } catch {
+            guard error.kind == .corrupt || error.kind == .unsupported else { throw FuzzFailure("hls: refused as \(error.kind): \(error)") }
+            return
+        }
+        switch playlist {
+        case .master(let master):
+            guard !master.variants.isEmpty else { throw FuzzFailure("hls: a master playlist without variants") }
+            for variant in master.variants {
+                guard !variant.url.isEmpty, variant.bandwidth >= 0, (variant.averageBandwidth ?? 0) >= 0 else {
+                    throw FuzzFailure("hls: variant \(variant)")
+                }
+            }
+            if depth == 0 {
+                for variant in master.variants.prefix(2) { try hls(text, url: variant.url, depth: 1) }
+            }
+        case .media(let media):
+            guard media.targetDuration >= 1, media.mediaSequence >= 0 else {
+                throw FuzzFailure("hls: target duration \(media.targetDuration), media sequence \(media.mediaSequence)")
+            }
+            for (index, segment) in media.segments.enumerated() {
+                guard segment.sequence == media.mediaSequence + index, !segment.url.isEmpty, segment.duration.value >= 0 else {
+                    throw FuzzFailure("hls: segment \(index): \(segment)")
+                }
+                for range in [segment.resource.byteRange, segment.initSection?.byteRange] {
+                    if let range, range.isEmpty || range.lowerBound < 0 { throw FuzzFailure("hls: segment \(index) has range \(range)") }
+                }
+            }
+            _ = media.totalDuration
+        }
+    }
+}
+
+/// Piece lengths that depend only on the input.
+extension SplitMix64 {
+    /// Mostly short pieces (a byte to a few hundred), sometimes a large one.
+    mutating func pieceLength() -> Int {
+        let value = next()
+        switch value % 8 {
+        case 0: return 1
+        case 1...5: return 1 + Int((value >> 8) % 64)
+        case 6: return 1 + Int((value >> 8) % 1024)
+        default: return 1 + Int((value >> 8) % 8192)
+        }
+    }
+}

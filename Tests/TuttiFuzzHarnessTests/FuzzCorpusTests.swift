@@ -1,0 +1,324 @@
+import Foundation
+import NIOCore
+import Testing
+import TuttiFuzzHarness
+import TuttiMedia
+import TuttiProtocol
+import TuttiTestSupport
+
+/// The fuzz targets' inputs, replayed through the same harness functions in the normal build:
+/// every committed seed (Fuzz/Corpus) and every input that ever crashed a target
+/// (Fuzz/FailCases) must pass, so a regression or a harness that no longer compiles against the
+/// product's API fails `make test`, not only the next fuzzing run.
+@Suite struct FuzzCorpusTests {
+    static let fuzzDirectory = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Fuzz")
+
+    static func files(_ kind: String, _ target: String) -> [URL] {
+        let directory = fuzzDirectory.appendingPathComponent(kind).appendingPathComponent(target)
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
+        return names.filter { !$0.hasPrefix(".") }.sorted().map { directory.appendingPathComponent($0) }
+    }
+
+    @Test(arguments: FuzzHarness.targets.keys.sorted())
+    func everySeedAndFailCasePasses(target: String) throws {
+        let harness = try #require(FuzzHarness.targets[target])
+        let seeds = Self.files("Corpus", target)
+        #expect(!seeds.isEmpty, "no seeds in Fuzz/Corpus/\(target)")
+        #expect(FileManager.default.fileExists(atPath: Self.fuzzDirectory.appendingPathComponent("Targets/\(target)/main.swift").path))
+        for file in seeds + Self.files("FailCases", target) {
+            let bytes = try [UInt8](Data(contentsOf: file))
+            // A closure with typed throws through `withUnsafeBytes` crashed swift-frontend 6.3.1
+            // (IRGen, signal 6): the result is carried out instead.
+            let failure = bytes.withUnsafeBytes { data -> FuzzFailure? in
+                do { try harness(data); return nil } catch { return error as? FuzzFailure }
+            }
+            if let failure { Issue.record("\(target) \(file.lastPathComponent): \(failure)") }
+        }
+    }
+
+    /// The seeds stay small: libFuzzer's default input limit follows the largest seed.
+    @Test func theCorpusIsSmall() {
+        var total = 0
+        for target in FuzzHarness.targets.keys {
+            let seeds = Self.files("Corpus", target)
+            #expect(seeds.count <= 40, "\(target): \(seeds.count) seeds")
+            for file in seeds {
+                let size = (try? FileManager.default.attributesOfItem(atPath: file.path)[.size] as? Int) ?? 0
+                #expect(size <= 8192, "\(target)/\(file.lastPathComponent): \(size) bytes")
+                total += size
+            }
+        }
+        #expect(total < 512 * 1024)
+    }
+
+    /// The harness builds the STREAMINFO the encoder sends (the encoder's own is internal).
+    @Test(arguments: [(48000, 2), (44100, 1), (8000, 8), (655340, 3)])
+    func theHarnessStreamInfoIsTheEncoders(rate: Int, channels: Int) throws {
+        let encoder = try ChunkEncoder(codec: .flac, sampleRate: rate, channelCount: channels)
+        #expect(FuzzHarness.streamInfo(sampleRate: rate, channelCount: channels) == encoder.codecHeader)
+    }
+
+    /// Mutated FLAC packets with their checksums fixed up decode as far as their frame allows;
+    /// an encoder's own packet is unchanged by the fix-up.
+    @Test func checksumFixUpKeepsAValidPacket() throws {
+        let encoder = try ChunkEncoder(codec: .flac, sampleRate: 44100, channelCount: 2)
+        let samples = (0..<512).map { Float(sin(Double($0) * 0.05) * 0.5) }
+        let packet = try encoder.encode(samples, frames: 256)
+        var fixed = packet
+        FuzzHarness.fixFLACChecksums(&fixed)
+        #expect(fixed == packet)
+    }
+}
+
+/// What fuzz-chunkdecoder found (Fuzz/FailCases/fuzz-chunkdecoder/foreign-rate-frame-poisons-next.bin),
+/// in the encoder's own packets.
+@Suite struct ChunkDecoderRecoveryTests {
+    @Test func aRefusedFrameOfAnotherRateDoesNotDisturbTheNext() throws {
+        let samples = FuzzSeedWriter.tone(frames: 256, channels: 2)
+        // A good packet whose header leaves the sample rate to STREAMINFO (rate code 0).
+        var good = try ChunkEncoder(codec: .flac, sampleRate: 48000, channelCount: 2).encode(samples, frames: 256)
+        good[2] &= 0xF0
+        FuzzHarness.fixFLACChecksums(&good)
+        // A valid frame of another stream: 8000 Hz, stated in its header.
+        let foreign = try ChunkEncoder(codec: .flac, sampleRate: 8000, channelCount: 2).encode(samples, frames: 256)
+
+        let decoder = try ChunkDecoder(codec: .flac, sampleRate: 48000, channelCount: 2,
+                                       codecHeader: FuzzHarness.streamInfo(sampleRate: 48000, channelCount: 2))
+        var before: [Float] = []
+        #expect(try decoder.decode(good, into: &before) == 256)
+        var output: [Float] = []
+        #expect(throws: MediaError(.corrupt, input: "flac stream", reason: "packet is 8000 Hz, stream is 48000 Hz")) {
+            try decoder.decode(foreign, into: &output)
+        }
+        var after: [Float] = []
+        #expect(try decoder.decode(good, into: &after) == 256)
+        #expect(after == before)
+    }
+}
+
+/// Writes the seed corpora with the real encoders: `TUTTI_FUZZ_WRITE_SEEDS=1 swift test
+/// --filter FuzzSeedWriter` (scripts/fuzz.sh seeds). Replaces Fuzz/Corpus/<target>/ for every
+/// target; review the diff before committing.
+@Suite(.enabled(if: ProcessInfo.processInfo.environment["TUTTI_FUZZ_WRITE_SEEDS"] != nil))
+struct FuzzSeedWriter {
+    static func write(_ target: String, _ seeds: [(String, [UInt8])]) throws {
+        let directory = FuzzCorpusTests.fuzzDirectory.appendingPathComponent("Corpus").appendingPathComponent(target)
+        try? FileManager.default.removeItem(at: directory)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        for (name, bytes) in seeds {
+            try Data(bytes).write(to: directory.appendingPathComponent(name))
+        }
+    }
+
+    static func frames(_ messages: [WireMessage]) -> [UInt8] {
+        var buffer = ByteBuffer()
+        for message in messages { message.encode(into: &buffer) }
+        return Array(buffer.readableBytesView)
+    }
+
+    static func tone(frames: Int, channels: Int, amplitude: Float = 0.5) -> [Float] {
+        (0..<frames * channels).map { i in
+            let frame = i / channels, channel = i % channels
+            return amplitude * Float(sin(Double(frame) * 0.03 * Double(channel + 1)))
+        }
+    }
+
+    @Test func wire() throws {
+        let flac = try ChunkEncoder(codec: .flac, sampleRate: 48000, channelCount: 2)
+        let chunk = try flac.encode(Self.tone(frames: 64, channels: 2), frames: 64)
+        let start = WireMessage.streamStart(.init(streamID: 7, codec: "flac", sampleRate: 48000, channelCount: 2, codecHeader: flac.codecHeader, epoch: 2))
+        let messages: [(String, WireMessage)] = [
+            ("hello-speaker", .hello(.init(role: .speaker, name: "kitchen", codecs: ["flac", "pcm-f32le"], latencyNanoseconds: 2_500_000))),
+            ("hello-resume", .hello(.init(role: .speaker, name: "hall", codecs: ["flac"], latencyNanoseconds: 0,
+                                          resume: .init(streamID: 7, epoch: 3, held: [0..<4096, 8192..<16384, 20000..<20001])))),
+            ("hello-controller", .hello(.init(role: .controller, name: "ctl"))),
+            ("welcome", .welcome(.init(serverName: "house", clientID: 42))),
+            ("stream-start-flac", start),
+            ("stream-start-pcm", .streamStart(.init(streamID: 8, codec: "pcm-f32le", sampleRate: 44100, channelCount: 1, codecHeader: []))),
+            ("audio-chunk", .audioChunk(.init(streamID: 7, firstFrame: 96000, frameCount: 64, payload: chunk))),
+            ("anchor-playing", .anchor(.init(streamID: 7, timelineFrame: 0, serverTime: 1_700_000_000_000_000_000, isPlaying: true))),
+            ("anchor-paused", .anchor(.init(streamID: 7, timelineFrame: 123_456, serverTime: -5, isPlaying: false))),
+            ("flush-all", .flush(.init(streamID: 7, fromFrame: .min, epoch: 4))),
+            ("stream-end", .streamEnd(.init(streamID: 7, endFrame: 4_800_000))),
+            ("volume", .volume(.init(level: 0.75, rampNanoseconds: 50_000_000))),
+            ("speaker-status", .speakerStatus(.init(state: .playing, streamID: 7, playheadFrame: 4800, bufferedUntilFrame: 96000,
+                                                    syncErrorNanoseconds: -1200, clockErrorNanoseconds: 300, underruns: 1,
+                                                    fillRate: 3.5, problem: "chunk 12: CRC mismatch"))),
+            ("control-request", .controlRequest(.init(requestID: 1, json: ControlJSON.encode(ControlCommand.volume(room: "kitchen", percent: 40))))),
+            ("control-response", .controlResponse(.init(requestID: 1, ok: false, json: ControlJSON.encode(ControlRefusal("no room \"x\""))))),
+            ("goodbye", .goodbye(reason: "server shutting down")),
+        ]
+        var seeds = messages.map { ("\($0.0).bin", Self.frames([$0.1])) }
+        let conversation = Self.frames([start, .audioChunk(.init(streamID: 7, firstFrame: 0, frameCount: 64, payload: chunk)),
+                                        .anchor(.init(streamID: 7, timelineFrame: 0, serverTime: 10, isPlaying: true)),
+                                        .volume(.init(level: 1, rampNanoseconds: 0)), .streamEnd(.init(streamID: 7, endFrame: 64))])
+        seeds.append(("conversation.bin", conversation))
+        seeds.append(("conversation-cut.bin", Array(conversation.prefix(conversation.count - 5))))
+        try Self.write("fuzz-wire", seeds)
+    }
+
+    @Test func clockSync() throws {
+        try Self.write("fuzz-clocksync", [
+            ("request.bin", ClockSyncPacket(isReply: false, sequence: 1, clientSend: 1_000_000).encoded()),
+            ("reply.bin", ClockSyncPacket(isReply: true, sequence: 1, clientSend: 1_000_000, serverReceive: 5_000_123, serverSend: 5_000_456).encoded()),
+            ("reply-extremes.bin", ClockSyncPacket(isReply: true, sequence: .max, clientSend: .min, serverReceive: .max, serverSend: -1).encoded()),
+        ])
+    }
+
+    @Test func control() throws {
+        let commands: [ControlCommand] = [
+            .play(files: ["/music/a.flac", "http://radio.invalid/stream.m3u8"], rooms: ["kitchen", "hall"]), .play(files: ["-"]),
+            .pause, .resume, .seek(seconds: 12.5), .next, .rooms, .join(room: "kitchen"), .leave(room: "hall"),
+            .volume(room: "kitchen", percent: 40), .queue, .queueAdd(file: "/music/b.mp3", at: 1), .queueAdd(file: "c.opus"),
+            .queueRemove(index: 2), .queueMove(from: 0, to: 3), .status,
+        ]
+        var seeds = commands.enumerated().map { ("\($0.offset)-\($0.element.name).json", Array(ControlJSON.encode($0.element).utf8)) }
+        // Refused shapes: a wrong type, a missing field, an unknown command, not an object.
+        for (name, text) in [("wrong-type", #"{"command":"seek","seconds":"ten"}"#), ("missing-field", #"{"command":"volume","room":"x"}"#),
+                             ("unknown-command", #"{"command":"dance"}"#), ("not-an-object", #"["play"]"#),
+                             ("escapes", #"{"command":"join","room":"k\u00fcche \"2\" \ud83d\udd0a"}"#)] {
+            seeds.append(("refused-\(name).json", Array(text.utf8)))
+        }
+        try Self.write("fuzz-control", seeds)
+    }
+
+    @Test func streamParser() throws {
+        let work = FileManager.default.temporaryDirectory.appendingPathComponent("tutti-fuzz-seeds-\(getpid())")
+        try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: work) }
+        // (name, ffmpeg output arguments, seconds, rate, channels, control byte): small streams,
+        // headers and the first frames; the control byte picks the hint and the push pieces.
+        let media: [(String, [String], Double, Int, Int, UInt8)] = [
+            ("s16.wav", ["-c:a", "pcm_s16le"], 0.05, 8000, 1, 0x00),
+            ("f32-stereo.wav", ["-c:a", "pcm_f32le"], 0.01, 16000, 2, 0x08 | 5),
+            ("s24.wav", ["-c:a", "pcm_s24le"], 0.02, 8000, 2, 0x10),
+            ("u8.wav", ["-c:a", "pcm_u8"], 0.1, 8000, 1, 0x18),
+            ("rf64.wav", ["-c:a", "pcm_s16le", "-rf64", "always"], 0.02, 8000, 1, 0x20),
+            ("extensible-6ch.wav", ["-c:a", "pcm_s16le", "-ac", "6"], 0.01, 8000, 6, 0x28),
+            ("s16.flac", ["-c:a", "flac", "-frame_size", "256"], 0.1, 8000, 1, 0x00),
+            ("s24-stereo.flac", ["-c:a", "flac", "-sample_fmt", "s32", "-frame_size", "128"], 0.05, 11025, 2, 0x30 | 3),
+            ("cbr.mp3", ["-c:a", "libmp3lame", "-b:a", "32k", "-id3v2_version", "0", "-write_xing", "0"], 0.3, 8000, 1, 0x00),
+            ("vbr-id3-xing.mp3", ["-c:a", "libmp3lame", "-q:a", "7", "-metadata", "title=Fuzz"], 0.3, 16000, 1, 0x38),
+            ("mp2.mp2", ["-c:a", "mp2", "-b:a", "32k"], 0.2, 16000, 1, 0x40),
+            ("aac.adts", ["-c:a", "aac", "-b:a", "16k", "-f", "adts"], 0.2, 8000, 1, 0x00),
+            ("aac-hinted.adts", ["-c:a", "aac", "-b:a", "16k", "-f", "adts"], 0.1, 16000, 2, 0x48 | 2),
+            ("opus.ogg", ["-c:a", "libopus", "-b:a", "8k", "-f", "ogg"], 0.1, 48000, 1, 0x00),
+            ("opus-stereo.opus", ["-c:a", "libopus", "-b:a", "12k", "-f", "ogg"], 0.06, 48000, 2, 0x50 | 4),
+            ("vorbis.ogg", ["-c:a", "libvorbis", "-q:a", "0", "-f", "ogg"], 0.1, 8000, 1, 0x58),
+        ]
+        var seeds: [(String, [UInt8])] = []
+        for (name, arguments, seconds, rate, channels, control) in media {
+            let path = work.appendingPathComponent(name).path
+            try TestMedia.ffmpeg(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=\(rate):duration=\(seconds)", "-ac", "\(channels)",
+                                  "-map_metadata", "-1", "-fflags", "+bitexact", "-flags:a", "+bitexact"] + arguments + [path])
+            let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
+            seeds.append((name, [control] + bytes.prefix(6144)))
+        }
+        // Garbage before an MP3 stream, and a stream cut inside its first frame.
+        if let mp3 = seeds.first(where: { $0.0 == "cbr.mp3" })?.1 {
+            seeds.append(("garbage-then.mp3", [0x60] + [UInt8](repeating: 0x5A, count: 37) + mp3.dropFirst()))
+            seeds.append(("cut.mp3", Array(mp3.prefix(60))))
+        }
+        try Self.write("fuzz-streamparser", seeds)
+    }
+
+    @Test func chunkDecoder() throws {
+        func input(flags: UInt8, channels: Int, rateIndex: UInt8, header: [UInt8]? = nil, packets: [[UInt8]]) -> [UInt8] {
+            var bytes: [UInt8] = [flags, UInt8(channels - 1), rateIndex] + (header ?? [])
+            for packet in packets { bytes += [UInt8(packet.count >> 8), UInt8(packet.count & 0xFF)] + packet }
+            return bytes
+        }
+        var seeds: [(String, [UInt8])] = []
+        // (rate index into the harness table, rate, channels, frames per chunk)
+        for (index, rate, channels, frames) in [(UInt8(0), 48000, 2, 64), (1, 44100, 1, 256), (4, 8000, 8, 16), (6, 16000, 2, 15), (2, 96000, 1, 1)] {
+            let flac = try ChunkEncoder(codec: .flac, sampleRate: rate, channelCount: channels)
+            let loud = try flac.encode(Self.tone(frames: frames, channels: channels, amplitude: 0.9), frames: frames)
+            let silent = try flac.encode([Float](repeating: 0, count: frames * channels), frames: frames)
+            let noise = try flac.encode((0..<frames * channels).map { Float(($0 * 7919) % 2001 - 1000) / 1000 }, frames: frames)
+            seeds.append(("flac-\(rate)-\(channels)ch-\(frames).bin", input(flags: 0, channels: channels, rateIndex: index, packets: [loud, silent])))
+            seeds.append(("flac-\(rate)-\(channels)ch-\(frames)-fixcrc-reencode.bin", input(flags: 4 | 8, channels: channels, rateIndex: index, packets: [noise, loud])))
+            seeds.append(("flac-\(rate)-\(channels)ch-\(frames)-raw-header.bin",
+                          input(flags: 2, channels: channels, rateIndex: index, header: flac.codecHeader, packets: [silent])))
+            let pcm = try ChunkEncoder(codec: .pcm, sampleRate: rate, channelCount: channels)
+            let samples = Self.tone(frames: min(frames, 32), channels: channels)
+            seeds.append(("pcm-\(rate)-\(channels)ch.bin", input(flags: 1, channels: channels, rateIndex: index,
+                                                                   packets: [try pcm.encode(samples, frames: min(frames, 32))])))
+        }
+        // A corrupt packet between good ones: the decoder must recover.
+        let flac = try ChunkEncoder(codec: .flac, sampleRate: 48000, channelCount: 2)
+        let good = try flac.encode(Self.tone(frames: 128, channels: 2), frames: 128)
+        var bad = good
+        bad[bad.count / 2] ^= 0x40
+        seeds.append(("flac-corrupt-between.bin", input(flags: 0, channels: 2, rateIndex: 0, packets: [good, bad, Array(good.prefix(20)), good])))
+        let odd = try ChunkEncoder(codec: .pcm, sampleRate: 48000, channelCount: 1)
+        seeds.append(("pcm-special-values.bin", input(flags: 1, channels: 1, rateIndex: 0,
+                                                        packets: [try odd.encode([.nan, -0.0, 2, .infinity, -.greatestFiniteMagnitude, .leastNonzeroMagnitude], frames: 6)])))
+        try Self.write("fuzz-chunkdecoder", seeds)
+    }
+
+    @Test func hls() throws {
+        let work = FileManager.default.temporaryDirectory.appendingPathComponent("tutti-fuzz-hls-\(getpid())")
+        try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: work) }
+        var seeds: [(String, [UInt8])] = []
+        // Playlists as ffmpeg's HLS muxer writes them: MPEG-TS, fMP4 (EXT-X-MAP), byte ranges of one file, live.
+        let variants: [(String, [String])] = [
+            ("ts-vod.m3u8", ["-c:a", "aac", "-b:a", "16k", "-hls_time", "1", "-hls_playlist_type", "vod"]),
+            ("fmp4-vod.m3u8", ["-c:a", "aac", "-b:a", "16k", "-hls_time", "1", "-hls_segment_type", "fmp4", "-hls_playlist_type", "vod"]),
+            ("byterange.m3u8", ["-c:a", "aac", "-b:a", "16k", "-hls_time", "1", "-hls_flags", "single_file", "-hls_playlist_type", "vod"]),
+            ("live-event.m3u8", ["-c:a", "aac", "-b:a", "16k", "-hls_time", "1", "-hls_playlist_type", "event", "-start_number", "41"]),
+            ("fmp4-byterange.m3u8", ["-c:a", "aac", "-b:a", "16k", "-hls_time", "1", "-hls_segment_type", "fmp4", "-hls_flags", "single_file+discont_start"]),
+        ]
+        for (name, arguments) in variants {
+            let directory = work.appendingPathComponent(name + ".d")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            let path = directory.appendingPathComponent("index.m3u8").path
+            try TestMedia.ffmpeg(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=8000:duration=3.5", "-ac", "1"] + arguments + ["-f", "hls", path])
+            seeds.append((name, try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))))
+        }
+        let master = work.appendingPathComponent("master.d")
+        try FileManager.default.createDirectory(at: master, withIntermediateDirectories: true)
+        try TestMedia.ffmpeg(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=8000:duration=2", "-map", "0:a", "-map", "0:a",
+                              "-c:a", "aac", "-b:a:0", "16k", "-b:a:1", "32k", "-var_stream_map", "a:0 a:1", "-master_pl_name", "master.m3u8",
+                              "-hls_time", "1", "-f", "hls", master.appendingPathComponent("v%v.m3u8").path])
+        seeds.append(("ffmpeg-master.m3u8", try [UInt8](Data(contentsOf: master.appendingPathComponent("master.m3u8")))))
+        // What ffmpeg does not write: quoted attribute lists with commas, relative and absolute
+        // URIs, keys, discontinuities, a byte range continuing the previous one, a BOM and CRLF.
+        let handWritten: [(String, String)] = [
+            ("master-attributes.m3u8", """
+             #EXTM3U
+             #EXT-X-VERSION:6
+             #EXT-X-STREAM-INF:BANDWIDTH=52800,AVERAGE-BANDWIDTH=48000,CODECS="mp4a.40.2"
+             v0/index.m3u8
+             #EXT-X-STREAM-INF:CODECS="mp4a.40.5,mp4a.40.2",BANDWIDTH=105600,NAME="a, b"
+             ../other/index.m3u8?token=x
+             #EXT-X-STREAM-INF:BANDWIDTH=320000
+             https://cdn.invalid:8443/hi/index.m3u8
+
+             """),
+            ("media-tags.m3u8", """
+             #EXTM3U
+             #EXT-X-TARGETDURATION:6
+             #EXT-X-MEDIA-SEQUENCE:1000
+             #EXT-X-KEY:METHOD=NONE
+             #EXT-X-MAP:URI="init.mp4",BYTERANGE="720@0"
+             #EXTINF:5.005333,title
+             #EXT-X-BYTERANGE:1000@720
+             seg.m4s
+             #EXTINF:4.9,
+             #EXT-X-BYTERANGE:2000
+             seg.m4s
+             #EXT-X-DISCONTINUITY
+             #EXTINF:.5
+             /abs/seg2.aac
+             #EXT-X-ENDLIST
+
+             """),
+            ("bom-crlf.m3u8", "\u{FEFF}#EXTM3U\r\n#EXT-X-PLAYLIST-TYPE:VOD\r\n#EXTINF:10,\r\nhttp://h.invalid/a.ts\r\n#EXT-X-ENDLIST\r\n"),
+            ("key-aes.m3u8", "#EXTM3U\n#EXT-X-KEY:METHOD=AES-128,URI=\"k\"\n#EXTINF:1,\na.ts\n"),
+        ]
+        for (name, text) in handWritten { seeds.append((name, Array(text.utf8))) }
+        try Self.write("fuzz-hls", seeds)
+    }
+}
