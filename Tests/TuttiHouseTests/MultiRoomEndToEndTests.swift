@@ -60,21 +60,46 @@ import TuttiTestSupport
     /// Starts a server and one speaker per room (virtual sound cards writing
     /// `<directory>/<name>.wav`), and waits until every room is connected with a converged clock.
     func startHouse(in directory: TemporaryDirectory, rooms: [RoomSpec]) async throws -> (server: ChildProcess, port: Int, speakers: [ChildProcess]) {
+        let (server, port, speakers, _) = try await startHouse(in: directory, rooms: rooms, proxying: nil)
+        return (server, port, speakers)
+    }
+
+    /// The same, with the room named `proxying` (if any) reaching the house through an
+    /// `ImpairmentProxy` that acts as a home network (`homeNetwork`); returns the proxy and
+    /// the port it listens on.
+    func startHouse(in directory: TemporaryDirectory, rooms: [RoomSpec], proxying: String?)
+        async throws -> (server: ChildProcess, port: Int, speakers: [ChildProcess], proxy: (proxy: ImpairmentProxy, port: Int)?) {
         let (server, port) = try startServer(in: directory)
         var speakers: [ChildProcess] = []
-        for room in rooms { speakers.append(try startSpeaker(room, port: port, in: directory)) }
+        var proxy: (proxy: ImpairmentProxy, port: Int)?
         do {
+            if proxying != nil { proxy = try await startProxy(to: port) }
+            for room in rooms { speakers.append(try startSpeaker(room, port: room.name == proxying ? proxy!.port : port, in: directory)) }
             try await waitForRooms(port) { reports in
                 reports.count == rooms.count
-                    // Settled: the bound is some tens of microseconds on a loaded loopback.
-                    && reports.values.allSatisfy { $0.clockErrorMicroseconds.map { $0 > 0 && $0 < 50 } ?? false }
+                    // Settled: under the bound past which a room says its clock is uncertain
+                    // (100 µs). On a loaded loopback it is some tens of microseconds, and a
+                    // speaker's first ten seconds can stay near 70 µs (its bound counts how far
+                    // its estimates moved). The sound the rooms emit is what the tests check.
+                    && reports.values.allSatisfy { $0.clockErrorMicroseconds.map { $0 > 0 && $0 < 100 } ?? false }
             }
         } catch {
             for speaker in speakers { speaker.interrupt() }
             server.interrupt()
+            try? await proxy?.proxy.stop()
             throw error
         }
-        return (server, port, speakers)
+        return (server, port, speakers, proxy)
+    }
+
+    /// A home network between one room and the house: 1 ms each way, give or take 0.25 ms
+    /// (uniform, seeded), for UDP datagrams and TCP segments alike.
+    static let homeNetwork = ImpairmentProxy.Impairment(delayNanoseconds: 1_000_000, jitterNanoseconds: 250_000, seed: 10)
+
+    /// An impairment proxy in front of the house at `port`, acting as `homeNetwork`.
+    func startProxy(to port: Int, impairment: ImpairmentProxy.Impairment = Self.homeNetwork) async throws -> (proxy: ImpairmentProxy, port: Int) {
+        let proxy = ImpairmentProxy(upstreamHost: "127.0.0.1", upstreamPort: port, impairment: impairment)
+        return (proxy, try await proxy.start())
     }
 
     /// What each room's virtual sound card emitted, for `SyncAnalysis`.
@@ -252,9 +277,11 @@ import TuttiTestSupport
         let rooms = [RoomSpec(name: "a", offset: "400", drift: "60", device: "-40", latency: "0"),
                      RoomSpec(name: "b", offset: "-500", drift: "-30", device: "70", latency: "0")]
         let (server, port) = try startServer(in: directory)
+        // Room b reaches the house through a home network.
+        let proxy = try await startProxy(to: port)
         var speakers: [ChildProcess] = []
         let started = ContinuousClock.now
-        for room in rooms { speakers.append(try startSpeaker(room, port: port, in: directory)) }
+        for room in rooms { speakers.append(try startSpeaker(room, port: room.name == "b" ? proxy.port : port, in: directory)) }
         defer {
             for speaker in speakers { speaker.interrupt() }
             server.interrupt()
@@ -274,6 +301,7 @@ import TuttiTestSupport
         try await waitForRooms(port, timeout: 20) { rooms in rooms.values.allSatisfy { ($0.playheadSeconds ?? 0) > 4.95 || $0.state == "idle" } }
         try await Task.sleep(nanoseconds: 300_000_000)
         for speaker in speakers { #expect(speaker.interrupt() == 0) }
+        try await proxy.proxy.stop()
 
         let reference = try TestMedia.decodeWithFFmpeg(a) + TestMedia.decodeWithFFmpeg(b)
         let captures = try captures(in: directory, rooms: rooms)
@@ -310,8 +338,7 @@ import TuttiTestSupport
         let rooms = [RoomSpec(name: "a", offset: "150", drift: "30", device: "-20", latency: "0"),
                      RoomSpec(name: "b", offset: "-350", drift: "-60", device: "40", latency: "0")]
         let (server, port) = try startServer(in: directory)
-        let proxy = ImpairmentProxy(upstreamHost: "127.0.0.1", upstreamPort: port)
-        let proxyPort = try await proxy.start()
+        let (proxy, proxyPort) = try await startProxy(to: port)
         let speakers = [try startSpeaker(rooms[0], port: port, in: directory), try startSpeaker(rooms[1], port: proxyPort, in: directory)]
         defer {
             for speaker in speakers { speaker.interrupt() }
@@ -367,7 +394,8 @@ import TuttiTestSupport
         try TestMedia.ffmpeg(["-f", "lavfi", "-i", "anoisesrc=d=10:c=pink:a=0.3:seed=7", "-af", "pan=stereo|c0=c0|c1=0.8*c0,aresample=48000", music])
         let rooms = [RoomSpec(name: "a", offset: "-180", drift: "25", device: "45", latency: "0"),
                      RoomSpec(name: "b", offset: "380", drift: "-45", device: "-20", latency: "0")]
-        let (server, port, speakers) = try await startHouse(in: directory, rooms: rooms)
+        // Room b, the one restarted, reaches the house through a home network.
+        let (server, port, speakers, proxy) = try await startHouse(in: directory, rooms: rooms, proxying: "b")
         var again: ChildProcess?
         defer {
             for speaker in speakers { speaker.interrupt() }
@@ -380,11 +408,12 @@ import TuttiTestSupport
         try await Task.sleep(nanoseconds: 2_000_000_000)
         speakers[1].kill()
         let restartTime = Double(MonotonicClock().now())
-        again = try startSpeaker(rooms[1], port: port, in: directory, output: "b-again")
+        again = try startSpeaker(rooms[1], port: proxy!.port, in: directory, output: "b-again")
         try await waitForRooms(port, timeout: 20) { rooms in rooms.values.allSatisfy { ($0.playheadSeconds ?? 0) > 9.95 || $0.state == "idle" } }
         try await Task.sleep(nanoseconds: 300_000_000)
         #expect(speakers[0].interrupt() == 0)
         #expect(again?.interrupt() == 0)
+        try await proxy?.proxy.stop()
 
         let restarted = try VirtualCapture(path: directory.file("b-again.wav"))
         let firstSound = try #require(restarted.firstSoundFrame(), "the restarted room made no sound")
@@ -401,7 +430,8 @@ import TuttiTestSupport
         // From its first checkpoint on, the restarted room heard every one, in sync.
         #expect(analysis.series.filter { $0.frame >= heardFrom }.allSatisfy { $0.heard.count == 2 })
         #expect(together.count > 40)
-        #expect(analysis.percentile(99) / 1000 < 250)
+        // The proxy's relay runs on this test's threads (see aConnectionResetMidPlayIsSurvivedWithNoGap).
+        #expect(analysis.percentile(99) / 1000 < 400)
         #expect(analysis.discontinuities["b"] == 0, "b jumped: \(analysis.jumps)")
         #expect(analysis.underruns["a"] == 0 && analysis.discontinuities["a"] == 0 && analysis.unmatched["a"] == 0)
     }
@@ -473,7 +503,9 @@ import TuttiTestSupport
         try TestMedia.ffmpeg(["-f", "lavfi", "-i", "anoisesrc=d=10:c=pink:a=0.3:seed=6", "-af", "pan=stereo|c0=c0|c1=0.8*c0,aresample=48000", music])
         let rooms = [RoomSpec(name: "a", offset: "250", drift: "40", device: "-25", latency: "0"),
                      RoomSpec(name: "b", offset: "-420", drift: "-50", device: "35", latency: "0")]
-        let (server, port, speakers) = try await startHouse(in: directory, rooms: rooms)
+        // Room b reaches the house through a home network (the proxy stays up while the house
+        // is down, and refuses b's reconnections until it is back).
+        let (server, port, speakers, proxy) = try await startHouse(in: directory, rooms: rooms, proxying: "b")
         var restarted: ChildProcess?
         defer {
             for speaker in speakers { speaker.interrupt() }
@@ -501,15 +533,16 @@ import TuttiTestSupport
         try await waitForRooms(port, timeout: 20) { rooms in rooms.values.allSatisfy { ($0.playheadSeconds ?? 0) > 9.95 || $0.state == "idle" } }
         try await Task.sleep(nanoseconds: 300_000_000)
         for speaker in speakers { #expect(speaker.interrupt() == 0) }
+        try await proxy?.proxy.stop()
 
         let logs = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.hasPrefix("server-") }
             .map { (try? String(contentsOfFile: directory.file($0), encoding: .utf8)) ?? "" }.joined()
         #expect(logs.contains("resuming stream \(before.stream ?? 0), heard at timeline frame"), "\(logs)")
         for room in rooms {
             let log = (try? String(contentsOfFile: directory.file("\(room.name).log"), encoding: .utf8)) ?? ""
-            #expect(log.contains("connection to house 127.0.0.1:\(port) lost"), "\(log)")
+            #expect(log.contains("connection to house 127.0.0.1:\(room.name == "b" ? proxy!.port : port) lost"), "\(log)")
         }
-        try expectWholeTrackInSync(music, rooms: rooms, in: directory, label: "house restart")
+        try expectWholeTrackInSync(music, rooms: rooms, in: directory, label: "house restart", skewLimitMicroseconds: 400)
     }
 
     /// The house is killed (-9) in the middle of a burst of queue edits from a client: the

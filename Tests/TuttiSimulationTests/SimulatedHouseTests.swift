@@ -10,6 +10,13 @@ import TuttiTestSupport
 /// true timeline, and that a seed replays bit for bit.
 @Suite(.serialized) struct SimulatedHouseTests {
     /// Music-like and unique in every window: a vibrato tone and pink noise.
+    /// Runs a scenario on a thread of its own: a simulated house takes tens of seconds of CPU,
+    /// and on the cooperative pool (two threads here) it starved the other suites' network
+    /// tasks (a control client could not send its hello within the house's 10 s).
+    static func run(_ scenario: SimulatedHouse.Scenario) async throws -> SimulatedHouse.Result {
+        try await onOwnThread("the simulated house", timeout: .seconds(480)) { try SimulatedHouse.run(scenario) }
+    }
+
     static func music(seconds: Int, in directory: TemporaryDirectory) throws -> String {
         let path = directory.file("music-\(seconds).flac")
         try TestMedia.ffmpeg(["-f", "lavfi", "-i", "sine=f=220:d=\(seconds)", "-f", "lavfi", "-i", "anoisesrc=d=\(seconds):c=pink:a=0.2:seed=3",
@@ -21,7 +28,7 @@ import TuttiTestSupport
     /// errors within ±100 ppm, jittery links, and a 20 s outage of one room's link. Every room
     /// plays the whole timeline, without an underrun or a jump, sample-aligned with the others.
     @Test(.timeLimit(.minutes(10)))
-    func fourRoomsTenMinutesStayInSyncThroughAnOutage() throws {
+    func fourRoomsTenMinutesStayInSyncThroughAnOutage() async throws {
         let directory = try TemporaryDirectory("simulated-house")
         defer { directory.remove() }
         let minutes = 10
@@ -30,7 +37,7 @@ import TuttiTestSupport
         let scenario = SimulatedHouse.Scenario.drawn(seed: 7, roomCount: 4, music: [music], playNanoseconds: Int64(minutes) * 60_000_000_000 + 1_000_000_000)
         #expect(scenario.rooms.contains { abs($0.clockOffsetNanoseconds) > 500_000_000 })
         #expect(scenario.rooms[0].link.outages.first.map { $0.upperBound - $0.lowerBound } == 20_000_000_000)
-        let result = try SimulatedHouse.run(scenario)
+        let result = try await Self.run(scenario)
         print("simulated house: \(result.rooms.count) rooms, \(result.simulatedNanoseconds / 1_000_000_000) s in \(result.wallSeconds) s (\(result.speed)× real time)")
         for line in result.events.prefix(40) { print("  \(line)") }
         let reference = try TestMedia.decodeWithFFmpeg(music)
@@ -59,21 +66,21 @@ import TuttiTestSupport
 
     /// The same seed replays bit for bit: every room's emitted audio has the same digest.
     @Test(.timeLimit(.minutes(5)))
-    func aSeedReplaysBitForBit() throws {
+    func aSeedReplaysBitForBit() async throws {
         let directory = try TemporaryDirectory("simulated-replay")
         defer { directory.remove() }
         let music = try Self.music(seconds: 40, in: directory)
         var scenario = SimulatedHouse.Scenario.drawn(seed: 11, roomCount: 3, music: [music], playNanoseconds: 30_000_000_000,
                                                       outageNanoseconds: 5_000_000_000)
         scenario.keepsAudio = false
-        let first = try SimulatedHouse.run(scenario), second = try SimulatedHouse.run(scenario)
+        let first = try await Self.run(scenario), second = try await Self.run(scenario)
         #expect(first.rooms.map(\.digest) == second.rooms.map(\.digest))
         #expect(first.events == second.events)
         #expect(first.rooms.allSatisfy { $0.framesEmitted > 30 * 48000 })
         // A different seed is a different house.
         scenario.seed = 12
         scenario.rooms = SimulatedHouse.Scenario.drawn(seed: 12, roomCount: 3, music: [music], playNanoseconds: 30_000_000_000).rooms
-        let other = try SimulatedHouse.run(scenario)
+        let other = try await Self.run(scenario)
         #expect(other.rooms.map(\.digest) != first.rooms.map(\.digest))
     }
 
@@ -82,7 +89,7 @@ import TuttiTestSupport
     /// and starts playing only once. (Before, the house sent the stream header again, which
     /// emptied the room's buffer.)
     @Test(.timeLimit(.minutes(5)))
-    func aRoomWhoseConnectionIsResetPlaysOnWithoutAGap() throws {
+    func aRoomWhoseConnectionIsResetPlaysOnWithoutAGap() async throws {
         let directory = try TemporaryDirectory("simulated-reset")
         defer { directory.remove() }
         let music = try Self.music(seconds: 60, in: directory)
@@ -93,7 +100,7 @@ import TuttiTestSupport
         for index in scenario.rooms.indices { scenario.rooms[index].link.jitterNanoseconds = 300_000 }
         let play = SimulatedHouse.startTime + scenario.warmUpNanoseconds
         scenario.rooms[0].connectionResets = [play + 20_000_000_000, play + 40_000_000_000]
-        let result = try SimulatedHouse.run(scenario)
+        let result = try await Self.run(scenario)
         let reference = try TestMedia.decodeWithFFmpeg(music)
         let rooms = result.rooms.compactMap { room in room.capture.map { SyncAnalysis.Room(name: room.name, capture: $0, latencyNanoseconds: 0) } }
         let analysis = SyncAnalysis.analyse(rooms: rooms, reference: reference, interval: 48000)
@@ -115,7 +122,7 @@ import TuttiTestSupport
     /// so: its clock bound exceeds what sync needs and the house logs "clock uncertain" for it,
     /// and not for the room on a calm path. Its bound still covers its true error.
     @Test(.timeLimit(.minutes(5)))
-    func aRoomThatCannotMeetTheSyncBoundSaysItsClockIsUncertain() throws {
+    func aRoomThatCannotMeetTheSyncBoundSaysItsClockIsUncertain() async throws {
         let directory = try TemporaryDirectory("simulated-uncertain")
         defer { directory.remove() }
         let music = try Self.music(seconds: 20, in: directory)
@@ -126,7 +133,7 @@ import TuttiTestSupport
         noisy.toHouse.jitter = .uniform(maxNanoseconds: 20_000_000)
         scenario.rooms[1].link.network = noisy
         scenario.rooms[0].link.jitterNanoseconds = 200_000
-        let result = try SimulatedHouse.run(scenario)
+        let result = try await Self.run(scenario)
         #expect(result.events.contains { $0.hasPrefix("house: room room2: clock uncertain") }, "\(result.events)")
         #expect(!result.events.contains { $0.hasPrefix("house: room room1: clock uncertain") }, "\(result.rooms.map { "\($0.name) bound \($0.medianReportedBoundNanoseconds), worst \($0.worstClockErrorNanoseconds)" }) \(result.events)")
         #expect(result.rooms[1].medianReportedBoundNanoseconds > 100_000)
