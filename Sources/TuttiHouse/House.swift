@@ -25,16 +25,19 @@ public final class House: @unchecked Sendable {
         public var chunkFrames = 2048
         /// How far ahead of the playhead audio is produced and sent: enhanced buffering.
         public var bufferDepthNanoseconds: Int64 = 300_000_000_000
-        /// From a play/resume command to the first sample heard (plus the largest room latency).
-        public var startDelayNanoseconds: Int64 = 90_000_000
-        /// Queue edits, seeks and skips cut the stream this far ahead of what is heard (plus the
-        /// largest room latency). A room commits audio to its device about 90 ms ahead (its
-        /// 50 ms ring lead plus the device's buffer); the rest is the house's time to decode,
-        /// encode and deliver the audio after the cut, which a busy machine needs (at 150 ms a
-        /// loaded house was seen to deliver it late, and the room fell silent for 10 ms).
-        public var editLeadNanoseconds: Int64 = 250_000_000
-        /// Pauses take effect this far ahead, so every room stops on the same frame.
-        public var pauseDelayNanoseconds: Int64 = 90_000_000
+        /// How long an anchor (a start, resume or pause) needs to reach every room and be
+        /// applied there: the house's store commit, the network, the speaker's loop. Anchors are
+        /// scheduled this far ahead *beyond* the group's largest commitment (`House.largestCommitment`:
+        /// a room's output lead plus its latency, about 95 ms for a speaker on a virtual or
+        /// ALSA card), so `play` with ready rooms is heard about 145 ms after the command. (At
+        /// 90 ms in all, less than a room's commitment, rooms on a loaded machine began 5–45 ms
+        /// into the track.)
+        public var startDelayNanoseconds: Int64 = 50_000_000
+        /// Queue edits, seeks and skips cut the stream this far ahead of what is heard, beyond
+        /// the group's largest commitment: the house's time to decode, encode and deliver the
+        /// audio after the cut, which a busy machine needs (at 150 ms in all a loaded house was
+        /// seen to deliver it late, and the room fell silent for 10 ms).
+        public var editLeadNanoseconds: Int64 = 160_000_000
         /// A queue edit that cuts the stream at least this far ahead of the playhead is seamless
         /// in every room; closer (down to the start delay) the rooms may have decoded past the
         /// cut, and the reply says so.
@@ -188,7 +191,8 @@ public final class House: @unchecked Sendable {
             rooms[existing.id] = nil
             existing.channel.close(promise: nil)
         }
-        let room = RoomLink(id: id, name: hello.name, latencyNanoseconds: hello.latencyNanoseconds, channel: channel)
+        let room = RoomLink(id: id, name: hello.name, latencyNanoseconds: hello.latencyNanoseconds, outputLeadNanoseconds: hello.outputLeadNanoseconds,
+                            channel: channel)
         if knownLatencies[hello.name] != hello.latencyNanoseconds {
             knownLatencies[hello.name] = hello.latencyNanoseconds
             stored(store?.saveLatency(room: hello.name, nanoseconds: hello.latencyNanoseconds))
@@ -245,7 +249,12 @@ public final class House: @unchecked Sendable {
 
     func inGroup(_ room: RoomLink) -> Bool { state.group.map { $0.contains(room.name) } ?? true }
     var groupRooms: [RoomLink] { rooms.values.filter(inGroup).sorted { $0.name < $1.name } }
-    var largestLatency: Int64 { groupRooms.map(\.latencyNanoseconds).max() ?? 0 }
+    /// The longest a room of the group needs between an anchor reaching it and the anchored
+    /// frame being heard: its output lead plus its latency (`RoomLink.commitmentNanoseconds`).
+    var largestCommitment: Int64 { groupRooms.map(\.commitmentNanoseconds).max() ?? 0 }
+
+    /// When a start, resume or pause anchored now is heard: every room can still honour it.
+    var anchorTime: Int64 { now + configuration.startDelayNanoseconds + largestCommitment }
 
     /// Starts a new stream of the queue from `item` at `offset`, heard after the start delay;
     /// or, not `anchored`, with no anchor yet: rooms get the stream and its audio and play
@@ -258,7 +267,7 @@ public final class House: @unchecked Sendable {
         stored(store?.beginStream(id: id, epoch: stream.epoch))
         restoredItems = []
         if anchored {
-            let startTime = now + configuration.startDelayNanoseconds + largestLatency
+            let startTime = anchorTime
             stream.schedule.apply(TimelineAnchor(timelineFrame: 0, serverTime: startTime, isPlaying: true), now: now)
             stored(store?.saveAnchors(stream.schedule.anchors, streamID: id))
         }
@@ -404,7 +413,7 @@ public final class House: @unchecked Sendable {
     /// edit needs to reach every room.
     func publishListening() {
         guard let stream else { return }
-        let lead = configuration.editLeadNanoseconds + largestLatency
+        let lead = configuration.editLeadNanoseconds + largestCommitment
         stream.listening.withLock { $0 = ServerStream.Listening(schedule: stream.schedule, editLeadNanoseconds: lead) }
     }
 

@@ -76,13 +76,13 @@ extension House {
             return nil
         case .pause:
             guard let stream, isPlaying else { throw ControlRefusal("nothing is playing") }
-            let time = now + configuration.pauseDelayNanoseconds
+            let time = anchorTime
             let frame = stream.schedule.position(atServer: time)?.frame ?? playhead()
             apply(TimelineAnchor(timelineFrame: frame, serverTime: time, isPlaying: false))
             return .paused(PauseReport(pausedAtSeconds: seconds(frame)))
         case .resume:
             guard let stream, !isPlaying, let anchor = stream.schedule.anchors.last else { throw ControlRefusal("nothing is paused") }
-            let time = now + configuration.startDelayNanoseconds + largestLatency
+            let time = anchorTime
             apply(TimelineAnchor(timelineFrame: anchor.timelineFrame, serverTime: time, isPlaying: true))
             return .resumed(ResumeReport(resumedAtSeconds: seconds(anchor.timelineFrame), startsInMs: startsInMilliseconds))
         case .seek(let target):

@@ -60,11 +60,10 @@ extension House {
     private func anchorPendingStart(notReady: [String]) {
         guard let pending = pendingStart, let stream, stream.id == pending.streamID else { return }
         pendingStart = nil
-        let start = now + configuration.startDelayNanoseconds + largestLatency
+        let anchored = now
+        let start = anchorTime
         apply(TimelineAnchor(timelineFrame: pending.firstFrame, serverTime: start, isPlaying: true))
-        // The rest of the deep buffer follows the anchor.
-        for room in rooms.values { pump(room) }
-        let waited = Int((now - pending.requested) / 1_000_000)
+        let waited = Int((anchored - pending.requested) / 1_000_000)
         if !notReady.isEmpty {
             log("play: started after \(waited) ms without \(notReady.joined(separator: ", ")) (not ready: \(notReady.map(readiness).joined(separator: "; "))); they join in sync when ready")
         }
@@ -72,6 +71,9 @@ extension House {
         report.waitedMs = waited
         report.notReady = notReady.isEmpty ? nil : notReady
         pending.respond(.success(.started(report)))
+        // The rest of the deep buffer follows the anchor and the reply (writing it can take a
+        // loaded house a hundred milliseconds).
+        for room in rooms.values { pump(room) }
     }
 
     private func isReady(_ room: RoomLink, for pending: PendingStart) -> Bool {

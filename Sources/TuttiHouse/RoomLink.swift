@@ -6,6 +6,8 @@ final class RoomLink {
     let id: UInt32
     let name: String
     let latencyNanoseconds: Int64
+    /// How long before a frame leaves its DAC the room commits it to its device (its hello).
+    let outputLeadNanoseconds: Int64
     let channel: any Channel
     var status: WireMessage.SpeakerStatus?
     var statusTime: Int64 = 0
@@ -20,10 +22,14 @@ final class RoomLink {
     /// What the room said it holds when it connected, until the house has resumed it.
     var resume: WireMessage.Resume?
 
-    init(id: UInt32, name: String, latencyNanoseconds: Int64, channel: any Channel) {
+    /// How long before a frame is heard the room commits it: an anchor must reach it earlier.
+    var commitmentNanoseconds: Int64 { outputLeadNanoseconds + latencyNanoseconds }
+
+    init(id: UInt32, name: String, latencyNanoseconds: Int64, outputLeadNanoseconds: Int64 = 0, channel: any Channel) {
         self.id = id
         self.name = name
         self.latencyNanoseconds = latencyNanoseconds
+        self.outputLeadNanoseconds = outputLeadNanoseconds
         self.channel = channel
     }
 }

@@ -56,6 +56,7 @@ extension WireMessage {
             b.writeInteger(UInt16(m.codecs.count))
             for codec in m.codecs { b.writeWireString(codec) }
             b.writeInteger(m.latencyNanoseconds)
+            b.writeInteger(m.outputLeadNanoseconds)
             b.writeInteger(UInt8(m.resume == nil ? 0 : 1))
             if let resume = m.resume {
                 b.writeInteger(resume.streamID)
@@ -162,6 +163,11 @@ extension WireMessage {
             var codecs: [String] = []
             for _ in 0..<count { codecs.append(try reader.string()) }
             let latency: Int64 = try reader.integer()
+            let outputLead: Int64 = try reader.integer()
+            // The house adds these to its clock: out of range, they would overflow it.
+            for (what, value) in [("latency", latency), ("output lead", outputLead)] where !(0...Hello.maximumDelayNanoseconds).contains(value) {
+                throw WireError("hello: \(what) \(value) ns is outside 0…\(Hello.maximumDelayNanoseconds / 1_000_000_000) s")
+            }
             var resume: Resume?
             if try reader.flag() {
                 let streamID: UInt32 = try reader.integer()
@@ -179,7 +185,7 @@ extension WireMessage {
                 }
                 resume = Resume(streamID: streamID, epoch: epoch, held: held)
             }
-            return .hello(Hello(role: role, protocolVersion: version, name: name, codecs: codecs, latencyNanoseconds: latency, resume: resume))
+            return .hello(Hello(role: role, protocolVersion: version, name: name, codecs: codecs, latencyNanoseconds: latency, outputLeadNanoseconds: outputLead, resume: resume))
         case .welcome:
             return .welcome(Welcome(protocolVersion: try reader.integer(), serverName: try reader.string(), clientID: try reader.integer()))
         case .streamStart:

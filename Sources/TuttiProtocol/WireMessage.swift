@@ -1,5 +1,5 @@
 
-/// The messages of Tutti's TCP protocol (version 3), between the house server and speakers or
+/// The messages of Tutti's TCP protocol (version 4), between the house server and speakers or
 /// controllers. Audio and control travel over TCP; clock sync has its own UDP packets
 /// (`ClockSyncPacket`). See docs/MULTIROOM.md for the conversation.
 public enum WireMessage: Sendable, Equatable {
@@ -37,16 +37,26 @@ public enum WireMessage: Sendable, Equatable {
         public var codecs: [String]
         /// Fixed acoustic delay after the DAC (amplifier, speaker), which the speaker compensates.
         public var latencyNanoseconds: Int64
+        /// The speaker's output lead: how long before a frame leaves its DAC the speaker commits
+        /// it to its device (its ring's lead plus the device's buffer). An anchor that reaches it
+        /// later than that before it is heard cannot be heard from its first frame, so the house
+        /// schedules anchors at least this far (plus the latency) ahead.
+        public var outputLeadNanoseconds: Int64
         /// What a reconnecting speaker still holds, so the house sends only what it lacks.
         public var resume: Resume?
 
+        /// The longest latency or output lead a hello may state: a room further behind than
+        /// this is not a room the house can keep in sync with the others.
+        public static let maximumDelayNanoseconds: Int64 = 10_000_000_000
+
         public init(role: Role, protocolVersion: UInt16 = WireProtocol.version, name: String, codecs: [String] = [], latencyNanoseconds: Int64 = 0,
-                    resume: Resume? = nil) {
+                    outputLeadNanoseconds: Int64 = 0, resume: Resume? = nil) {
             self.role = role
             self.protocolVersion = protocolVersion
             self.name = name
             self.codecs = codecs
             self.latencyNanoseconds = latencyNanoseconds
+            self.outputLeadNanoseconds = outputLeadNanoseconds
             self.resume = resume
         }
     }
@@ -206,7 +216,7 @@ public enum WireMessage: Sendable, Equatable {
 }
 
 public enum WireProtocol {
-    public static let version: UInt16 = 3
+    public static let version: UInt16 = 4
     /// "TT": the first two bytes of every frame.
     public static let magic: UInt16 = 0x5454
     /// Frame header: magic (2), version (1), type (1), payload length (4).

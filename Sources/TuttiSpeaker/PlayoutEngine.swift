@@ -51,6 +51,13 @@ public final class PlayoutEngine: @unchecked Sendable {
 
     public var latestReport: PlayoutReport { reportState.withLock { $0 } }
 
+    /// How long before a frame leaves the DAC it is committed: planned a block at a time, kept
+    /// `leadFrames` ahead in the ring, then in the device's own buffer. What is committed cannot
+    /// change, so an anchor must reach the room at least this long before it is heard.
+    public var outputLeadNanoseconds: Int64 {
+        Int64(configuration.leadFrames + configuration.blockFrames + device.bufferFrames) * 1_000_000_000 / Int64(device.format.sampleRate)
+    }
+
     /// Prefills the ring with silence, starts the device and the engine thread.
     public func start() throws(DeviceError) {
         let silence = [Float](repeating: 0, count: configuration.leadFrames * device.format.channelCount)

@@ -15,6 +15,10 @@ public final class SpeakerClient: Sendable {
         public var serverPort: Int
         public var name: String
         public var latencyNanoseconds: Int64 = 0
+        /// How long before a frame leaves the DAC the playout commits it to the device
+        /// (`PlayoutEngine.outputLeadNanoseconds`), told to the house so that its anchors arrive
+        /// in time to be heard from their first frame.
+        public var outputLeadNanoseconds: Int64 = 0
         public var statusIntervalNanoseconds: Int64 = 500_000_000
         public var clockSync = ClockSyncClient.Configuration()
         /// Above this clock error bound the room says its clock is uncertain instead of claiming
@@ -159,7 +163,8 @@ public final class SpeakerClient: Sendable {
 
     fileprivate var hello: WireMessage {
         .hello(.init(role: .speaker, name: configuration.name, codecs: StreamCodec.allCases.map(\.wireName),
-                     latencyNanoseconds: configuration.latencyNanoseconds, resume: inputs.resume))
+                     latencyNanoseconds: configuration.latencyNanoseconds, outputLeadNanoseconds: configuration.outputLeadNanoseconds,
+                     resume: inputs.resume))
     }
 
     fileprivate func handle(_ message: WireMessage) {
@@ -178,6 +183,10 @@ public final class SpeakerClient: Sendable {
         case .anchor(let m):
             let serverNow = clockSync.mapping?.serverTime(atLocal: clock.now()) ?? m.serverTime
             inputs.apply(TimelineAnchor(timelineFrame: m.timelineFrame, serverTime: m.serverTime, isPlaying: m.isPlaying), streamID: m.streamID, now: serverNow)
+            let spare = m.serverTime - serverNow - configuration.outputLeadNanoseconds - configuration.latencyNanoseconds
+            if spare < 0 && clockSync.mapping != nil {
+                log("the anchor of timeline frame \(m.timelineFrame) arrived \(-spare / 1_000_000) ms too late for this room's output lead: its first \(-spare / 1_000_000) ms are not heard here")
+            }
         case .flush(let m):
             inputs.flush(streamID: m.streamID, from: m.fromFrame, epoch: m.epoch)
         case .streamEnd(let m):

@@ -78,6 +78,7 @@ struct Speaker: AsyncParsableCommand {
         let engine = PlayoutEngine(inputs: PlayoutInputs(), device: device, latencyNanoseconds: Int64(latencyMilliseconds * 1e6), localClock: clock)
         var configuration = SpeakerClient.Configuration(serverHost: server.host, serverPort: server.port, name: name)
         configuration.latencyNanoseconds = Int64(latencyMilliseconds * 1e6)
+        configuration.outputLeadNanoseconds = engine.outputLeadNanoseconds
         let name = self.name
         let client = SpeakerClient(configuration: configuration, engine: engine, clock: clock, serverAddress: address) { line in
             Terminal.standardError("tutti speaker \(name): \(line)\n")

@@ -129,7 +129,8 @@ struct FuzzSeedWriter {
         let chunk = try flac.encode(Self.tone(frames: 64, channels: 2), frames: 64)
         let start = WireMessage.streamStart(.init(streamID: 7, codec: "flac", sampleRate: 48000, channelCount: 2, codecHeader: flac.codecHeader, epoch: 2))
         let messages: [(String, WireMessage)] = [
-            ("hello-speaker", .hello(.init(role: .speaker, name: "kitchen", codecs: ["flac", "pcm-f32le"], latencyNanoseconds: 2_500_000))),
+            ("hello-speaker", .hello(.init(role: .speaker, name: "kitchen", codecs: ["flac", "pcm-f32le"], latencyNanoseconds: 2_500_000,
+                                           outputLeadNanoseconds: 95_000_000))),
             ("hello-resume", .hello(.init(role: .speaker, name: "hall", codecs: ["flac"], latencyNanoseconds: 0,
                                           resume: .init(streamID: 7, epoch: 3, held: [0..<4096, 8192..<16384, 20000..<20001])))),
             ("hello-controller", .hello(.init(role: .controller, name: "ctl"))),

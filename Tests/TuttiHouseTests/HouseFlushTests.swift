@@ -34,12 +34,13 @@ final class HouseHarness: @unchecked Sendable {
     }
 
     @discardableResult
-    func connect(_ name: String, latency: Int64 = 0, resume: WireMessage.Resume? = nil) async throws -> UInt32 {
+    func connect(_ name: String, latency: Int64 = 0, outputLead: Int64 = 0, resume: WireMessage.Resume? = nil) async throws -> UInt32 {
         let channel = NIOAsyncTestingChannel(loop: loop)
         try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 9)).get()
         let house = self.house
         let id = try await loop.executeInContext {
-            let id = house.connect(channel: channel, hello: .init(role: .speaker, name: name, codecs: ["flac"], latencyNanoseconds: latency, resume: resume))
+            let id = house.connect(channel: channel, hello: .init(role: .speaker, name: name, codecs: ["flac"], latencyNanoseconds: latency,
+                                                                           outputLeadNanoseconds: outputLead, resume: resume))
             house.startSending(toRoom: id)
             return id
         }
@@ -360,7 +361,8 @@ final class LogLines: @unchecked Sendable {
         let start = 1_000_000_000 + delay + 20_000_000
         harness.clock.advance(by: delay + 20_000_000 + 1_000_000_000)
         let paused = try await harness.control(.pause)
-        let pauseTime = harness.clock.now() + House.Configuration().pauseDelayNanoseconds
+        // A pause is scheduled like a start: beyond the largest room latency too.
+        let pauseTime = harness.clock.now() + delay + 20_000_000
         let pauseFrame = (pauseTime - start) * 48000 / 1_000_000_000
         #expect(paused.paused?.pausedAtSeconds == Double(pauseFrame) / 48000)
         await #expect(throws: TestFailure.self) { try await harness.control(.pause) }

@@ -57,7 +57,8 @@ import TuttiTestSupport
         let sent = try await second.messages("kitchen")
         #expect(!sent.contains { if case .streamStart = $0 { return true } else { return false } }, "the room keeps its stream")
         let flush = try #require(sent.compactMap { if case .flush(let m) = $0 { return m } else { return nil } }.first)
-        let resumeFrame = Int64((secondsIn + 0.25 + 2.5) * 48000)
+        // The edit lead and the rooms' reconnect allowance (2.5 s) beyond where the house stopped.
+        let resumeFrame = Int64((secondsIn * 48000).rounded()) + House.Configuration().editLeadNanoseconds * 48 / 1_000_000 + 120_000
         #expect(flush.fromFrame == resumeFrame && flush.epoch == 1, "\(flush)")
         let chunks = sent.compactMap { if case .audioChunk(let m) = $0 { return m } else { return nil } }
         #expect(chunks.first?.firstFrame == resumeFrame)

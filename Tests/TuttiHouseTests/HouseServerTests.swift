@@ -63,7 +63,7 @@ import TuttiTestSupport
         // A good controller stays served throughout.
         #expect(try await ControlClient.sendJSON(#"{"command":"status"}"#, host: "127.0.0.1", port: port, group: group).ok)
 
-        for garbage in ["GET / HTTP/1.1\r\nHost: x\r\n\r\n", "TT\u{3}\u{63}\0\0\0\0"] {
+        for garbage in ["GET / HTTP/1.1\r\nHost: x\r\n\r\n", "TT\(Character(Unicode.Scalar(UInt8(WireProtocol.version))))\u{63}\0\0\0\0"] {
             let (channel, peer) = try await rawConnection(port: port, group: group)
             try await channel.writeAndFlush(ByteBuffer(string: garbage))
             try await peer.closed.futureResult.get()

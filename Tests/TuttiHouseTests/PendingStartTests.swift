@@ -33,7 +33,8 @@ import TuttiTestSupport
         let a = directory.file("a.flac")
         try HouseFlushTests.tone(a, seconds: 2, frequency: 300)
         let harness = HouseHarness(waitsForRooms: true)
-        let kitchen = try await harness.connect("kitchen")
+        // A speaker on a virtual card commits each frame to its device 95 ms before it is heard.
+        let kitchen = try await harness.connect("kitchen", outputLead: 95_000_000)
         // The room's last status says its clock is still settling.
         try await harness.onLoop { $0.received(status: Self.status(streamID: 0, clockError: -1), from: kitchen) }
         let box = try await Self.startPlay(harness, [a])
@@ -57,11 +58,14 @@ import TuttiTestSupport
         let report = try #require(try ControlJSON.decodeReply(reply.json, to: .play(files: [a])).started)
         #expect(report.waitedMs == 800)
         #expect(report.notReady == nil)
-        #expect(report.startsInMs == 90)
+        // The start is the anchor delay beyond the room's output lead: the anchor reaches it
+        // before it commits the first frame.
+        let delay = House.Configuration().startDelayNanoseconds + 95_000_000
+        #expect(report.startsInMs == Int(delay / 1_000_000))
         sent += try await harness.messages("kitchen")
         let start = try #require(Self.anchors(sent).last)
         #expect(start.isPlaying && start.timelineFrame == 0)
-        #expect(start.serverTime == harness.clock.now() + 90_000_000)
+        #expect(start.serverTime == harness.clock.now() + delay)
     }
 
     @Test func aRoomNotReadyInTimeIsLeftToJoinLater() async throws {

@@ -5,7 +5,8 @@ import Testing
 
 @Suite struct WireCodecTests {
     static let samples: [WireMessage] = [
-        .hello(.init(role: .speaker, name: "Küche 🍳", codecs: ["flac", "pcm-f32le"], latencyNanoseconds: 12_500_000)),
+        .hello(.init(role: .speaker, name: "Küche 🍳", codecs: ["flac", "pcm-f32le"], latencyNanoseconds: 12_500_000,
+                     outputLeadNanoseconds: 95_000_000)),
         .hello(.init(role: .controller, name: "", codecs: [])),
         .hello(.init(role: .speaker, name: "hall", codecs: ["flac"], resume: .init(streamID: 4, epoch: 2, held: [-4096..<96000, 100_000..<(1 << 40)]))),
         .hello(.init(role: .speaker, name: "attic", resume: .init(streamID: 1, epoch: 0, held: []))),
@@ -78,16 +79,21 @@ import Testing
 
     @Test(arguments: [
         (frame(type: 1, payload: [], magic: 0x4745), "not a Tutti stream (bad magic 0x4745)"),
-        (frame(type: 1, payload: [], version: 9), "protocol version 9 not supported (this build speaks 3)"),
+        (frame(type: 1, payload: [], version: 9), "protocol version 9 not supported (this build speaks 4)"),
         (frame(type: 99, payload: []), "unknown message type 99"),
         (frame(type: 4, payload: [], length: 100_000_000), "message of 100000000 bytes exceeds the limit of 4194304"),
         (frame(type: 6, payload: [0, 0, 0, 1, 0, 0]), "flush message is truncated"),
         (frame(type: 12, payload: [0, 2, 0xC3, 0x28]), "goodbye message has invalid UTF-8 text"),
         (frame(type: 7, payload: [UInt8](repeating: 0, count: 13)), "streamEnd message has 1 unexpected trailing bytes"),
         (frame(type: 1, payload: [5, 0, 1, 0, 0, 0, 0]), "hello: unknown role 5"),
-        (frame(type: 1, payload: [1, 0, 3, 0, 0, 0, 0] + [UInt8](repeating: 0, count: 8) + [1, 0, 0, 0, 1, 0, 0, 0, 0, 9]),
+        (frame(type: 1, payload: [1, 0, 4, 0, 0, 0, 0] + [UInt8](repeating: 0, count: 16) + [1, 0, 0, 0, 1, 0, 0, 0, 0, 9]),
          "hello: 9 held ranges, more than 8"),
-        (frame(type: 1, payload: [1, 0, 3, 0, 0, 0, 0] + [UInt8](repeating: 0, count: 8) + [1, 0, 0, 0, 1, 0, 0, 0, 0, 1]
+        // Latency and output lead are added to the house's clock: a hostile value must not overflow it.
+        (frame(type: 1, payload: [1, 0, 4, 0, 0, 0, 0] + [UInt8](repeating: 0xFF, count: 8) + [UInt8](repeating: 0, count: 9)),
+         "hello: latency -1 ns is outside 0…10 s"),
+        (frame(type: 1, payload: [1, 0, 4, 0, 0, 0, 0] + [UInt8](repeating: 0, count: 8) + [0x40] + [UInt8](repeating: 0, count: 8)),
+         "hello: output lead 4611686018427387904 ns is outside 0…10 s"),
+        (frame(type: 1, payload: [1, 0, 4, 0, 0, 0, 0] + [UInt8](repeating: 0, count: 16) + [1, 0, 0, 0, 1, 0, 0, 0, 0, 1]
             + [0, 0, 0, 0, 0, 0, 0, 5] + [0, 0, 0, 0, 0, 0, 0, 5]), "hello: held range 5..<5 is empty or out of order"),
         (frame(type: 5, payload: [UInt8](repeating: 0, count: 20) + [7]), "anchor message has an invalid flag 7"),
         (frame(type: 8, payload: [0x7F, 0xC0, 0, 0] + [UInt8](repeating: 0, count: 8)), "volume: invalid level nan"),

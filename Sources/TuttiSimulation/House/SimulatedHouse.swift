@@ -188,6 +188,8 @@ struct LoopConfined<Value>: @unchecked Sendable {
 /// One simulated room: the real speaker connection and playout, a simulated card, and its
 /// links to the house.
 final class SimulatedRoom {
+    /// How far ahead of the DAC a simulated card pulls each block, as a real room's ring lead.
+    static let cardLeadNanoseconds: Int64 = 50_000_000
     let spec: SimulatedHouse.Room
     let clock: SkewedClock
     let playout: Playout
@@ -218,6 +220,8 @@ final class SimulatedRoom {
         let confined = LoopConfined(value: playout)
         var configuration = SpeakerClient.Configuration(serverHost: "house", serverPort: 4953, name: spec.name)
         configuration.latencyNanoseconds = spec.latencyNanoseconds
+        // The card pulls each block this far ahead of the DAC (`SimulatedSoundCard`).
+        configuration.outputLeadNanoseconds = SimulatedRoom.cardLeadNanoseconds + Int64(playout.blockFrames) * 1_000_000_000 / Int64(format.sampleRate)
         configuration.clockSync.estimator = estimator
         configuration.clockSync.seed = seed ^ 0xA54F_F53A_5F1D_36F1
         client = SpeakerClient(configuration: configuration, inputs: inputs, report: { confined.value.report }, clock: clock,
@@ -235,7 +239,7 @@ final class SimulatedRoom {
         try client.syncClock(on: roomDatagrams)
         card = SimulatedSoundCard(playout: playout, schedule: EmissionSchedule(sampleRate: format.sampleRate, driftPPM: spec.crystalDriftPPM,
                                                                               start: SimulatedHouse.startTime + 1_000_000 * Int64(index + 1)),
-                                  roomClock: clock, leadNanoseconds: 50_000_000, keepsAudio: keepsAudio, loop: loop)
+                                  roomClock: clock, leadNanoseconds: Self.cardLeadNanoseconds, keepsAudio: keepsAudio, loop: loop)
         card.start()
         try connect()
     }
