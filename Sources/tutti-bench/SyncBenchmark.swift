@@ -103,7 +103,7 @@ struct SyncBenchmark: AsyncParsableCommand {
             }, reference: reference)
             printSeries(analysis, rooms: rooms)
             report(rooms: rooms, analysis: analysis, commandTime: 0, fillRates: [:], cpu: [Double](repeating: .nan, count: rooms.count + 1),
-                   memory: [Double](repeating: .nan, count: rooms.count + 1), proxyCPU: .nan, directory: directory, seconds: seconds)
+                   memory: [Double](repeating: .nan, count: rooms.count + 1), proxyCPU: .nan, directory: directory, seconds: seconds, truth: nil)
             return
         }
         let server = try LongRunningProcess(executable, ["server", "--listen", "127.0.0.1:0"], log: directory + "/server.log")
@@ -125,6 +125,7 @@ struct SyncBenchmark: AsyncParsableCommand {
                 "speaker", "--server", "127.0.0.1:\(proxyPort)", "--name", room.name, "--output", "virtual:\(directory)/\(room.name).wav",
                 "--clock-offset-ms", "\(room.clockOffsetMilliseconds)", "--clock-drift-ppm", "\(room.clockDriftPPM)",
                 "--device-drift-ppm", "\(room.deviceDriftPPM)", "--latency-ms", "\(room.latencyMilliseconds)",
+                "--clock-truth", "\(directory)/\(room.name).truth.jsonl",
             ], log: "\(directory)/\(room.name).log"))
         }
         Console.progress("waiting for \(speakers) rooms to connect and their clocks to settle…")
@@ -178,8 +179,10 @@ struct SyncBenchmark: AsyncParsableCommand {
             SyncAnalysis.Room(name: $0.name, capture: try VirtualCapture(path: "\(directory)/\($0.name).wav"), latencyNanoseconds: $0.latencyMilliseconds * 1e6)
         }, reference: reference)
         printSeries(analysis, rooms: rooms)
+        let truth = try ClockTruth(files: Dictionary(uniqueKeysWithValues: rooms.map { ($0.name, "\(directory)/\($0.name).truth.jsonl") }))
+            .summary(over: commandTime...(commandTime + Int64(seconds * 1e9)))
         report(rooms: rooms, analysis: analysis, commandTime: commandTime, fillRates: fillRates, cpu: cpu, memory: memory, proxyCPU: proxyCPU,
-               directory: directory, seconds: seconds)
+               directory: directory, seconds: seconds, truth: truth)
     }
 
     private func printSeries(_ analysis: SyncAnalysis.Result, rooms: [RoomSetup]) {
@@ -195,7 +198,7 @@ struct SyncBenchmark: AsyncParsableCommand {
     }
 
     private func report(rooms: [RoomSetup], analysis: SyncAnalysis.Result, commandTime: Int64, fillRates: [String: Double],
-                        cpu: [Double], memory: [Double], proxyCPU: Double, directory: String, seconds: Double) {
+                        cpu: [Double], memory: [Double], proxyCPU: Double, directory: String, seconds: Double, truth: ClockTruth.Summary?) {
         let startLatencies = rooms.map { room in analysis.startTimes[room.name].map { ($0 - Double(commandTime)) / 1e6 } ?? .nan }
         let fill = rooms.map { room in fillRates[room.name] ?? .nan }
         let p50 = analysis.percentile(50) / 1000, p99 = analysis.percentile(99) / 1000, maximum = analysis.maximum / 1000
@@ -206,12 +209,16 @@ struct SyncBenchmark: AsyncParsableCommand {
                 "skewMicroseconds": ["p50": p50, "p99": p99, "max": maximum],
                 "serverCPUPercent": cpu[0], "serverPeakMB": memory[0], "proxiesCPUPercent": proxyCPU, "workDirectory": directory,
             ]
+            if let truth {
+                object["clockSkewMicroseconds"] = ["p50": truth.percentile(50) / 1000, "p99": truth.percentile(99) / 1000, "samples": truth.skews.count]
+            }
             object["rooms"] = rooms.enumerated().map { i, room -> [String: Any] in
                 ["name": room.name, "clockOffsetMs": room.clockOffsetMilliseconds, "clockDriftPPM": room.clockDriftPPM,
                  "deviceDriftPPM": room.deviceDriftPPM, "latencyMs": room.latencyMilliseconds,
                  "startLatencyMs": startLatencies[i], "fillRate": fill[i], "underruns": analysis.underruns[room.name] ?? 0,
                  "discontinuities": analysis.discontinuities[room.name] ?? 0, "unmatchedCheckpoints": analysis.unmatched[room.name] ?? 0,
-                 "cpuPercent": cpu[i + 1], "peakMB": memory[i + 1]]
+                 "cpuPercent": cpu[i + 1], "peakMB": memory[i + 1],
+                 "clockErrorP99Microseconds": (truth?.worstErrors[room.name] ?? .nan) / 1000, "boundCoverage": truth?.coverage[room.name] ?? .nan]
             }
             let data = (try? JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])) ?? Data()
             Console.output(String(decoding: data, as: UTF8.self) + "\n")
@@ -222,6 +229,13 @@ struct SyncBenchmark: AsyncParsableCommand {
         out += outageFor > 0 ? ", outage \(Int(outageFor)) s at \(Int(outageAfter)) s\n" : "\n"
         out += String(format: "inter-room skew (µs, %d checkpoints):  p50 %.1f   p99 %.1f   max %.1f     target p99 ≤ 100 (goal 21); Snapcast ~200\n",
                       analysis.skews.count, p50, p99, maximum)
+        if let truth {
+            // The rooms' clock estimates against the truth: their spread is the clocks' share of the skew.
+            out += String(format: "clock estimates alone (true error spread, µs, %d samples): p50 %.1f   p99 %.1f;  per room p99 |error| / bound coverage: ",
+                          truth.skews.count, truth.percentile(50) / 1000, truth.percentile(99) / 1000)
+            out += rooms.map { String(format: "%.1f / %.1f%%", (truth.worstErrors[$0.name] ?? .nan) / 1000, (truth.coverage[$0.name] ?? .nan) * 100) }
+                .joined(separator: ", ") + "\n"
+        }
         out += "room      clock offset   clock drift  device drift  latency   start    fill     underruns  discont.  unmatched  cpu     peak RSS\n"
         for (i, room) in rooms.enumerated() {
             out += String(format: "%-8@ %+9.1f ms  %+8.1f ppm  %+8.1f ppm  %5.1f ms  %5.1f ms  %6.0f×  %9d  %8d  %9d  %5.2f%%  %6.1f MB\n",

@@ -43,6 +43,11 @@ struct Speaker: AsyncParsableCommand {
     @Option(name: .customLong("latency-ms"), help: "Fixed delay after the DAC (amplifier, speaker) to compensate, in ms.")
     var latencyMilliseconds: Double = 0
 
+    @Option(name: .customLong("clock-truth"), help: ArgumentHelp(
+        "Write the clock estimate's true error every 100 ms to this file as JSON lines: for tests and benchmarks whose house runs on this machine's monotonic clock.",
+        visibility: .hidden))
+    var clockTruthPath: String?
+
     func validate() throws {
         guard !name.isEmpty, name.utf8.count <= 64 else { throw ValidationError("--name must be 1 to 64 bytes") }
         guard abs(clockDriftPPM) <= 1000, abs(deviceDriftPPM) <= 1000 else { throw ValidationError("drifts beyond ±1000 ppm are not clocks") }
@@ -90,10 +95,50 @@ struct Speaker: AsyncParsableCommand {
         }
         Terminal.standardOutput("tutti speaker \(name): playing to \(device.name), server \(server)\n")
         let running = Task { await client.run(group: group) }
+        let truth = try clockTruthPath.map { try ClockTruthWriter(path: $0, clock: clock, client: client, engine: engine) }
+        let tracing = Task { await truth?.run() }
         await waitForTermination()
+        tracing.cancel()
+        await tracing.value
         client.stop()
         await running.value
         do { try engine.stop() } catch { Terminal.standardError("tutti speaker: \(error)\n") }
         try? await group.shutdownGracefully()
+    }
+}
+
+/// `--clock-truth`: the room's clock estimate against the truth, which only a process that
+/// simulates its clock offset and drift (`SkewedClock`) on the house's machine knows. One JSON
+/// line every 100 ms: `{"mono_ns": T, "error_ns": E, "bound_ns": B, "sync_ns": S, "playing": P}`,
+/// E being the estimate of server time at true time T minus T, B the bound the room claims, S the
+/// playout's reported sync error. `tutti-bench sync` reads it to split the rooms' skew into the
+/// clock's share and the playout's, and to check the bound against the truth.
+final class ClockTruthWriter: Sendable {
+    private let file: FileHandle
+    private let clock: SkewedClock
+    private let client: SpeakerClient
+    private let engine: PlayoutEngine
+
+    init(path: String, clock: SkewedClock, client: SpeakerClient, engine: PlayoutEngine) throws {
+        guard FileManager.default.createFile(atPath: path, contents: nil), let file = FileHandle(forWritingAtPath: path) else {
+            throw ValidationError("--clock-truth \(path): cannot create the file")
+        }
+        self.file = file
+        self.clock = clock
+        self.client = client
+        self.engine = engine
+    }
+
+    func run() async {
+        while !Task.isCancelled {
+            try? await Task.sleep(nanoseconds: 100_000_000)
+            guard let mapping = client.clockMapping, mapping.spanNanoseconds >= Playout.minimumClockSpanNanoseconds else { continue }
+            let truth = clock.base.now()
+            let error = mapping.serverTime(atLocal: clock.reading(atBase: truth)) - truth
+            let report = engine.latestReport
+            let line = "{\"mono_ns\":\(truth),\"error_ns\":\(error),\"bound_ns\":\(Int64(mapping.errorNanoseconds)),\"sync_ns\":\(report.syncErrorNanoseconds),\"playing\":\(report.isPlaying)}\n"
+            file.write(Data(line.utf8))
+        }
+        try? file.close()
     }
 }
