@@ -64,8 +64,9 @@ public struct ClockMapping: Sendable, Equatable {
 /// Jitter only ever adds delay, so the truth lies on the *lower envelope* of the one-way
 /// measurements: `t2 − t1 = offset(t1) + way out` and `t4 − t3 = way back − offset(t4)`, each at
 /// least the path's base delay. Following Moon, Skelly and Towsley's linear-programming skew
-/// estimator, each envelope is the line under all points closest to them on average — the edge
-/// of the points' lower convex hull that spans their mean time. Half the difference of the two
+/// estimator, each envelope is a line under all points along their lower convex hull: its
+/// chord across the middle half of the window's span (a single edge, between two floor points a
+/// second apart, tilts by a ppm or two on a real path). Half the difference of the two
 /// lines is the offset, half the difference of their slopes the rate (clock drift). The error
 /// shrinks like jitter / N, not jitter / √N as averaging would, and delay spikes cannot pull it.
 /// Between exchanges and through outages the lines extrapolate. Assumes equal base delay each

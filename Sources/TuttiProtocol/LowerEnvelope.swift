@@ -5,8 +5,9 @@ import Darwin
 #endif
 
 /// One direction's one-way measurements, `(local time, measured delay)` in time order, and the
-/// line under them that `ClockEstimator` fits: the edge of their lower convex hull that spans
-/// their mean time, raised by the mean height of the points nearest it.
+/// line under them that `ClockEstimator` fits: along their lower convex hull's chord from a
+/// quarter of the span before their mean time to a quarter after it, under every point, raised
+/// by the mean height of the points nearest it.
 ///
 /// Keeps its arrays between fits, so a refit over a
 /// two-minute window allocates nothing but a block's few hull vertices. Not thread-safe.
@@ -55,10 +56,10 @@ struct LowerEnvelope {
         var slack: Double
     }
 
-    /// The line under all points with the least total distance to them: the lower convex
-    /// hull's edge that spans the points' mean time, raised by the mean height of the points
-    /// nearest it. Given a `slope` (a rate already known), the line of that slope through the
-    /// lowest point instead. Needs at least one point.
+    /// A line under all points along their lower convex hull: its chord across the middle half
+    /// of the span (`hullEdge`), raised by the mean height of the points nearest it. Given a
+    /// `slope` (a rate already known), the line of that slope through the lowest point instead.
+    /// Needs at least one point.
     mutating func fit(slope known: Double? = nil) -> Fit {
         precondition(!x.isEmpty, "LowerEnvelope.fit needs a point")
         let (slope, intercept, raised) = known == nil && x.count >= 2 ? hullEdge() : (known ?? 0, lowestIntercept(slope: known ?? 0), false)
@@ -93,8 +94,10 @@ struct LowerEnvelope {
         return lowest
     }
 
-    /// The lower convex hull's edge that spans the points' mean time. `raised` is false where
-    /// the hull is a point or vertical and the line is flat.
+    /// The lower convex hull's chord across the middle half of the span, around the points'
+    /// mean time (the edge across the mean when the hull has no vertices further out), moved
+    /// down to touch the lowest point. `raised` is false where the hull is a point or vertical
+    /// and the line is flat.
     private mutating func hullEdge() -> (slope: Double, intercept: Double, raised: Bool) {
         collectCandidates()
         if hull.count < candidates.count { hull = [Int](repeating: 0, count: x.capacity) }
@@ -105,10 +108,20 @@ struct LowerEnvelope {
         guard hullCount >= 2 else { return (0, y[hull[0]], false) }
         var index = 0
         while index < hullCount - 2 && x[hull[index + 1]] < meanX { index += 1 }
-        let a = hull[index], b = hull[index + 1]
+        // The chord of the hull from a quarter of the span before the mean time to a quarter
+        // after it, rather than the one edge across the mean: on a clean path the floor's
+        // points differ by a microsecond or two, and an edge between two points a second apart
+        // then tilts by a ppm or two, which carried over tens of seconds put real rooms 30-40 µs
+        // off while their estimates agreed with one another.
+        let quarter = (x[hull[hullCount - 1]] - x[hull[0]]) / 4
+        var first = index, last = index + 1
+        while first > 0 && x[hull[first]] > meanX - quarter { first -= 1 }
+        while last < hullCount - 1 && x[hull[last]] < meanX + quarter { last += 1 }
+        let a = hull[first], b = hull[last]
         guard x[b] > x[a] else { return (0, min(y[a], y[b]), false) }
         let slope = (y[b] - y[a]) / (x[b] - x[a])
-        return (slope, y[a] - slope * x[a], true)
+        // The chord lies above the hull between its ends: the line goes under the lowest point.
+        return (slope, lowestIntercept(slope: slope), true)
     }
 
     /// Fills `candidates`: every point of the partial blocks at the window's ends, and the

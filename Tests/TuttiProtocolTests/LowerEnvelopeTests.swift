@@ -4,7 +4,8 @@ import TuttiCore
 import TuttiSimulation
 
 @Suite struct LowerEnvelopeTests {
-    /// The hull edge over the mean time, found the plain way: a monotone chain over every point.
+    /// The hull's chord from a quarter of its span before the mean time to a quarter after it,
+    /// under every point, found the plain way: a monotone chain over every point.
     func referenceEdge(_ points: [(Double, Double)]) -> (slope: Double, intercept: Double) {
         var hull: [(Double, Double)] = []
         for p in points {
@@ -17,9 +18,13 @@ import TuttiSimulation
         let meanX = points.reduce(0) { $0 + $1.0 } / Double(points.count)
         var index = 0
         while index < hull.count - 2 && hull[index + 1].0 < meanX { index += 1 }
-        let a = hull[index], b = hull[index + 1]
+        let quarter = (hull[hull.count - 1].0 - hull[0].0) / 4
+        var first = index, last = index + 1
+        while first > 0 && hull[first].0 > meanX - quarter { first -= 1 }
+        while last < hull.count - 1 && hull[last].0 < meanX + quarter { last += 1 }
+        let a = hull[first], b = hull[last]
         let slope = (b.1 - a.1) / (b.0 - a.0)
-        return (slope, a.1 - slope * a.0)
+        return (slope, points.map { $0.1 - slope * $0.0 }.min()!)
     }
 
     /// A window sliding over jittered delays, refitted as exchanges come and go: the hull built
