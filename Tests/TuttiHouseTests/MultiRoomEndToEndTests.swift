@@ -48,12 +48,14 @@ import TuttiTestSupport
     }
 
     /// A speaker process for `room`, connecting to the house (or a proxy) at `port`, its
-    /// virtual sound card writing `<directory>/<output>.wav` (the room's name by default).
+    /// virtual sound card writing `<directory>/<output>.wav` (the room's name by default), and
+    /// its clock estimate against the truth `<directory>/<output>.truth.jsonl`.
     func startSpeaker(_ room: RoomSpec, port: Int, in directory: TemporaryDirectory, output: String? = nil) throws -> ChildProcess {
         let file = output ?? room.name
         return try ChildProcess(name: file, arguments: [
             "speaker", "--server", "127.0.0.1:\(port)", "--name", room.name, "--output", "virtual:" + directory.file("\(file).wav"),
             "--clock-offset-ms", room.offset, "--clock-drift-ppm", room.drift, "--device-drift-ppm", room.device, "--latency-ms", room.latency,
+            "--clock-truth", directory.file("\(file).truth.jsonl"),
         ], standardError: directory.file("\(file).log"))
     }
 
@@ -170,11 +172,27 @@ import TuttiTestSupport
         #expect(analysis.unmatched["a"] == 0)
         let checkpoints = analysis.roomsPerCheckpoint
         #expect(checkpoints.first == 2 && checkpoints.contains(3) && checkpoints.last == 1)
-        // Start: the first frame heard ~110 ms after the command (plus b's 20 ms latency).
+        // Start: the first frame heard ~170 ms after the command in a release build (the anchor
+        // 50 ms beyond the rooms' 95 ms output lead, b's 20 ms latency, and the first audio's
+        // production, which a debug build under load has taken over 100 ms).
         let start = try #require(analysis.startTimes["a"])
         let latency = (start - Double(commandTime)) / 1e6
-        #expect(latency > 50 && latency < 250, "start latency \(latency) ms")
+        #expect(latency > 50 && latency < 400, "start latency \(latency) ms")
         #expect(abs(analysis.startTimes["a"]! - analysis.startTimes["b"]!) < 250_000)
+        // Each room's clock estimate against the truth, which its simulated clock offset and
+        // drift let it know (`--clock-truth`): within half a millisecond. Debug builds on a shared
+        // loopback put it 50-250 µs off (release builds some 20 µs) and their bounds covered it
+        // in 85-100 % of samples: the error is mostly a bias between the two processes' time
+        // stamping (how long each takes from a datagram's arrival to its stamp), which no two-way
+        // exchange can see, so the bound is printed here, not checked; the simulated house checks
+        // it (`SimulatedHouseTests`) and `tutti-bench sync` measures it for release builds.
+        let truth = try ClockTruth(files: Dictionary(uniqueKeysWithValues: rooms.map { ($0.name, directory.file("\($0.name).truth.jsonl")) }))
+            .summary(over: commandTime...MonotonicClock().now())
+        print("multi-room e2e: clock estimates' true error spread p99 \(truth.percentile(99) / 1000) µs; per room p99 |error| µs \(truth.worstErrors.mapValues { ($0 / 100).rounded() / 10 }), bound covered \(truth.coverage)")
+        #expect(truth.skews.count > 50)
+        for room in ["a", "b"] {
+            #expect((truth.worstErrors[room] ?? .infinity) < 500_000, "\(room)'s clock estimate was \((truth.worstErrors[room] ?? .nan) / 1000) µs off the truth")
+        }
     }
 
     /// Seek and next in a playing house, with real speakers: both rooms stay sample-aligned
