@@ -40,11 +40,7 @@ public struct ClockTruth: Sendable {
         /// Per room: the fraction of samples whose |error| was within the claimed bound.
         public var coverage: [String: Double]
 
-        public func percentile(_ p: Double) -> Double {
-            guard !skews.isEmpty else { return .nan }
-            let sorted = skews.sorted()
-            return sorted[min(sorted.count - 1, Int((p / 100 * Double(sorted.count - 1)).rounded()))]
-        }
+        public func percentile(_ p: Double) -> Double { nearestRankPercentile(skews.sorted(), p) }
     }
 
     /// The summary over true times `range`.
@@ -56,7 +52,7 @@ public struct ClockTruth: Sendable {
             let inRange = samples.filter { range.contains($0.mono_ns) }
             for sample in inRange { byBucket[sample.mono_ns / bucket, default: [:]][name] = sample.error_ns }
             let errors = inRange.map { Double(abs($0.error_ns)) }.sorted()
-            worst[name] = errors.isEmpty ? .nan : errors[min(errors.count - 1, Int((0.99 * Double(errors.count - 1)).rounded()))]
+            worst[name] = nearestRankPercentile(errors, 99)
             coverage[name] = inRange.isEmpty ? .nan : Double(inRange.filter { abs($0.error_ns) <= $0.bound_ns }.count) / Double(inRange.count)
         }
         let skews = byBucket.keys.sorted().compactMap { key -> Double? in

@@ -36,11 +36,7 @@ public struct SyncAnalysis: Sendable {
         /// Per checkpoint: each heard room's gain against the reference (its volume).
         public var gains: [(frame: Int, gain: [String: Double])] = []
 
-        public func percentile(_ p: Double) -> Double {
-            guard !skews.isEmpty else { return .nan }
-            let sorted = skews.sorted()
-            return sorted[min(sorted.count - 1, Int((p / 100 * Double(sorted.count - 1)).rounded()))]
-        }
+        public func percentile(_ p: Double) -> Double { nearestRankPercentile(skews.sorted(), p) }
         public var maximum: Double { skews.max() ?? .nan }
     }
 

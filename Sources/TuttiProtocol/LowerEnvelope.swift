@@ -57,12 +57,12 @@ struct LowerEnvelope {
     }
 
     /// A line under all points along their lower convex hull: its chord across the middle half
-    /// of the span (`hullEdge`), raised by the mean height of the points nearest it. Given a
+    /// of the span (`hullChord`), raised by the mean height of the points nearest it. Given a
     /// `slope` (a rate already known), the line of that slope through the lowest point instead.
     /// Needs at least one point.
     mutating func fit(slope known: Double? = nil) -> Fit {
         precondition(!x.isEmpty, "LowerEnvelope.fit needs a point")
-        let (slope, intercept, raised) = known == nil && x.count >= 2 ? hullEdge() : (known ?? 0, lowestIntercept(slope: known ?? 0), false)
+        let (slope, intercept, raised) = known == nil && x.count >= 2 ? hullChord() : (known ?? 0, lowestIntercept(slope: known ?? 0), false)
         // One selection serves both figures: the lowest 5 % (at least 8) raise the line, and
         // the highest of the lowest 5 % is the slack.
         fillHeights(above: (slope, intercept))
@@ -98,7 +98,7 @@ struct LowerEnvelope {
     /// mean time (the edge across the mean when the hull has no vertices further out), moved
     /// down to touch the lowest point. `raised` is false where the hull is a point or vertical
     /// and the line is flat.
-    private mutating func hullEdge() -> (slope: Double, intercept: Double, raised: Bool) {
+    private mutating func hullChord() -> (slope: Double, intercept: Double, raised: Bool) {
         collectCandidates()
         if hull.count < candidates.count { hull = [Int](repeating: 0, count: x.capacity) }
         let hullCount = candidates.withUnsafeBufferPointer { Self.lowerHull(of: $0, x: x, y: y, into: &hull) }

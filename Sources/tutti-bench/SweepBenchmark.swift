@@ -91,7 +91,7 @@ struct SweepBenchmark: ParsableCommand {
                 let skews = analysis.series.filter { $0.frame >= 48000 && $0.heard.count == rooms }.map { point in
                     (point.heard.values.max()! - point.heard.values.min()!) / 1000
                 }.sorted()
-                func percentile(_ p: Double) -> Double { skews.isEmpty ? .nan : skews[min(skews.count - 1, Int((p / 100 * Double(skews.count - 1)).rounded()))] }
+                func percentile(_ p: Double) -> Double { nearestRankPercentile(skews, p) }
                 let coverage = result.rooms.map(\.reportedBoundCoverage).filter { !$0.isNaN }
                 rows.append(Row(network: model.name, estimator: kind.rawValue, skewP50Microseconds: percentile(50), skewP99Microseconds: percentile(99),
                                 skewMaxMicroseconds: skews.last ?? .nan,

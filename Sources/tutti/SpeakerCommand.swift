@@ -89,13 +89,14 @@ struct Speaker: AsyncParsableCommand {
             Terminal.standardError("tutti speaker \(name): \(line)\n")
         }
         engine.onEvent = { line in Terminal.standardError("tutti speaker \(name): \(line)\n") }
+        // Before anything starts: a file that cannot be created stops the speaker cleanly.
+        let truth = try clockTruthPath.map { try ClockTruthWriter(path: $0, clock: clock, client: client, engine: engine) }
         do { try engine.start() } catch {
             Terminal.standardError("tutti speaker: \(error)\n")
             throw ExitCode(2)
         }
         Terminal.standardOutput("tutti speaker \(name): playing to \(device.name), server \(server)\n")
         let running = Task { await client.run(group: group) }
-        let truth = try clockTruthPath.map { try ClockTruthWriter(path: $0, clock: clock, client: client, engine: engine) }
         let tracing = Task { await truth?.run() }
         await waitForTermination()
         tracing.cancel()
