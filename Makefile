@@ -35,7 +35,7 @@ release: deps
 # Each phase is bounded (scripts/run-bounded.sh): past its deadline it prints the tests still
 # running and every thread's stack, stops, and fails, so a test that waits forever cannot hang CI.
 SOLO_TESTS := MultiRoomEndToEndTests
-REALTIME_TESTS := PlayoutEngineTests|NetworkPlaybackTests|HLSPlaybackTests|HLSSegmentBufferTests|HTTPSourceTests|URLPlayTests|MediaHTTPServerTests|ImpairmentProxyTests|QueueEditingTests|QueuePlayerControlTests|SampleBufferRendererPlaybackTests|RendererDemandTests|RendererPacketTests|PlayerRealTimeTests|RenderAllocationTests|EventsTests
+REALTIME_TESTS := PlayoutEngineTests|HouseAPITests|NetworkPlaybackTests|HLSPlaybackTests|HLSSegmentBufferTests|HTTPSourceTests|URLPlayTests|MediaHTTPServerTests|ImpairmentProxyTests|QueueEditingTests|QueuePlayerControlTests|SampleBufferRendererPlaybackTests|RendererDemandTests|RendererPacketTests|PlayerRealTimeTests|RenderAllocationTests|EventsTests
 SUITES_DEADLINE ?= 1200
 REALTIME_DEADLINE ?= 900
 SOLO_DEADLINE ?= 600

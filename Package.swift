@@ -35,6 +35,7 @@ let package = Package(
         .library(name: "TuttiProtocol", targets: ["TuttiProtocol"]),
         .library(name: "TuttiSpeaker", targets: ["TuttiSpeaker"]),
         .library(name: "TuttiHouse", targets: ["TuttiHouse"]),
+        .library(name: "TuttiHouseHTTP", targets: ["TuttiHouseHTTP"]),
         .library(name: "TuttiSimulation", targets: ["TuttiSimulation"]),
     ],
     dependencies: [
@@ -44,6 +45,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.0.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.8.1"),
     ],
     targets: [
         // System libraries from Debian packages (see Makefile `deps`).
@@ -91,6 +94,15 @@ let package = Package(
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
         ]),
+        // The house's HTTP and WebSocket API (docs/HTTP-API.md): the control commands as REST
+        // routes, and a live feed of what changes. Its own module, so the house, the simulated
+        // house and the fuzz harness build without Hummingbird.
+        .target(name: "TuttiHouseHTTP", dependencies: [
+            "TuttiCore", "TuttiProtocol", "TuttiHouse",
+            .product(name: "Hummingbird", package: "hummingbird"),
+            .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+            .product(name: "NIOCore", package: "swift-nio"),
+        ]),
         // Test clocks, the seeded generator, the network impairment proxy, the HTTP media server,
         // child processes and the simulated house: what tests, benchmarks and `tutti proxy`
         // drive the product with (like NIOEmbedded beside NIOCore). No product module depends on it.
@@ -106,7 +118,7 @@ let package = Package(
         .target(name: "TuttiDiagnostics", swiftSettings: optimizedEvenInDebug),
         .executableTarget(name: "tutti", dependencies: [
             "TuttiCore", "TuttiMedia", "TuttiMediaHTTP", "TuttiDevices", "TuttiEngine", "TuttiPlayer",
-            "TuttiProtocol", "TuttiSpeaker", "TuttiHouse", "TuttiSimulation",
+            "TuttiProtocol", "TuttiSpeaker", "TuttiHouse", "TuttiHouseHTTP", "TuttiSimulation",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "NIOCore", package: "swift-nio"),
@@ -135,9 +147,16 @@ let package = Package(
         .testTarget(name: "TuttiSpeakerTests", dependencies: ["TuttiSpeaker", "TuttiProtocol", "TuttiDevices", "TuttiSimulation", "TuttiTestSupport"]),
         .testTarget(name: "TuttiHouseTests", dependencies: ["TuttiHouse", "TuttiProtocol", "TuttiEngine", "TuttiSimulation",
                                                             "TuttiTestSupport", "TuttiDiagnostics", "TuttiMedia"]),
+        .testTarget(name: "TuttiHouseHTTPTests", dependencies: ["TuttiHouseHTTP", "TuttiHouse", "TuttiProtocol", "TuttiSimulation",
+                                                                "TuttiTestSupport", "TuttiDiagnostics",
+                                                                .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
+                                                                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                                                                .product(name: "NIOHTTP1", package: "swift-nio"),
+                                                                .product(name: "NIOPosix", package: "swift-nio")]),
         .testTarget(name: "TuttiSimulationTests", dependencies: ["TuttiSimulation", "TuttiTestSupport",
                                                                  .product(name: "NIOCore", package: "swift-nio"),
-                                                                 .product(name: "NIOPosix", package: "swift-nio")]),
+                                                                 .product(name: "NIOHTTP1", package: "swift-nio"),
+                                                                .product(name: "NIOPosix", package: "swift-nio")]),
         .testTarget(name: "TuttiCLITests", dependencies: ["TuttiSimulation", "TuttiTestSupport"]),
         // Replays Fuzz/Corpus and Fuzz/FailCases through the fuzz harness; writes the seeds.
         .testTarget(name: "TuttiFuzzHarnessTests", dependencies: ["TuttiFuzzHarness", "TuttiMedia", "TuttiProtocol", "TuttiTestSupport",

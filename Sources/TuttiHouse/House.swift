@@ -86,6 +86,8 @@ public final class House: @unchecked Sendable {
     private var knownLatencies: [String: Int64] = [:]
     /// A `play` waiting for its rooms to be ready.
     var pendingStart: PendingStart?
+    /// Front ends showing the house (`HouseChangeObservers.swift`).
+    var changeObservers = ChangeObservers()
 
     public init(configuration: Configuration, loop: any EventLoop, clock: any HostClock, log: @escaping @Sendable (String) -> Void) {
         self.configuration = configuration
@@ -200,6 +202,7 @@ public final class House: @unchecked Sendable {
         room.resume = hello.resume
         rooms[id] = room
         log("room \(hello.name) connected from \(channel.remoteAddress.map { "\($0)" } ?? "?")")
+        noteChange()
         return id
     }
 
@@ -221,6 +224,7 @@ public final class House: @unchecked Sendable {
         loop.preconditionInEventLoop()
         if let room = rooms.removeValue(forKey: id) { log("room \(room.name) disconnected") }
         checkPendingStart()
+        noteChange()
     }
 
     func received(status: WireMessage.SpeakerStatus, from id: UInt32) {
@@ -234,6 +238,7 @@ public final class House: @unchecked Sendable {
         // connection is sent more whatever edge was missed.
         if room.channel.isWritable { pump(room) }
         checkPendingStart()
+        noteChange()
     }
 
     // MARK: Timeline

@@ -31,8 +31,12 @@ extension House {
 
     /// Performs `command`; `respond` is called once, on the loop, at once or when the engine
     /// has applied an edit.
-    public func control(_ command: ControlCommand, respond: @escaping Respond) {
+    public func control(_ command: ControlCommand, respond answer: @escaping Respond) {
         loop.preconditionInEventLoop()
+        let respond: Respond = { [self] result in
+            answer(result)
+            if case .success = result { noteChange() }
+        }
         do {
             if let problem = command.problem { throw ControlRefusal(problem) }
             if let reply = try performAtOnce(command, respond) { respond(.success(reply)) }
@@ -59,7 +63,7 @@ extension House {
             resolvePendingStart()
             if let names, !names.isEmpty {
                 let unknown = names.filter { name in !rooms.values.contains { $0.name == name } }
-                if !unknown.isEmpty { throw ControlRefusal("no such room: \(unknown.joined(separator: ", ")) (connected: \(roomNames))") }
+                if !unknown.isEmpty { throw ControlRefusal("no such room: \(unknown.joined(separator: ", ")) (connected: \(roomNames))", kind: .notFound) }
                 state.group = names
             } else {
                 state.group = nil
@@ -75,18 +79,18 @@ extension House {
             startWhenRoomsAreReady(items: files.count, respond: respond)
             return nil
         case .pause:
-            guard let stream, isPlaying else { throw ControlRefusal("nothing is playing") }
+            guard let stream, isPlaying else { throw ControlRefusal("nothing is playing", kind: .conflict) }
             let time = anchorTime
             let frame = stream.schedule.position(atServer: time)?.frame ?? playhead()
             apply(TimelineAnchor(timelineFrame: frame, serverTime: time, isPlaying: false))
             return .paused(PauseReport(pausedAtSeconds: seconds(frame)))
         case .resume:
-            guard let stream, !isPlaying, let anchor = stream.schedule.anchors.last else { throw ControlRefusal("nothing is paused") }
+            guard let stream, !isPlaying, let anchor = stream.schedule.anchors.last else { throw ControlRefusal("nothing is paused", kind: .conflict) }
             let time = anchorTime
             apply(TimelineAnchor(timelineFrame: anchor.timelineFrame, serverTime: time, isPlaying: true))
             return .resumed(ResumeReport(resumedAtSeconds: seconds(anchor.timelineFrame), startsInMs: startsInMilliseconds))
         case .seek(let target):
-            guard let item = currentItem, item.index >= 0 else { throw ControlRefusal("nothing is playing") }
+            guard let item = currentItem, item.index >= 0 else { throw ControlRefusal("nothing is playing", kind: .conflict) }
             let time = MediaTime(seconds: target)
             editPlayingQueue({ $0.seek(to: time, completion: $1) }, respond) { [self] action in
                 guard let action else {
@@ -98,7 +102,7 @@ extension House {
             }
             return nil
         case .next:
-            guard let item = currentItem, item.index >= 0 else { throw ControlRefusal("nothing is playing") }
+            guard let item = currentItem, item.index >= 0 else { throw ControlRefusal("nothing is playing", kind: .conflict) }
             editPlayingQueue({ $0.advanceToNextItem(completion: $1) }, respond) { [self] action in
                 guard let action else {
                     guard item.index + 1 < state.queue.count else {
@@ -153,7 +157,7 @@ extension House {
             return nil
         case .queueRemove(let index):
             guard state.queue.indices.contains(index) else {
-                throw ControlRefusal("no queue item \(index) (the queue has \(state.queue.count))")
+                throw ControlRefusal("no queue item \(index) (the queue has \(state.queue.count))", kind: .notFound)
             }
             state.queue.remove(at: index)
             queueTags.remove(at: index)
@@ -162,7 +166,7 @@ extension House {
             return nil
         case .queueMove(let from, let to):
             guard state.queue.indices.contains(from) else {
-                throw ControlRefusal("no queue item \(from) (the queue has \(state.queue.count))")
+                throw ControlRefusal("no queue item \(from) (the queue has \(state.queue.count))", kind: .notFound)
             }
             guard state.queue.indices.contains(to) else {
                 throw ControlRefusal("queue position \(to) is out of range 0…\(state.queue.count - 1)")
@@ -181,9 +185,9 @@ extension House {
     private func checkReadable(_ files: [String]) throws {
         for file in files where !file.contains("://") && file != "-" && !file.hasPrefix("pipe:") {
             var isDirectory: ObjCBool = false
-            guard FileManager.default.fileExists(atPath: file, isDirectory: &isDirectory) else { throw ControlRefusal("\(file): no such file") }
-            guard !isDirectory.boolValue else { throw ControlRefusal("\(file): is a directory") }
-            guard FileManager.default.isReadableFile(atPath: file) else { throw ControlRefusal("\(file): permission denied") }
+            guard FileManager.default.fileExists(atPath: file, isDirectory: &isDirectory) else { throw ControlRefusal("\(file): no such file", kind: .unplayable) }
+            guard !isDirectory.boolValue else { throw ControlRefusal("\(file): is a directory", kind: .unplayable) }
+            guard FileManager.default.isReadableFile(atPath: file) else { throw ControlRefusal("\(file): permission denied", kind: .unplayable) }
         }
     }
 
@@ -193,7 +197,7 @@ extension House {
     }
 
     private func room(named name: String) throws -> RoomLink {
-        guard let room = rooms.values.first(where: { $0.name == name }) else { throw ControlRefusal("no such room: \(name) (connected: \(roomNames))") }
+        guard let room = rooms.values.first(where: { $0.name == name }) else { throw ControlRefusal("no such room: \(name) (connected: \(roomNames))", kind: .notFound) }
         return room
     }
 
@@ -202,7 +206,7 @@ extension House {
     }
 
     private func startPlaying(item: Int, offset: MediaTime = .zero, anchored: Bool = true) throws {
-        do { try startStream(item: item, offset: offset, anchored: anchored) } catch { throw ControlRefusal("\(error)") }
+        do { try startStream(item: item, offset: offset, anchored: anchored) } catch { throw ControlRefusal("\(error)", kind: .unplayable) }
     }
 
     private var startsInMilliseconds: Int {
@@ -237,7 +241,7 @@ extension House {
                 let (respond, answer) = finish.value
                 guard let self, self.stream?.id == streamID else {
                     // A newer command replaced the stream before this edit reached it.
-                    return respond(.failure(ControlRefusal("superseded: another command replaced the stream before this one took effect")))
+                    return respond(.failure(ControlRefusal("superseded: another command replaced the stream before this one took effect", kind: .conflict)))
                 }
                 do {
                     respond(.success(.edited(try answer(action))))

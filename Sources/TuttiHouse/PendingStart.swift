@@ -26,7 +26,7 @@ extension House {
     /// answers `respond` when it is anchored, which may be at once.
     func startWhenRoomsAreReady(items: Int, respond: @escaping Respond) {
         loop.preconditionInEventLoop()
-        guard let stream else { return respond(.failure(ControlRefusal("nothing to play"))) }
+        guard let stream else { return respond(.failure(ControlRefusal("nothing to play", kind: .conflict))) }
         let requested = now
         pendingStart = PendingStart(streamID: stream.id, firstFrame: stream.schedule.anchors.last?.timelineFrame ?? 0, items: items,
                                     requested: requested, deadline: requested + configuration.startWaitNanoseconds, respond: respond)
@@ -44,7 +44,7 @@ extension House {
         guard let pending = pendingStart else { return }
         guard let stream, stream.id == pending.streamID else {
             pendingStart = nil
-            return pending.respond(.failure(ControlRefusal("superseded: another command replaced the stream before it started")))
+            return pending.respond(.failure(ControlRefusal("superseded: another command replaced the stream before it started", kind: .conflict)))
         }
         let waiting = groupRooms.filter { !isReady($0, for: pending) }
         guard waiting.isEmpty || now >= pending.deadline else { return }

@@ -5,6 +5,7 @@ import NIOPosix
 import TuttiCore
 import TuttiMedia
 import TuttiHouse
+import TuttiHouseHTTP
 import TuttiMediaHTTP
 import TuttiEngine
 import TuttiPlayer
@@ -15,13 +16,19 @@ struct Server: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run the house: the queue, the timeline and the rooms.",
         discussion: """
-            Speakers connect with `tutti speaker --server HOST:PORT`; control it with `tutti ctl --server HOST:PORT …`.
+            Speakers connect with `tutti speaker --server HOST:PORT`; control it with `tutti ctl --server HOST:PORT …`, \
+            or over HTTP: `curl http://HOST:7780/api/status`, `curl -X POST -d '{"files":["/music/a.flac"]}' \
+            http://HOST:7780/api/transport/play` (docs/HTTP-API.md). `/api/events` is a WebSocket of every change.
             It listens on TCP (audio, control) and UDP (clock sync) on the same port. Audio is sent to every room \
             far ahead of the playhead (5 minutes by default) as fast as the network allows, so outages go unheard.
             """)
 
     @Option(help: "Address to listen on, e.g. 0.0.0.0:7700 or 127.0.0.1:0 (0 picks a free port).")
     var listen: HostPort = HostPort(argument: "0.0.0.0:7700")!
+
+    @Option(help: ArgumentHelp("Address of the HTTP API and its event WebSocket (default 0.0.0.0:7780), or `off`.",
+                               discussion: "If the default address is taken (another house on this machine), the house runs without it and says so."))
+    var http: String?
 
     @Option(name: .customLong("state-dir"), help: "Directory of the house's store (house.sqlite): the queue, volumes, group and the playing stream, so a restarted house resumes where it was.")
     var stateDirectory: String?
@@ -31,6 +38,12 @@ struct Server: AsyncParsableCommand {
 
     @Option(help: "Codec on the wire: flac (lossless, default) or pcm-f32le.")
     var codec: String = "flac"
+
+    func validate() throws {
+        if let http, http != "off", HostPort(argument: http) == nil {
+            throw ValidationError("--http \(http): use HOST:PORT (0.0.0.0:7780) or off")
+        }
+    }
 
     func run() async throws {
         // The process's one HTTP client, for URLs in the queue.
@@ -50,9 +63,40 @@ struct Server: AsyncParsableCommand {
             throw ExitCode(2)
         }
         Terminal.standardOutput("tutti server: listening on \(HostPort(argument: "\(listen.host):\(port)")!) (TCP and UDP)\n")
+        let api = try await startHTTP(house: server.house)
         await waitForTermination()
+        await api?.stop()
         await server.stop()
         try? await client.shutdown()
+    }
+
+    static let defaultHTTP = HostPort(argument: "0.0.0.0:7780")!
+
+    /// The HTTP API, unless `--http off`. An address given and taken stops the house; the
+    /// default taken only leaves it without the API.
+    private func startHTTP(house: House) async throws -> HouseHTTPServer? {
+        if http == "off" { return nil }
+        guard let address = http.map({ HostPort(argument: $0) }) ?? Self.defaultHTTP else {
+            throw ValidationError("--http \(http!): use HOST:PORT (0.0.0.0:7780) or off")
+        }
+        var configuration = HouseHTTPServer.Configuration()
+        configuration.host = address.host
+        configuration.port = address.port
+        let api = HouseHTTPServer(house: house, configuration: configuration)
+        do {
+            let port = try await api.start()
+            Terminal.standardOutput("tutti server: HTTP API on http://\(HostPort(argument: "\(address.host):\(port)")!)/api (events: ws://…/api/events)\n")
+            return api
+        } catch {
+            // NIO's bind error names the syscall; a user wants the reason.
+            let reason = (error as? IOError).map { String(cString: strerror($0.errnoCode)).lowercased() } ?? "\(error)"
+            guard http == nil else {
+                Terminal.standardError("tutti server: cannot serve HTTP on \(address): \(reason)\n")
+                throw ExitCode(2)
+            }
+            Terminal.standardError("tutti server: cannot serve HTTP on \(address): \(reason); running without the HTTP API (choose another address with --http HOST:PORT)\n")
+            return nil
+        }
     }
 }
 

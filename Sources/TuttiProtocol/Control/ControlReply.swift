@@ -44,11 +44,45 @@ public enum ControlReply: Sendable, Equatable {
     public var status: StatusReport? { if case .status(let r) = self { r } else { nil } }
 }
 
-/// The house refused a command: one line saying why (`{"error": "…"}` on the wire).
-public struct ControlRefusal: Error, Codable, Sendable, Equatable, CustomStringConvertible {
+/// The house refused a command: one line saying why, and what kind of refusal it is
+/// (`{"error": "…", "kind": "not-found"}` on the wire), so the HTTP API can answer with the
+/// right status code.
+public struct ControlRefusal: Error, Sendable, Equatable, CustomStringConvertible {
+    public enum Kind: String, Codable, Sendable {
+        /// The request itself is malformed or its values make no sense (HTTP 400).
+        case invalid
+        /// It names a room or a queue item that does not exist (HTTP 404).
+        case notFound = "not-found"
+        /// It does not fit what the house is doing now: nothing plays, or another command
+        /// replaced the stream first (HTTP 409).
+        case conflict
+        /// It names media the house cannot play: a missing, unreadable or undecodable file
+        /// (HTTP 422).
+        case unplayable
+    }
+
     public var error: String
-    public init(_ error: String) { self.error = error }
+    public var kind: Kind
+    public init(_ error: String, kind: Kind = .invalid) {
+        self.error = error
+        self.kind = kind
+    }
     public var description: String { error }
+}
+
+extension ControlRefusal: Codable {
+    private enum Key: String, CodingKey { case error, kind }
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: Key.self)
+        error = try c.decode(String.self, forKey: .error)
+        // A house before kinds sent none; an unknown kind is still a refusal.
+        kind = (try? c.decodeIfPresent(Kind.self, forKey: .kind)) ?? .invalid
+    }
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: Key.self)
+        try c.encode(error, forKey: .error)
+        try c.encode(kind, forKey: .kind)
+    }
 }
 
 public struct PlayReport: Codable, Sendable, Equatable {

@@ -1,0 +1,115 @@
+import Foundation
+import Hummingbird
+import HummingbirdWebSocket
+import NIOCore
+import TuttiHouse
+import TuttiProtocol
+
+/// The REST routes of the house's API (docs/HTTP-API.md). Each route is a `ControlCommand`:
+/// its name fixed by the route, its fields from the path and the JSON body, read by
+/// `ControlJSON` as `tutti ctl`'s are, so the API and the CLI share one definition. Replies are
+/// the commands' reports; a refusal is `{"error": "…", "kind": "…"}` with the status code its
+/// kind calls for.
+enum HouseAPIRoutes {
+    typealias Context = BasicWebSocketRequestContext
+
+    /// The largest request body: a play of a few thousand paths.
+    static let maximumBodyBytes = 1 << 20
+
+    static func add(to router: Router<Context>, house: House) {
+        router.get("/api/status") { _, _ in await answer(house, .status) }
+        router.get("/api/rooms") { _, _ in await answer(house, .rooms) }
+        router.post("/api/rooms/{room}/join") { request, context in
+            await run("join", request, context, house, path: ["room": try context.parameters.require("room")])
+        }
+        router.post("/api/rooms/{room}/leave") { request, context in
+            await run("leave", request, context, house, path: ["room": try context.parameters.require("room")])
+        }
+        router.put("/api/rooms/{room}/volume") { request, context in
+            await run("volume", request, context, house, path: ["room": try context.parameters.require("room")])
+        }
+        for name in ["play", "pause", "resume", "seek", "next"] {
+            router.post("/api/transport/\(name)") { request, context in await run(name, request, context, house) }
+        }
+        router.get("/api/queue") { _, _ in await answer(house, .queue) }
+        router.post("/api/queue") { request, context in await run("queue-add", request, context, house) }
+        router.post("/api/queue/move") { request, context in await run("queue-move", request, context, house) }
+        router.delete("/api/queue/{index}") { request, context in
+            guard let index = context.parameters.get("index", as: Int.self) else {
+                return refusal(ControlRefusal("queue-remove: the index in the path must be a whole number"))
+            }
+            return await run("queue-remove", request, context, house, path: ["index": index])
+        }
+        // Any command as `tutti ctl` sends it: {"command": "seek", "seconds": 30}.
+        router.post("/api/control") { request, context in await run(nil, request, context, house) }
+    }
+
+    /// Performs the command named `name` (nil: named by the body's "command"), with the body's
+    /// fields and `path`'s.
+    static func run(_ name: String?, _ request: Request, _ context: Context, _ house: House, path: [String: Any] = [:]) async -> Response {
+        var fields: [String: Any]
+        do {
+            let body = try await request.body.collect(upTo: maximumBodyBytes)
+            fields = try bodyObject(body, command: name ?? "control")
+        } catch let refused as ControlRefusal {
+            return refusal(refused)
+        } catch {
+            return refusal(ControlRefusal("\(name ?? "control"): the body is over \(maximumBodyBytes >> 20) MiB"))
+        }
+        fields.merge(path) { _, fromPath in fromPath }
+        if let name { fields["command"] = name }
+        // Serializing what was just parsed (plus strings and integers) cannot fail.
+        let json = String(decoding: try! JSONSerialization.data(withJSONObject: fields), as: UTF8.self)
+        let command: ControlCommand
+        do { command = try ControlJSON.decodeCommand(json) } catch { return refusal(error) }
+        return await answer(house, command)
+    }
+
+    /// The body as a JSON object; empty is `{}`.
+    static func bodyObject(_ body: ByteBuffer, command: String) throws(ControlRefusal) -> [String: Any] {
+        guard body.readableBytes > 0 else { return [:] }
+        guard let object = try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any] else {
+            throw ControlRefusal("\(command): the body is not a JSON object")
+        }
+        return object
+    }
+
+    static func answer(_ house: House, _ command: ControlCommand) async -> Response {
+        switch await house.perform(command) {
+        case .success(let reply): json(ControlJSON.encode(reply), status: .ok)
+        case .failure(let refused): refusal(refused)
+        }
+    }
+
+    static func refusal(_ refused: ControlRefusal) -> Response {
+        json(ControlJSON.encode(refused), status: status(for: refused.kind))
+    }
+
+    static func status(for kind: ControlRefusal.Kind) -> HTTPResponse.Status {
+        switch kind {
+        case .invalid: .badRequest
+        case .notFound: .notFound
+        case .conflict: .conflict
+        case .unplayable: .unprocessableContent
+        }
+    }
+
+    static func json(_ text: String, status: HTTPResponse.Status) -> Response {
+        Response(status: status, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: ByteBuffer(string: text)))
+    }
+}
+
+/// Turns Hummingbird's own errors (no such route, a method the route does not take) into the
+/// API's JSON refusals.
+struct JSONErrorMiddleware<Context: RequestContext>: RouterMiddleware {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        do {
+            return try await next(request, context)
+        } catch let error as any HTTPResponseError {
+            let kind: ControlRefusal.Kind = error.status == .notFound ? .notFound : .invalid
+            let reason = error.status == .notFound ? "no such endpoint" : error.status.reasonPhrase.lowercased()
+            let refused = ControlRefusal("\(request.method) \(request.uri.path): \(reason)", kind: kind)
+            return HouseAPIRoutes.json(ControlJSON.encode(refused), status: error.status)
+        }
+    }
+}

@@ -1,0 +1,69 @@
+import Hummingbird
+import HummingbirdWebSocket
+import Logging
+import NIOCore
+import Synchronization
+import TuttiHouse
+
+/// The house's HTTP API and live event feed, on one port (`tutti server --http`, 7780 by
+/// default): the REST routes of `HouseAPIRoutes` under `/api`, and the WebSocket feed of
+/// `HouseEventFeed` at `/api/events`. Runs on its own threads (Hummingbird's), never on the
+/// house's loop: each request is handed to the house as a `ControlCommand` and awaited.
+///
+/// Thread-safety: all members may be called from any thread.
+public final class HouseHTTPServer: Sendable {
+    public struct Configuration: Sendable {
+        public var host = "0.0.0.0"
+        public var port = 7780
+        /// How often the event feed looks at the house for changes no event announces (the
+        /// playhead entering the next item, the fill's progress).
+        public var feedIntervalNanoseconds: Int64 = 100_000_000
+        public init() {}
+    }
+
+    public let house: House
+    public let configuration: Configuration
+    private let running = Mutex<Task<Void, Never>?>(nil)
+
+    public init(house: House, configuration: Configuration = Configuration()) {
+        self.house = house
+        self.configuration = configuration
+    }
+
+    /// Binds and serves; returns the port it listens on (the one asked for, or the one picked
+    /// for port 0).
+    /// - Throws: the bind's error (the address in use, not ours to bind).
+    public func start() async throws -> Int {
+        let router = Router(context: BasicWebSocketRequestContext.self)
+        router.add(middleware: JSONErrorMiddleware())
+        HouseAPIRoutes.add(to: router, house: house)
+        HouseEventFeed.add(to: router, house: house, intervalNanoseconds: configuration.feedIntervalNanoseconds)
+        var logger = Logger(label: "tutti.http")
+        // Hummingbird's own lines (a request's id, "server started") are not the house's log.
+        logger.logLevel = .critical
+        let (bound, announce) = AsyncStream<Result<Int, any Error>>.makeStream()
+        let requested = configuration.port
+        let app = Application(router: router, server: .http1WebSocketUpgrade(webSocketRouter: router),
+                              configuration: .init(address: .hostname(configuration.host, port: requested), serverName: "tutti"),
+                              onServerRunning: { channel in announce.yield(.success(channel.localAddress?.port ?? requested)) },
+                              logger: logger)
+        let task = Task {
+            do { try await app.run() } catch { announce.yield(.failure(error)) }
+            announce.finish()
+        }
+        running.withLock { $0 = task }
+        for await outcome in bound { return try outcome.get() }
+        throw HTTPServerStopped()
+    }
+
+    /// Stops serving: open requests and feeds end.
+    public func stop() async {
+        guard let task = running.withLock({ task -> Task<Void, Never>? in defer { task = nil }; return task }) else { return }
+        task.cancel()
+        await task.value
+    }
+}
+
+struct HTTPServerStopped: Error, CustomStringConvertible {
+    var description: String { "the HTTP server stopped before it listened" }
+}

@@ -1,0 +1,225 @@
+import AsyncHTTPClient
+import Foundation
+import HummingbirdWSClient
+import Logging
+import NIOCore
+import NIOHTTP1
+import Testing
+import TuttiCore
+import TuttiDiagnostics
+import TuttiSimulation
+import TuttiTestSupport
+
+/// The HTTP API and its event feed against a real `tutti server` and a real speaker process on a
+/// virtual sound card: commands sent as a browser or `curl` sends them, the feed read by a real
+/// WebSocket client, and what the card emitted checked.
+@Suite(.serialized) struct HouseAPITests {
+    /// A house with its HTTP API on a free port, and one room "a" on a virtual card.
+    struct House {
+        var server: ChildProcess
+        var speaker: ChildProcess
+        var api: String
+        var events: String
+
+        init(in directory: TemporaryDirectory) throws {
+            server = try ChildProcess(name: "server", arguments: ["server", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0",
+                                                                  "--state-dir", directory.file("state")],
+                                      standardError: directory.file("server.log"))
+            let line = try server.waitForLine(containing: "listening on")
+            let port = Int(line.split(separator: ":").last!.split(separator: " ").first!)!
+            let httpLine = try server.waitForLine(containing: "HTTP API on")
+            let httpPort = httpLine.split(separator: ":")[safe: 3].flatMap { Int($0.prefix { $0.isNumber }) }!
+            api = "http://127.0.0.1:\(httpPort)/api"
+            events = "ws://127.0.0.1:\(httpPort)/api/events"
+            speaker = try ChildProcess(name: "a", arguments: ["speaker", "--server", "127.0.0.1:\(port)", "--name", "a",
+                                                              "--output", "virtual:" + directory.file("a.wav")],
+                                       standardError: directory.file("a.log"))
+        }
+
+        func stop() {
+            speaker.interrupt()
+            server.interrupt()
+        }
+    }
+
+    struct Reply {
+        var status: Int
+        var json: [String: Any]
+    }
+
+    func request(_ method: HTTPMethod, _ url: String, body: String? = nil) async throws -> Reply {
+        var request = HTTPClientRequest(url: url)
+        request.method = method
+        if let body { request.body = .bytes(ByteBuffer(string: body)) }
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+        let bytes = try await response.body.collect(upTo: 1 << 20)
+        let object = (try? JSONSerialization.jsonObject(with: Data(bytes.readableBytesView))) as? [String: Any] ?? [:]
+        #expect(response.headers["content-type"].first == "application/json", "\(method) \(url)")
+        return Reply(status: Int(response.status.code), json: object)
+    }
+
+    /// Waits (guarded) until the house reports room "a" with a clock good enough to play by.
+    func waitForRoom(_ house: House) async throws {
+        let deadline = Date().addingTimeInterval(30)
+        while Date() < deadline {
+            let rooms = try await request(.GET, house.api + "/rooms").json["rooms"] as? [[String: Any]] ?? []
+            if let a = rooms.first(where: { $0["name"] as? String == "a" }), let error = a["clockErrorMicroseconds"] as? Double, error < 100 { return }
+            try await Task.sleep(nanoseconds: 50_000_000)
+        }
+        throw TestFailure("room a did not connect with a settled clock")
+    }
+
+    @Test(.timeLimit(.minutes(2)))
+    func playsVolumeAndFeedThroughHTTP() async throws {
+        let directory = try TemporaryDirectory("http-api")
+        defer { directory.preserveLogs(as: "http-api"); directory.remove() }
+        let music = directory.file("tone.flac")
+        try TestMedia.ffmpeg(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=8", "-ac", "2", music])
+        let house = try House(in: directory)
+        defer { house.stop() }
+        let feed = FeedListener(url: house.events)
+        defer { feed.close() }
+        try await waitForRoom(house)
+        // The feed's first messages are the status and the queue as they are.
+        _ = try await feed.first(timeout: 10) { $0["event"] as? String == "queue" }
+
+        let play = try await request(.POST, house.api + "/transport/play", body: #"{"files":["\#(music)"],"rooms":["a"]}"#)
+        #expect(play.status == 200, "\(play.json)")
+        #expect(play.json["rooms"] as? [String] == ["a"])
+        let playing = try await feed.first(timeout: 10) { status($0)?["state"] as? String == "playing" }
+        #expect(status(playing.json)?["rooms"] as? [[String: Any]] != nil)
+        try await waitForPlayhead(house, beyond: 2)
+
+        let sent = MonotonicClock().now()
+        let volume = try await request(.PUT, house.api + "/rooms/a/volume", body: #"{"percent":50}"#)
+        #expect(volume.status == 200 && volume.json["volume"] as? Int == 50, "\(volume.json)")
+        let seen = try await feed.first(timeout: 10) { message in
+            (status(message)?["rooms"] as? [[String: Any]])?.contains { $0["name"] as? String == "a" && $0["volume"] as? Int == 50 } ?? false
+        }
+        let latencyMs = Double(seen.time - sent) / 1e6
+        print("HTTP API: the volume change reached the event feed \(String(format: "%.1f", latencyMs)) ms after the request was sent")
+        #expect(latencyMs < 100)
+        try await waitForPlayhead(house, beyond: 4)
+        house.speaker.interrupt()
+
+        // The card played the tone, then the same tone 30 dB down (50 % on a 60 dB scale).
+        let capture = try VirtualCapture(path: directory.file("a.wav"))
+        let first = try #require(capture.firstSoundFrame())
+        func rms(from start: Int, seconds: Double) -> Double {
+            SignalCheck.rms(capture.samples, channels: capture.channelCount, frames: start..<(start + Int(seconds * 48000)))
+        }
+        let before = rms(from: first + 24000, seconds: 0.5)
+        let after = rms(from: capture.frameCount - 24000, seconds: 0.4)
+        print("HTTP API: tone RMS \(before) before the volume change, \(after) after (ratio \(after / before))")
+        // ffmpeg's sine has amplitude 1/8, and its mono-to-stereo upmix lowers each channel 3 dB:
+        // RMS 0.125 × 0.7071 × 0.7071.
+        #expect(abs(before - 0.0625) < 0.002)
+        #expect(abs(after / before - pow(10, -1.5)) < 0.005)
+    }
+
+    /// Every refusal is JSON with one line saying why, and the status code its kind calls for;
+    /// the house goes on serving.
+    @Test(.timeLimit(.minutes(2)))
+    func refusesBadRequestsWithReasons() async throws {
+        let directory = try TemporaryDirectory("http-api-errors")
+        defer { directory.preserveLogs(as: "http-api-errors"); directory.remove() }
+        let house = try House(in: directory)
+        defer { house.stop() }
+        try await waitForRoom(house)
+        let cases: [(HTTPMethod, String, String?, Int, String)] = [
+            (.POST, "/transport/seek", #"{"seconds":"soon"}"#, 400, #"seek: "seconds" must be a number"#),
+            (.POST, "/transport/seek", "not json", 400, "seek: the body is not a JSON object"),
+            (.POST, "/transport/pause", nil, 409, "nothing is playing"),
+            (.POST, "/transport/play", #"{"files":["/no/such.flac"]}"#, 422, "/no/such.flac: no such file"),
+            (.POST, "/transport/play", #"{"files":[]}"#, 400, "play needs at least one file"),
+            (.PUT, "/rooms/attic/volume", #"{"percent":10}"#, 404, "no such room: attic"),
+            (.PUT, "/rooms/a/volume", #"{"percent":140}"#, 400, "volume needs a percentage from 0 to 100"),
+            (.DELETE, "/queue/7", nil, 404, "no queue item 7"),
+            (.DELETE, "/queue/x", nil, 400, "the index in the path must be a whole number"),
+            (.POST, "/control", #"{"command":"dance"}"#, 400, "unknown command dance"),
+            (.GET, "/nothing-here", nil, 404, "GET /api/nothing-here: no such endpoint"),
+        ]
+        for (method, path, body, status, reason) in cases {
+            let reply = try await request(method, house.api + path, body: body)
+            let error = reply.json["error"] as? String ?? ""
+            #expect(reply.status == status && error.contains(reason), "\(method) \(path): \(reply.status) \(reply.json)")
+            #expect(!error.contains("\n"))
+        }
+        // Still serving, and the same commands through the generic route.
+        let status = try await request(.POST, house.api + "/control", body: #"{"command":"status"}"#)
+        #expect(status.status == 200 && status.json["state"] as? String == "stopped", "\(status.json)")
+    }
+
+    func waitForPlayhead(_ house: House, beyond seconds: Double) async throws {
+        let deadline = Date().addingTimeInterval(30)
+        while Date() < deadline {
+            let status = try await request(.GET, house.api + "/status").json
+            if let position = status["positionSeconds"] as? Double, position > seconds { return }
+            try await Task.sleep(nanoseconds: 50_000_000)
+        }
+        throw TestFailure("the playhead did not pass \(seconds) s")
+    }
+}
+
+struct TestFailure: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
+func status(_ message: [String: Any]) -> [String: Any]? {
+    message["event"] as? String == "status" ? message["status"] as? [String: Any] : nil
+}
+
+extension Array {
+    subscript(safe index: Int) -> Element? { indices.contains(index) ? self[index] : nil }
+}
+extension ArraySlice {
+    subscript(safe index: Int) -> Element? { indices.contains(index) ? self[index] : nil }
+}
+
+/// A real WebSocket client on `/api/events`, keeping every message with the monotonic time it
+/// arrived.
+final class FeedListener: @unchecked Sendable {
+    private let lock = NSLock()
+    private var received: [(time: Int64, json: [String: Any])] = []
+    private var task: Task<Void, Never>?
+    private var failure: String?
+
+    init(url: String) {
+        task = Task {
+            do {
+                try await WebSocketClient.connect(url: url, logger: Logger(label: "feed")) { inbound, _, _ in
+                    for try await message in inbound.messages(maxSize: 1 << 22) {
+                        guard case .text(let text) = message else { continue }
+                        let time = MonotonicClock().now()
+                        let json = (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any] ?? ["unparsed": text]
+                        self.lock.withLock { self.received.append((time, json)) }
+                    }
+                }
+            } catch {
+                lock.withLock { failure = "\(error)" }
+            }
+        }
+    }
+
+    /// Messages before this one were matched or passed over by an earlier `first`.
+    private var consumed = 0
+
+    /// The first message after the last one returned, so far or to come, that `matches`
+    /// (guarded by `timeout`).
+    func first(timeout: Double, where matches: ([String: Any]) -> Bool) async throws -> (time: Int64, json: [String: Any]) {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            let (start, fresh, failure) = lock.withLock { (consumed, Array(received[consumed...]), self.failure) }
+            if let offset = fresh.firstIndex(where: { matches($0.json) }) {
+                lock.withLock { consumed = start + offset + 1 }
+                return fresh[offset]
+            }
+            if let failure { throw TestFailure("the event feed failed: \(failure)") }
+            try await Task.sleep(nanoseconds: 2_000_000)
+        }
+        throw TestFailure("no matching event within \(timeout) s; last: \(lock.withLock { received.suffix(2).map(\.json) })")
+    }
+
+    func close() { task?.cancel() }
+}
