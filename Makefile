@@ -1,6 +1,9 @@
 # Tutti: `make demo` and `make test` install what is missing, build, and run.
 SHELL := /bin/bash
 APT_PACKAGES := libsqlite3-dev libavformat-dev libavcodec-dev libavutil-dev libswresample-dev libsoxr-dev libogg-dev libasound2-dev pkg-config ffmpeg gdb
+# For Tests/TuttiHouseHTTPTests: schemathesis checks the HTTP API against its /openapi.json;
+# websockets is the event feed's client.
+PIP_PACKAGES := schemathesis==4.32.5 websockets==17.4
 SWIFT_BUILD_FLAGS ?=
 DEMO_DIR ?= out/demo
 
@@ -14,6 +17,10 @@ deps:
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
 	fi
+	@for p in $(PIP_PACKAGES); do \
+		python3 -c "import importlib.metadata as m; assert m.version('$${p%%==*}') == '$${p##*==}'" 2>/dev/null || \
+		{ echo "Installing: $$p"; python3 -m pip install -q --disable-pip-version-check "$$p"; }; \
+	done
 
 build: deps
 	swift build $(SWIFT_BUILD_FLAGS)

@@ -149,7 +149,6 @@ let package = Package(
                                                             "TuttiTestSupport", "TuttiDiagnostics", "TuttiMedia"]),
         .testTarget(name: "TuttiHouseHTTPTests", dependencies: ["TuttiHouseHTTP", "TuttiHouse", "TuttiProtocol", "TuttiSimulation",
                                                                 "TuttiTestSupport", "TuttiDiagnostics",
-                                                                .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
                                                                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                                                                 .product(name: "NIOHTTP1", package: "swift-nio"),
                                                                 .product(name: "NIOPosix", package: "swift-nio")]),

@@ -17,31 +17,29 @@ enum HouseAPIRoutes {
     static let maximumBodyBytes = 1 << 20
 
     static func add(to router: Router<Context>, house: House) {
-        router.get("/api/status") { _, _ in await answer(house, .status) }
-        router.get("/api/rooms") { _, _ in await answer(house, .rooms) }
-        router.post("/api/rooms/{room}/join") { request, context in
-            await run("join", request, context, house, path: ["room": try context.parameters.require("room")])
-        }
-        router.post("/api/rooms/{room}/leave") { request, context in
-            await run("leave", request, context, house, path: ["room": try context.parameters.require("room")])
-        }
-        router.put("/api/rooms/{room}/volume") { request, context in
-            await run("volume", request, context, house, path: ["room": try context.parameters.require("room")])
-        }
-        for name in ["play", "pause", "resume", "seek", "next"] {
-            router.post("/api/transport/\(name)") { request, context in await run(name, request, context, house) }
-        }
-        router.get("/api/queue") { _, _ in await answer(house, .queue) }
-        router.post("/api/queue") { request, context in await run("queue-add", request, context, house) }
-        router.post("/api/queue/move") { request, context in await run("queue-move", request, context, house) }
-        router.delete("/api/queue/{index}") { request, context in
-            guard let index = context.parameters.get("index", as: Int.self) else {
-                return refusal(ControlRefusal("queue-remove: the index in the path must be a whole number"))
+        for operation in APIOperation.all {
+            router.on(RouterPath(operation.path), method: operation.method) { request, context in
+                var path: [String: Any] = [:]
+                for field in operation.pathFields {
+                    let text = try context.parameters.require(field.name)
+                    if case .integer = field.schema {
+                        guard let value = Int(text) else {
+                            return refusal(ControlRefusal("\(operation.command ?? "control"): the \(field.name) in the path must be a whole number"))
+                        }
+                        path[field.name] = value
+                    } else {
+                        path[field.name] = text
+                    }
+                }
+                // Reads (GET) take no body.
+                if operation.method == .get, let command = operation.command {
+                    return await answer(house, try! ControlJSON.decodeCommand(#"{"command":"\#(command)"}"#))
+                }
+                return await run(operation.command, request, context, house, path: path)
             }
-            return await run("queue-remove", request, context, house, path: ["index": index])
         }
-        // Any command as `tutti ctl` sends it: {"command": "seek", "seconds": 30}.
-        router.post("/api/control") { request, context in await run(nil, request, context, house) }
+        let document = OpenAPIDocument.json()
+        router.get("/openapi.json") { _, _ in json(document, status: .ok) }
     }
 
     /// Performs the command named `name` (nil: named by the body's "command"), with the body's

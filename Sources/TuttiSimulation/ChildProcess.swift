@@ -64,6 +64,19 @@ public final class ChildProcess: @unchecked Sendable {
         return process.terminationStatus
     }
 
+    /// Waits for the process to end by itself (SIGKILL after `timeout`); returns its exit status.
+    public func waitForExit(timeout: Double) -> Int32 {
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning && Date() < deadline { usleep(10_000) }
+        if process.isRunning { process.send(SIGKILL); process.waitUntilExit() }
+        return process.terminationStatus
+    }
+
+    /// Every line it wrote to stdout so far (with the last, unfinished one).
+    public var outputLines: [String] {
+        lock.withLock { lines + (partial.isEmpty ? [] : [partial]) }
+    }
+
     /// SIGKILL (a crash, a power cut of the process), then waits for the exit.
     public func kill() {
         guard process.isRunning else { return }

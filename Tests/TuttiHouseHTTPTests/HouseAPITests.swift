@@ -1,7 +1,6 @@
 import AsyncHTTPClient
 import Foundation
-import HummingbirdWSClient
-import Logging
+import Synchronization
 import NIOCore
 import NIOHTTP1
 import Testing
@@ -77,7 +76,7 @@ import TuttiTestSupport
         try TestMedia.ffmpeg(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=8", "-ac", "2", music])
         let house = try House(in: directory)
         defer { house.stop() }
-        let feed = FeedListener(url: house.events)
+        let feed = try FeedListener(url: house.events)
         defer { feed.close() }
         try await waitForRoom(house)
         // The feed's first messages are the status and the queue as they are.
@@ -150,6 +149,37 @@ import TuttiTestSupport
         #expect(status.status == 200 && status.json["state"] as? String == "stopped", "\(status.json)")
     }
 
+    /// schemathesis (PyPI; the Makefile installs it) generates requests from `/openapi.json`,
+    /// valid ones and invalid ones, while a room is connected: no reply may be a 5xx, have a
+    /// status code the document does not list for its operation, or break its schema.
+    @Test(.timeLimit(.minutes(5)))
+    func conformsToItsOpenAPIDocument() async throws {
+        let directory = try TemporaryDirectory("http-api-schemathesis")
+        defer { directory.preserveLogs(as: "http-api-schemathesis"); directory.remove() }
+        let music = directory.file("tone.flac")
+        try TestMedia.ffmpeg(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=30", music])
+        let house = try House(in: directory)
+        defer { house.stop() }
+        try await waitForRoom(house)
+        // Playing, so that pause, seek and the queue edits are tried on a stream too.
+        let play = try await request(.POST, house.api + "/transport/play", body: #"{"files":["\#(music)","\#(music)"]}"#)
+        #expect(play.status == 200, "\(play.json)")
+        let schemathesis = try ChildProcess(name: "schemathesis", executable: "/usr/bin/env", arguments: [
+            "schemathesis", "run", house.api.replacingOccurrences(of: "/api", with: "/openapi.json"),
+            "--checks", "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance",
+            "--phases", "examples,coverage,fuzzing", "--max-examples", "25", "--seed", "7", "--workers", "1",
+            "--request-timeout", "20", "--no-color", "--generation-database", "none",
+        ], standardError: directory.file("schemathesis.err"))
+        let status = await Task.detached { schemathesis.waitForExit(timeout: 240) }.value
+        let output = schemathesis.outputLines.joined(separator: "\n")
+        try output.write(toFile: directory.file("schemathesis.log"), atomically: true, encoding: .utf8)
+        print(output.split(separator: "\n").suffix(12).joined(separator: "\n"))
+        #expect(status == 0, "schemathesis failed: see out/test-logs/http-api-schemathesis/schemathesis.log")
+        // Still serving its room.
+        let rooms = try await request(.GET, house.api + "/rooms").json["rooms"] as? [[String: Any]] ?? []
+        #expect(rooms.contains { $0["name"] as? String == "a" })
+    }
+
     func waitForPlayhead(_ house: House, beyond seconds: Double) async throws {
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline {
@@ -177,49 +207,44 @@ extension ArraySlice {
     subscript(safe index: Int) -> Element? { indices.contains(index) ? self[index] : nil }
 }
 
-/// A real WebSocket client on `/api/events`, keeping every message with the monotonic time it
-/// arrived.
-final class FeedListener: @unchecked Sendable {
-    private let lock = NSLock()
-    private var received: [(time: Int64, json: [String: Any])] = []
-    private var task: Task<Void, Never>?
-    private var failure: String?
+/// A real WebSocket client on `/api/events`: Python's `websockets` (PyPI; the Makefile installs
+/// it) in its own process, printing each message with the CLOCK_MONOTONIC time it arrived.
+final class FeedListener: Sendable {
+    private let process: ChildProcess
 
-    init(url: String) {
-        task = Task {
-            do {
-                try await WebSocketClient.connect(url: url, logger: Logger(label: "feed")) { inbound, _, _ in
-                    for try await message in inbound.messages(maxSize: 1 << 22) {
-                        guard case .text(let text) = message else { continue }
-                        let time = MonotonicClock().now()
-                        let json = (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any] ?? ["unparsed": text]
-                        self.lock.withLock { self.received.append((time, json)) }
-                    }
-                }
-            } catch {
-                lock.withLock { failure = "\(error)" }
-            }
-        }
+    init(url: String) throws {
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Python/event_feed_listener.py").path
+        process = try ChildProcess(name: "feed", executable: "/usr/bin/env", arguments: ["python3", script, url])
+        _ = try process.waitForLine(containing: "connected")
     }
 
     /// Messages before this one were matched or passed over by an earlier `first`.
-    private var consumed = 0
+    private let consumed = Mutex(0)
 
     /// The first message after the last one returned, so far or to come, that `matches`
     /// (guarded by `timeout`).
     func first(timeout: Double, where matches: ([String: Any]) -> Bool) async throws -> (time: Int64, json: [String: Any]) {
         let deadline = Date().addingTimeInterval(timeout)
         while Date() < deadline {
-            let (start, fresh, failure) = lock.withLock { (consumed, Array(received[consumed...]), self.failure) }
-            if let offset = fresh.firstIndex(where: { matches($0.json) }) {
-                lock.withLock { consumed = start + offset + 1 }
-                return fresh[offset]
+            let lines = process.outputLines.filter { $0 != "connected" }
+            let start = consumed.withLock { $0 }
+            for index in start..<lines.count {
+                let line = lines[index]
+                guard let space = line.firstIndex(of: " "), let time = Int64(line[..<space]),
+                      let json = (try? JSONSerialization.jsonObject(with: Data(line[line.index(after: space)...].utf8))) as? [String: Any] else {
+                    throw TestFailure("the event feed sent something that is not JSON: \(line)")
+                }
+                if matches(json) {
+                    consumed.withLock { $0 = index + 1 }
+                    return (time, json)
+                }
             }
-            if let failure { throw TestFailure("the event feed failed: \(failure)") }
+            guard process.process.isRunning else { throw TestFailure("the feed listener ended: \(process.outputLines.suffix(3))") }
             try await Task.sleep(nanoseconds: 2_000_000)
         }
-        throw TestFailure("no matching event within \(timeout) s; last: \(lock.withLock { received.suffix(2).map(\.json) })")
+        throw TestFailure("no matching event within \(timeout) s; last: \(process.outputLines.suffix(2))")
     }
 
-    func close() { task?.cancel() }
+    func close() { process.interrupt() }
 }

@@ -58,13 +58,16 @@ public enum ControlCommand: Sendable, Equatable {
     public static let names = ["play", "pause", "resume", "seek", "next", "rooms", "join", "leave", "volume", "queue",
                                "queue-add", "queue-remove", "queue-move", "status"]
 
+    /// Far beyond any item (31 years), and far within what the timeline's frame arithmetic holds.
+    public static let maximumSeekSeconds = 1e9
+
     /// Why the command's own values make no sense, whatever the house's state; nil when they do.
     public var problem: String? {
         switch self {
         case .play(let files, _) where files.isEmpty:
             "play needs at least one file"
-        case .seek(let seconds) where !(seconds >= 0 && seconds.isFinite):
-            "seek needs a non-negative number of seconds"
+        case .seek(let seconds) where !(seconds >= 0 && seconds <= Self.maximumSeekSeconds):
+            "seek needs a number of seconds from 0 to \(Int(Self.maximumSeekSeconds))"
         case .volume(_, let percent) where !(0...100).contains(percent):
             "volume needs a percentage from 0 to 100"
         case .queueAdd(_, let at?) where at < 0:

@@ -1,0 +1,77 @@
+import Hummingbird
+import TuttiProtocol
+
+/// One operation of the house's API: a method and a path, the `ControlCommand` it performs,
+/// where that command's fields come from, and what it answers. `HouseAPIRoutes` registers the
+/// routes from the list of them and `OpenAPIDocument` describes the same list, so the API
+/// and `/openapi.json` cannot disagree.
+struct APIOperation: Sendable {
+    /// A field of the command, from the path or the body, with its JSON Schema.
+    struct Field: Sendable {
+        var name: String
+        var schema: JSONSchema
+        var required = true
+        var summary: String
+    }
+
+    var method: HTTPRequest.Method
+    /// The path, with `{name}` for a path field.
+    var path: String
+    /// The command performed; nil for `/api/control`, where the body names it.
+    var command: String?
+    var summary: String
+    var pathFields: [Field] = []
+    var bodyFields: [Field] = []
+    /// The schema of the reply (a name in `APISchemas.components`).
+    var reply: String
+    /// What it may be refused as, besides `invalid` (every operation may be).
+    var refusals: [ControlRefusal.Kind] = []
+
+    /// The operations, in the order `/openapi.json` lists them.
+    static let all: [APIOperation] = {
+        let room = Field(name: "room", schema: .string(), summary: "The room's name, as its speaker gave it.")
+        let index = Field(name: "index", schema: .integer(minimum: 0), summary: "A position in the queue, from 0.")
+        let files = Field(name: "files", schema: .array(of: .string(), minItems: 1), summary: "Paths on the house's disk, or URLs.")
+        let rooms = Field(name: "rooms", schema: .array(of: .string()), required: false, summary: "The rooms to play in; every room if absent.")
+        return [
+            APIOperation(method: .get, path: "/api/status", command: "status", summary: "What the house is doing: its state, the playhead, the item heard, every room.",
+                         reply: "StatusReport"),
+            APIOperation(method: .get, path: "/api/rooms", command: "rooms", summary: "Every connected room with its state, buffer, sync error and clock bound.",
+                         reply: "RoomsReport"),
+            APIOperation(method: .post, path: "/api/rooms/{room}/join", command: "join", summary: "Add a room to the group; it starts in sync with the others.",
+                         pathFields: [room], reply: "RoomChange", refusals: [.notFound]),
+            APIOperation(method: .post, path: "/api/rooms/{room}/leave", command: "leave", summary: "Take a room out of the group; it falls silent.",
+                         pathFields: [room], reply: "RoomChange", refusals: [.notFound]),
+            APIOperation(method: .put, path: "/api/rooms/{room}/volume", command: "volume", summary: "Set a room's volume (60 dB across 0-100; 0 is silence).",
+                         pathFields: [room], bodyFields: [Field(name: "percent", schema: .integer(minimum: 0, maximum: 100), summary: "The volume, 0-100.")],
+                         reply: "RoomChange", refusals: [.notFound]),
+            APIOperation(method: .post, path: "/api/transport/play", command: "play",
+                         summary: "Replace the queue and play it; answers once the rooms are ready (or the wait for them ended).",
+                         bodyFields: [files, rooms], reply: "PlayReport", refusals: [.notFound, .conflict, .unplayable]),
+            APIOperation(method: .post, path: "/api/transport/pause", command: "pause", summary: "Pause every room on the same sample.",
+                         reply: "PauseReport", refusals: [.conflict]),
+            APIOperation(method: .post, path: "/api/transport/resume", command: "resume", summary: "Resume every room on the same sample.",
+                         reply: "ResumeReport", refusals: [.conflict]),
+            APIOperation(method: .post, path: "/api/transport/seek", command: "seek", summary: "Jump within the item heard now.",
+                         bodyFields: [Field(name: "seconds", schema: .number(minimum: 0, maximum: ControlCommand.maximumSeekSeconds), summary: "Seconds into the item.")],
+                         reply: "EditReport", refusals: [.conflict, .unplayable]),
+            APIOperation(method: .post, path: "/api/transport/next", command: "next", summary: "Skip to the next item.",
+                         reply: "EditReport", refusals: [.conflict, .unplayable]),
+            APIOperation(method: .get, path: "/api/queue", command: "queue", summary: "The queue, with the item heard now.", reply: "QueueReport"),
+            APIOperation(method: .post, path: "/api/queue", command: "queue-add", summary: "Insert an item; while playing, cut in seamlessly where it changes what is heard.",
+                         bodyFields: [Field(name: "file", schema: .string(), summary: "A path on the house's disk, or a URL."),
+                                      Field(name: "at", schema: .integer(minimum: 0), required: false, summary: "The position to insert at; the end if absent.")],
+                         reply: "EditReport", refusals: [.conflict, .unplayable]),
+            APIOperation(method: .post, path: "/api/queue/move", command: "queue-move", summary: "Move an item to another position.",
+                         bodyFields: [Field(name: "from", schema: .integer(minimum: 0), summary: "The item's position."),
+                                      Field(name: "to", schema: .integer(minimum: 0), summary: "Its new position.")],
+                         reply: "EditReport", refusals: [.notFound, .conflict, .unplayable]),
+            APIOperation(method: .delete, path: "/api/queue/{index}", command: "queue-remove", summary: "Remove an item.",
+                         pathFields: [index], reply: "EditReport", refusals: [.notFound, .conflict, .unplayable]),
+            APIOperation(method: .post, path: "/api/control", command: nil,
+                         summary: "Any command as `tutti ctl` sends it: {\"command\": \"seek\", \"seconds\": 30}.",
+                         bodyFields: [Field(name: "command", schema: .string(oneOf: ControlCommand.names), summary: "The command's name.")],
+                         reply: "AnyReply", refusals: [.notFound, .conflict, .unplayable]),
+        ]
+    }()
+}

@@ -1,0 +1,62 @@
+import TuttiProtocol
+
+/// The JSON Schemas of the API's replies: the reports of `ControlReply` as `ControlJSON` writes
+/// them (a nil optional is left out, so optionals are never required). `APISchemaTests` encodes
+/// every report with every field set and checks its keys against these, so a field added to a
+/// report and not here fails a test.
+enum APISchemas {
+    private static func property(_ name: String, _ schema: JSONSchema, required: Bool = true) -> (name: String, schema: JSONSchema, required: Bool) {
+        (name, schema, required)
+    }
+
+    static let components: [String: JSONSchema] = {
+        let number = JSONSchema.number(), integer = JSONSchema.integer(), string = JSONSchema.string()
+        let room: JSONSchema = .object([
+            property("name", string), property("inGroup", .boolean), property("volume", .integer(minimum: 0, maximum: 100)),
+            property("latencyMs", number), property("state", string),
+            property("bufferSeconds", number, required: false), property("syncErrorMicroseconds", number, required: false),
+            property("clockErrorMicroseconds", number, required: false), property("underruns", integer, required: false),
+            property("fillRate", number, required: false), property("playheadSeconds", number, required: false),
+            property("sentSeconds", number), property("problem", string, required: false),
+        ])
+        var schemas: [String: JSONSchema] = [
+            "RoomReport": room,
+            "RoomsReport": .object([property("rooms", .array(of: .reference("RoomReport")))]),
+            "RoomChange": .object([property("room", string), property("inGroup", .boolean), property("volume", .integer(minimum: 0, maximum: 100))]),
+            "PlayReport": .object([
+                property("items", integer), property("rooms", .array(of: string)), property("startsInMs", integer),
+                property("waitedMs", integer, required: false), property("notReady", .array(of: string), required: false),
+            ]),
+            "PauseReport": .object([property("pausedAtSeconds", number)]),
+            "ResumeReport": .object([property("resumedAtSeconds", number), property("startsInMs", integer)]),
+            "StreamCut": .object([
+                property("fromSeconds", number), property("aheadSeconds", number), property("seamless", .boolean),
+                property("reason", string, required: false),
+            ]),
+            "EditReport": .object([
+                property("cut", .reference("StreamCut"), required: false), property("item", integer, required: false),
+                property("stopped", .boolean), property("queueLength", integer),
+            ]),
+            "QueueEntryReport": .object([
+                property("index", integer), property("path", string), property("current", .boolean),
+                property("title", string, required: false), property("durationSeconds", number, required: false),
+            ]),
+            "QueueReport": .object([property("items", .array(of: .reference("QueueEntryReport"))), property("current", integer, required: false)]),
+            "StatusReport": .object([
+                property("server", string), property("state", .string(oneOf: ["stopped", "playing", "paused"])),
+                property("roomCount", integer), property("queueLength", integer), property("serverTimeNs", integer),
+                property("stream", integer, required: false), property("positionSeconds", number, required: false),
+                property("bufferedAheadSeconds", number, required: false), property("item", integer, required: false),
+                property("title", string, required: false), property("itemPositionSeconds", number, required: false),
+                property("itemDurationSeconds", number, required: false), property("rooms", .array(of: .reference("RoomReport"))),
+            ]),
+            "Refusal": .object([
+                property("error", string),
+                property("kind", .string(oneOf: [ControlRefusal.Kind.invalid, .notFound, .conflict, .unplayable].map(\.rawValue))),
+            ]),
+        ]
+        schemas["AnyReply"] = .anyOf(["PlayReport", "PauseReport", "ResumeReport", "EditReport", "RoomsReport", "RoomChange",
+                                      "QueueReport", "StatusReport"].map { .reference($0) })
+        return schemas
+    }()
+}

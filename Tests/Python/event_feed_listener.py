@@ -1,0 +1,25 @@
+"""A real WebSocket client on the house's event feed, for Tests/TuttiHouseHTTPTests.
+
+Prints "connected", then each text message as "<CLOCK_MONOTONIC ns> <message>", one per line,
+until the feed closes or the process is interrupted.
+"""
+import asyncio
+import sys
+import time
+
+import websockets
+
+
+async def listen(url: str) -> None:
+    async with websockets.connect(url, max_size=None) as feed:
+        print("connected", flush=True)
+        async for message in feed:
+            if isinstance(message, str):
+                print(f"{time.monotonic_ns()} {message}", flush=True)
+
+
+if __name__ == "__main__":
+    try:
+        asyncio.run(listen(sys.argv[1]))
+    except KeyboardInterrupt:
+        pass
