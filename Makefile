@@ -2,8 +2,8 @@
 SHELL := /bin/bash
 APT_PACKAGES := libsqlite3-dev libavformat-dev libavcodec-dev libavutil-dev libswresample-dev libsoxr-dev libogg-dev libasound2-dev pkg-config ffmpeg gdb
 # For Tests/TuttiHouseHTTPTests: schemathesis checks the HTTP API against its /openapi.json;
-# websockets is the event feed's client.
-PIP_PACKAGES := schemathesis==4.32.5 websockets==17.4
+# websockets is the event feed's client; prometheus_client parses /metrics.
+PIP_PACKAGES := schemathesis==4.32.5 websockets==17.4 prometheus_client==0.26.0
 SWIFT_BUILD_FLAGS ?=
 DEMO_DIR ?= out/demo
 

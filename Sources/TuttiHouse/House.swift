@@ -86,6 +86,8 @@ public final class House: @unchecked Sendable {
     private var knownLatencies: [String: Int64] = [:]
     /// A `play` waiting for its rooms to be ready.
     var pendingStart: PendingStart?
+    /// How many times a room of each name has connected since the house started.
+    var connectionCounts: [String: Int] = [:]
     /// Front ends showing the house (`HouseChangeObservers.swift`).
     var changeObservers = ChangeObservers()
 
@@ -201,6 +203,7 @@ public final class House: @unchecked Sendable {
         }
         room.resume = hello.resume
         rooms[id] = room
+        connectionCounts[hello.name, default: 0] += 1
         log("room \(hello.name) connected from \(channel.remoteAddress.map { "\($0)" } ?? "?")")
         noteChange()
         return id

@@ -296,6 +296,7 @@ extension House {
             var report = RoomReport(name: room.name, inGroup: inGroup(room), volume: state.volumes[room.name] ?? 100,
                                     latencyMs: Double(room.latencyNanoseconds) / 1e6, state: "connecting",
                                     sentSeconds: seconds(room.sentUntilFrame))
+            report.reconnects = max(0, (connectionCounts[room.name] ?? 1) - 1)
             if let status = room.status {
                 report.state = "\(status.state)"
                 report.bufferSeconds = status.bufferedUntilFrame >= 0 ? max(0, seconds(status.bufferedUntilFrame - max(head, status.playheadFrame))) : 0
@@ -313,6 +314,8 @@ extension House {
     func statusReport() -> StatusReport {
         var report = StatusReport(server: configuration.name, state: "stopped", roomCount: rooms.count, queueLength: state.queue.count,
                                   serverTimeNs: now)
+        // Rooms are listed whatever plays: a stopped house's page shows them too.
+        report.rooms = roomReports()
         guard let stream else { return report }
         let head = playhead()
         let ended = stream.endFrame.map { head >= $0 } ?? false
@@ -326,7 +329,6 @@ extension House {
             report.itemPositionSeconds = item.start.itemStartTime.seconds + seconds(head - item.start.startFrame)
             report.itemDurationSeconds = item.start.durationSeconds
         }
-        report.rooms = roomReports()
         return report
     }
 }

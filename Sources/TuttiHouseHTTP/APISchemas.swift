@@ -17,6 +17,7 @@ enum APISchemas {
             property("bufferSeconds", number, required: false), property("syncErrorMicroseconds", number, required: false),
             property("clockErrorMicroseconds", number, required: false), property("underruns", integer, required: false),
             property("fillRate", number, required: false), property("playheadSeconds", number, required: false),
+            property("reconnects", .integer(minimum: 0), required: false),
             property("sentSeconds", number), property("problem", string, required: false),
         ])
         var schemas: [String: JSONSchema] = [
@@ -43,7 +44,7 @@ enum APISchemas {
             ]),
             "QueueReport": .object([property("items", .array(of: .reference("QueueEntryReport"))), property("current", integer, required: false)]),
             "StatusReport": .object([
-                property("server", string), property("state", .string(oneOf: ["stopped", "playing", "paused"])),
+                property("server", string), property("state", .string(oneOf: ["stopped", "starting", "playing", "paused"])),
                 property("roomCount", integer), property("queueLength", integer), property("serverTimeNs", integer),
                 property("stream", integer, required: false), property("positionSeconds", number, required: false),
                 property("bufferedAheadSeconds", number, required: false), property("item", integer, required: false),

@@ -6,8 +6,8 @@ import Synchronization
 import TuttiHouse
 
 /// The house's HTTP API and live event feed, on one port (`tutti server --http`, 7780 by
-/// default): the REST routes of `HouseAPIRoutes` under `/api`, and the WebSocket feed of
-/// `HouseEventFeed` at `/api/events`. Runs on its own threads (Hummingbird's), never on the
+/// default): the REST routes of `HouseAPIRoutes` under `/api`, the WebSocket feed of
+/// `HouseEventFeed` at `/api/events`, `/openapi.json`, and `HouseMetrics` at `/metrics`. Runs on its own threads (Hummingbird's), never on the
 /// house's loop: each request is handed to the house as a `ControlCommand` and awaited.
 ///
 /// Thread-safety: all members may be called from any thread.
@@ -38,6 +38,11 @@ public final class HouseHTTPServer: Sendable {
         router.add(middleware: JSONErrorMiddleware())
         HouseAPIRoutes.add(to: router, house: house)
         HouseEventFeed.add(to: router, house: house, intervalNanoseconds: configuration.feedIntervalNanoseconds)
+        let metrics = HouseMetrics(house: house)
+        router.get("/metrics") { _, _ in
+            Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                     body: ResponseBody(byteBuffer: ByteBuffer(string: await metrics.scrape())))
+        }
         var logger = Logger(label: "tutti.http")
         // Hummingbird's own lines (a request's id, "server started") are not the house's log.
         logger.logLevel = .critical

@@ -9,7 +9,7 @@ import TuttiProtocol
 @Suite struct APISchemaTests {
     static let room = RoomReport(name: "kitchen", inGroup: true, volume: 40, latencyMs: 12.5, state: "playing", bufferSeconds: 290.5,
                                  syncErrorMicroseconds: -3.5, clockErrorMicroseconds: 21, underruns: 0, fillRate: 180, playheadSeconds: 12.25,
-                                 sentSeconds: 300, problem: "none")
+                                 sentSeconds: 300, problem: "none", reconnects: 1)
     static var full: [(String, ControlReply)] {
         var play = PlayReport(items: 2, rooms: ["kitchen"], startsInMs: 145)
         play.waitedMs = 20

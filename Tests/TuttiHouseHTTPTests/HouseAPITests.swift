@@ -19,20 +19,26 @@ import TuttiTestSupport
         var speaker: ChildProcess
         var api: String
         var events: String
+        /// The house's own port, where speakers connect.
+        var port: Int
 
         init(in directory: TemporaryDirectory) throws {
             server = try ChildProcess(name: "server", arguments: ["server", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0",
                                                                   "--state-dir", directory.file("state")],
                                       standardError: directory.file("server.log"))
             let line = try server.waitForLine(containing: "listening on")
-            let port = Int(line.split(separator: ":").last!.split(separator: " ").first!)!
+            port = Int(line.split(separator: ":").last!.split(separator: " ").first!)!
             let httpLine = try server.waitForLine(containing: "HTTP API on")
             let httpPort = httpLine.split(separator: ":")[safe: 3].flatMap { Int($0.prefix { $0.isNumber }) }!
             api = "http://127.0.0.1:\(httpPort)/api"
             events = "ws://127.0.0.1:\(httpPort)/api/events"
-            speaker = try ChildProcess(name: "a", arguments: ["speaker", "--server", "127.0.0.1:\(port)", "--name", "a",
-                                                              "--output", "virtual:" + directory.file("a.wav")],
-                                       standardError: directory.file("a.log"))
+            speaker = try Self.speaker(port: port, in: directory)
+        }
+
+        static func speaker(port: Int, in directory: TemporaryDirectory, log: String = "a.log") throws -> ChildProcess {
+            try ChildProcess(name: "a", arguments: ["speaker", "--server", "127.0.0.1:\(port)", "--name", "a",
+                                                    "--output", "virtual:" + directory.file("a.wav")],
+                             standardError: directory.file(log))
         }
 
         func stop() {
@@ -98,6 +104,16 @@ import TuttiTestSupport
         let latencyMs = Double(seen.time - sent) / 1e6
         print("HTTP API: the volume change reached the event feed \(String(format: "%.1f", latencyMs)) ms after the request was sent")
         #expect(latencyMs < 100)
+        // The metrics say what the card plays: room a, in the group, playing, at 50 %.
+        let scraped = try await metrics(house)
+        print("HTTP API: /metrics for room a: \(scraped.filter { $0.key.hasSuffix("{a}") }.sorted { $0.key < $1.key })")
+        #expect(scraped["tutti_room_volume_percent{a}"] == 50)
+        #expect(scraped["tutti_room_in_group{a}"] == 1 && scraped["tutti_room_playing{a}"] == 1)
+        #expect((scraped["tutti_room_buffer_seconds{a}"] ?? 0) > 1)
+        #expect(scraped["tutti_room_clock_error_bound_seconds{a}"].map { $0 > 0 && $0 < 1e-4 } ?? false)
+        #expect(scraped["tutti_room_underruns_total{a}"] == 0 && scraped["tutti_room_reconnects_total{a}"] == 0)
+        #expect(scraped["tutti_house_rooms{}"] == 1 && scraped["tutti_house_playing{}"] == 1)
+        #expect((scraped["tutti_house_stream_position_seconds{}"] ?? 0) > 2)
         try await waitForPlayhead(house, beyond: 4)
         house.speaker.interrupt()
 
@@ -147,6 +163,15 @@ import TuttiTestSupport
         // Still serving, and the same commands through the generic route.
         let status = try await request(.POST, house.api + "/control", body: #"{"command":"status"}"#)
         #expect(status.status == 200 && status.json["state"] as? String == "stopped", "\(status.json)")
+        let before = try await metrics(house)
+        #expect(before["tutti_room_reconnects_total{a}"] == 0, "\(before)")
+        // The speaker killed and started again: the metrics count the reconnect.
+        house.speaker.kill()
+        let again = try House.speaker(port: house.port, in: directory, log: "a-again.log")
+        defer { again.interrupt() }
+        try await waitForRoom(house)
+        let after = try await metrics(house)
+        #expect(after["tutti_room_reconnects_total{a}"] == 1, "\(after)")
     }
 
     /// schemathesis (PyPI; the Makefile installs it) generates requests from `/openapi.json`,
@@ -178,6 +203,27 @@ import TuttiTestSupport
         // Still serving its room.
         let rooms = try await request(.GET, house.api + "/rooms").json["rooms"] as? [[String: Any]] ?? []
         #expect(rooms.contains { $0["name"] as? String == "a" })
+    }
+
+    /// `/metrics`, parsed by prometheus_client's parser (PyPI; the Makefile installs it): the
+    /// samples by name and `room` label ("" for the house's).
+    func metrics(_ house: House) async throws -> [String: Double] {
+        var request = HTTPClientRequest(url: house.api.replacingOccurrences(of: "/api", with: "/metrics"))
+        request.method = .GET
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+        #expect(response.status == .ok)
+        #expect(response.headers["content-type"].first?.hasPrefix("text/plain; version=0.0.4") == true)
+        let text = String(buffer: try await response.body.collect(upTo: 1 << 20))
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Python/parse_metrics.py").path
+        let parsed = try TestMedia.run("python3", [script], standardInput: Data(text.utf8))
+        var samples: [String: Double] = [:]
+        for line in String(decoding: parsed, as: UTF8.self).split(separator: "\n") {
+            let sample = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+            let labels = sample["labels"] as? [String: String] ?? [:]
+            samples["\(sample["name"] as! String){\(labels["room"] ?? "")}"] = sample["value"] as? Double
+        }
+        return samples
     }
 
     func waitForPlayhead(_ house: House, beyond seconds: Double) async throws {

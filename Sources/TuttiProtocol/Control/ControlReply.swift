@@ -178,9 +178,11 @@ public struct RoomReport: Codable, Sendable, Equatable {
     public var sentSeconds: Double
     /// Why the room cannot play what it was sent, as the room says it.
     public var problem: String?
+    /// How many times a room of this name connected again since the house started.
+    public var reconnects: Int?
     public init(name: String, inGroup: Bool, volume: Int, latencyMs: Double, state: String, bufferSeconds: Double? = nil,
                 syncErrorMicroseconds: Double? = nil, clockErrorMicroseconds: Double? = nil, underruns: Int? = nil,
-                fillRate: Double? = nil, playheadSeconds: Double? = nil, sentSeconds: Double, problem: String? = nil) {
+                fillRate: Double? = nil, playheadSeconds: Double? = nil, sentSeconds: Double, problem: String? = nil, reconnects: Int? = nil) {
         self.name = name
         self.inGroup = inGroup
         self.volume = volume
@@ -194,6 +196,7 @@ public struct RoomReport: Codable, Sendable, Equatable {
         self.playheadSeconds = playheadSeconds
         self.sentSeconds = sentSeconds
         self.problem = problem
+        self.reconnects = reconnects
     }
 }
 
@@ -242,7 +245,7 @@ public struct QueueReport: Codable, Sendable, Equatable {
 
 public struct StatusReport: Codable, Sendable, Equatable {
     public var server: String
-    /// "stopped", "playing" or "paused".
+    /// "stopped", "starting" (a play waiting for its rooms), "playing" or "paused".
     public var state: String
     public var roomCount: Int
     public var queueLength: Int
