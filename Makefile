@@ -1,9 +1,10 @@
 # Tutti: `make demo` and `make test` install what is missing, build, and run.
 SHELL := /bin/bash
-APT_PACKAGES := libsqlite3-dev libavformat-dev libavcodec-dev libavutil-dev libswresample-dev libsoxr-dev libogg-dev libasound2-dev pkg-config ffmpeg gdb
+APT_PACKAGES := libsqlite3-dev libavformat-dev libavcodec-dev libavutil-dev libswresample-dev libsoxr-dev libogg-dev libasound2-dev pkg-config ffmpeg gdb chromium chromium-driver
 # For Tests/TuttiHouseHTTPTests: schemathesis checks the HTTP API against its /openapi.json;
-# websockets is the event feed's client; prometheus_client parses /metrics.
-PIP_PACKAGES := schemathesis==4.32.5 websockets==17.4 prometheus_client==0.26.0
+# websockets is the event feed's client; prometheus_client parses /metrics; selenium drives
+# Chromium through the web UI (4.51: 4.52 needs a certifi newer than PyPI's mirror here has).
+PIP_PACKAGES := schemathesis==4.32.5 websockets==17.4 prometheus_client==0.26.0 selenium==4.51.0
 SWIFT_BUILD_FLAGS ?=
 DEMO_DIR ?= out/demo
 

@@ -106,7 +106,7 @@ let package = Package(
             .product(name: "Metrics", package: "swift-metrics"),
             .product(name: "Prometheus", package: "swift-prometheus"),
             .product(name: "NIOCore", package: "swift-nio"),
-        ]),
+        ], resources: [.copy("WebUI")]),
         // Test clocks, the seeded generator, the network impairment proxy, the HTTP media server,
         // child processes and the simulated house: what tests, benchmarks and `tutti proxy`
         // drive the product with (like NIOEmbedded beside NIOCore). No product module depends on it.

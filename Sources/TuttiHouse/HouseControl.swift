@@ -35,7 +35,7 @@ extension House {
         loop.preconditionInEventLoop()
         let respond: Respond = { [self] result in
             answer(result)
-            if case .success = result { noteChange() }
+            if case .success = result, !command.onlyReads { noteChange() }
         }
         do {
             if let problem = command.problem { throw ControlRefusal(problem) }

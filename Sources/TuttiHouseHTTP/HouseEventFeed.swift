@@ -11,7 +11,8 @@ import TuttiProtocol
 /// The feed looks at the house when the house says something changed (a command, a room's
 /// status) and every `intervalNanoseconds` besides, for what only time changes. It sends a
 /// report only when something a listener shows changed: not for the playhead moving on as
-/// predicted, nor for the fill's every chunk.
+/// predicted, nor for the fill's every chunk. With rooms reporting twice a second, that is a
+/// few messages a second per room.
 enum HouseEventFeed {
     static func add(to router: Router<BasicWebSocketRequestContext>, house: House, intervalNanoseconds: Int64) {
         router.ws("/api/events") { inbound, outbound, _ in
@@ -73,17 +74,22 @@ enum HouseEventFeed {
             return abs(position - (before + elapsed)) > 0.25
         }
 
-        /// The report without what moves on by itself: the time, the playhead, the fill's
-        /// progress (kept to the second).
+        /// The report without what moves on by itself: the time, the playhead, the rooms'
+        /// buffers draining as it moves, and the fill's
+        /// progress, which during a deep fill moves by minutes a second (kept to the second, it
+        /// sent a status some 900 times a second); its value goes out with the next change.
         static func steady(_ report: StatusReport) -> StatusReport {
             var report = report
             report.serverTimeNs = 0
             report.positionSeconds = nil
             report.itemPositionSeconds = nil
-            report.bufferedAheadSeconds = report.bufferedAheadSeconds.map { $0.rounded() }
+            report.bufferedAheadSeconds = nil
             for index in report.rooms.indices {
                 report.rooms[index].playheadSeconds = nil
-                report.rooms[index].sentSeconds = report.rooms[index].sentSeconds.rounded()
+                report.rooms[index].sentSeconds = 0
+                // Measured from the house's playhead, so it drains by itself; the room's next
+                // status (its sync error) carries it, twice a second.
+                report.rooms[index].bufferSeconds = nil
             }
             return report
         }

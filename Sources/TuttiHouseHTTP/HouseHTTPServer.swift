@@ -1,3 +1,4 @@
+import Foundation
 import Hummingbird
 import HummingbirdWebSocket
 import Logging
@@ -15,6 +16,8 @@ public final class HouseHTTPServer: Sendable {
     public struct Configuration: Sendable {
         public var host = "0.0.0.0"
         public var port = 7780
+        /// The web UI's files; nil for the ones built in (`WebUI/`, a resource of this module).
+        public var webRoot: String?
         /// How often the event feed looks at the house for changes no event announces (the
         /// playhead entering the next item, the fill's progress).
         public var feedIntervalNanoseconds: Int64 = 100_000_000
@@ -36,6 +39,9 @@ public final class HouseHTTPServer: Sendable {
     public func start() async throws -> Int {
         let router = Router(context: BasicWebSocketRequestContext.self)
         router.add(middleware: JSONErrorMiddleware())
+        // The web UI at `/`: plain files, no build step, nothing fetched from outside the house.
+        let webRoot = configuration.webRoot ?? Bundle.module.url(forResource: "WebUI", withExtension: nil)?.path ?? "WebUI"
+        router.add(middleware: FileMiddleware(webRoot, searchForIndexHtml: true))
         HouseAPIRoutes.add(to: router, house: house)
         HouseEventFeed.add(to: router, house: house, intervalNanoseconds: configuration.feedIntervalNanoseconds)
         let metrics = HouseMetrics(house: house)

@@ -17,12 +17,14 @@ import TuttiTestSupport
     struct House {
         var server: ChildProcess
         var speaker: ChildProcess
+        /// Rooms besides "a", by name.
+        var others: [String: ChildProcess] = [:]
         var api: String
         var events: String
         /// The house's own port, where speakers connect.
         var port: Int
 
-        init(in directory: TemporaryDirectory) throws {
+        init(in directory: TemporaryDirectory, otherRooms: [String] = []) throws {
             server = try ChildProcess(name: "server", arguments: ["server", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0",
                                                                   "--state-dir", directory.file("state")],
                                       standardError: directory.file("server.log"))
@@ -33,16 +35,18 @@ import TuttiTestSupport
             api = "http://127.0.0.1:\(httpPort)/api"
             events = "ws://127.0.0.1:\(httpPort)/api/events"
             speaker = try Self.speaker(port: port, in: directory)
+            for name in otherRooms { others[name] = try Self.speaker(name, port: port, in: directory) }
         }
 
-        static func speaker(port: Int, in directory: TemporaryDirectory, log: String = "a.log") throws -> ChildProcess {
-            try ChildProcess(name: "a", arguments: ["speaker", "--server", "127.0.0.1:\(port)", "--name", "a",
-                                                    "--output", "virtual:" + directory.file("a.wav")],
-                             standardError: directory.file(log))
+        static func speaker(_ name: String = "a", port: Int, in directory: TemporaryDirectory, log: String? = nil) throws -> ChildProcess {
+            try ChildProcess(name: name, arguments: ["speaker", "--server", "127.0.0.1:\(port)", "--name", name,
+                                                     "--output", "virtual:" + directory.file("\(name).wav")],
+                             standardError: directory.file(log ?? "\(name).log"))
         }
 
         func stop() {
             speaker.interrupt()
+            for other in others.values { other.interrupt() }
             server.interrupt()
         }
     }
@@ -63,15 +67,18 @@ import TuttiTestSupport
         return Reply(status: Int(response.status.code), json: object)
     }
 
-    /// Waits (guarded) until the house reports room "a" with a clock good enough to play by.
-    func waitForRoom(_ house: House) async throws {
+    /// Waits (guarded) until the house reports `names` with clocks good enough to play by.
+    func waitForRoom(_ house: House, _ names: [String] = ["a"]) async throws {
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline {
             let rooms = try await request(.GET, house.api + "/rooms").json["rooms"] as? [[String: Any]] ?? []
-            if let a = rooms.first(where: { $0["name"] as? String == "a" }), let error = a["clockErrorMicroseconds"] as? Double, error < 100 { return }
+            let settled = names.allSatisfy { name in
+                rooms.contains { $0["name"] as? String == name && ($0["clockErrorMicroseconds"] as? Double).map { $0 < 100 } ?? false }
+            }
+            if settled { return }
             try await Task.sleep(nanoseconds: 50_000_000)
         }
-        throw TestFailure("room a did not connect with a settled clock")
+        throw TestFailure("rooms \(names) did not connect with settled clocks")
     }
 
     @Test(.timeLimit(.minutes(2)))
@@ -203,6 +210,75 @@ import TuttiTestSupport
         // Still serving its room.
         let rooms = try await request(.GET, house.api + "/rooms").json["rooms"] as? [[String: Any]] ?? []
         #expect(rooms.contains { $0["name"] as? String == "a" })
+    }
+
+    /// The web UI in a real headless Chromium, driven by selenium (Tests/Python/web_ui_test.py;
+    /// Debian's chromium and chromium-driver and PyPI's selenium, installed by the Makefile): it
+    /// loads with no console errors, a room ticked into the group plays, a volume slider moved
+    /// turns its card down by as much as it says, a queue item dragged moves in the house's
+    /// queue, the plots draw, and screenshots at 390 and 1280 px are saved to
+    /// out/test-logs/web-ui/.
+    @Test(.timeLimit(.minutes(3)))
+    func webUIDrivesTheHouse() async throws {
+        let directory = try TemporaryDirectory("web-ui")
+        defer { directory.preserveLogs(as: "web-ui"); directory.remove() }
+        var music: [String] = []
+        for (index, frequency) in [440, 550, 660].enumerated() {
+            music.append(directory.file("tone-\(index).flac"))
+            try TestMedia.ffmpeg(["-f", "lavfi", "-i", "sine=frequency=\(frequency):sample_rate=48000:duration=30", "-ac", "2", music[index]])
+        }
+        let house = try House(in: directory, otherRooms: ["b"])
+        defer { house.stop() }
+        try await waitForRoom(house, ["a", "b"])
+        let files = music.map { "\"\($0)\"" }.joined(separator: ",")
+        let play = try await request(.POST, house.api + "/transport/play", body: #"{"files":[\#(files)],"rooms":["a"]}"#)
+        #expect(play.status == 200, "\(play.json)")
+        try await waitForPlayhead(house, beyond: 1.5)
+
+        // Into the test's directory, from which `preserveLogs` copies them to out/test-logs/web-ui/.
+        let screenshots = directory.path
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Python/web_ui_test.py").path
+        let browser = try ChildProcess(name: "selenium", executable: "/usr/bin/env",
+                                       arguments: ["python3", script, house.api.replacingOccurrences(of: "/api", with: "/"), screenshots, "b", "a"],
+                                       standardError: directory.file("selenium.log"))
+        let status = await Task.detached { browser.waitForExit(timeout: 150) }.value
+        let steps = browser.outputLines.compactMap { (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any] }
+        for step in steps { print("web UI: \(step)") }
+        #expect(status == 0, "\(steps.last ?? [:]); see out/test-logs/web-ui/selenium.log")
+        func step(_ name: String) -> [String: Any]? { steps.first { $0["step"] as? String == name } }
+        let volume = try #require(step("volume")?["percent"] as? Int)
+        let joined = try #require(step("joined")?["t_ns"] as? Int64)
+        let moved = try #require(step("volume")?["t_ns"] as? Int64)
+        // A second more of both rooms, to measure.
+        let position = try await request(.GET, house.api + "/status").json["positionSeconds"] as? Double ?? 0
+        try await waitForPlayhead(house, beyond: position + 1)
+
+        // The house's queue is in the order the drag left it.
+        let queue = try await request(.GET, house.api + "/queue").json["items"] as? [[String: Any]] ?? []
+        #expect(queue.compactMap { $0["path"] as? String } == [music[0], music[2], music[1]])
+        for width in [390, 1280] {
+            let size = (try? FileManager.default.attributesOfItem(atPath: "\(screenshots)/web-ui-\(width).png")[.size] as? Int) ?? 0
+            #expect(size > 10_000, "web-ui-\(width).png")
+        }
+        house.stop()
+
+        // Room b, ticked into the group, played the tone a's card was playing, from the tick on.
+        let b = try VirtualCapture(path: directory.file("b.wav"))
+        let bFirst = try #require(b.firstSoundFrame(), "room b never played")
+        #expect(b.emissionTime(ofFrame: Double(bFirst)) > Double(joined))
+        // Room a: the tone at full scale before the slider moved, at the slider's volume after.
+        let a = try VirtualCapture(path: directory.file("a.wav"))
+        let aFirst = try #require(a.firstSoundFrame())
+        func rms(_ capture: VirtualCapture, from start: Int, seconds: Double) -> Double {
+            SignalCheck.rms(capture.samples, channels: capture.channelCount, frames: start..<min(capture.frameCount, start + Int(seconds * 48000)))
+        }
+        let afterMove = Int(a.frame(atEmissionTime: Double(moved) + 0.5e9))
+        let before = rms(a, from: aFirst + 24000, seconds: 0.5), after = rms(a, from: afterMove, seconds: 0.5)
+        let expected = pow(10, Double(volume - 100) * 0.6 / 20)
+        print("web UI: slider at \(volume) %: card RMS \(before) → \(after) (ratio \(after / before), expected \(expected))")
+        #expect(abs(after / before - expected) < 0.02 * expected + 0.0005)
+        #expect(rms(b, from: bFirst + 24000, seconds: 0.5) > 0.05)
     }
 
     /// `/metrics`, parsed by prometheus_client's parser (PyPI; the Makefile installs it): the

@@ -133,13 +133,14 @@ public struct TemporaryDirectory: Sendable {
 
     public func remove() { try? FileManager.default.removeItem(atPath: path) }
 
-    /// Copies the directory's logs (`*.log`, `*.jsonl`) to `out/test-logs/<label>/`, so a failed
-    /// run of processes can be read after the directory is removed.
+    /// Copies the directory's logs (`*.log`, `*.jsonl`) and pictures (`*.png`: screenshots) to
+    /// `out/test-logs/<label>/`, so a run of processes can be read and seen after the directory
+    /// is removed.
     public func preserveLogs(as label: String) {
         let target = FileManager.default.currentDirectoryPath + "/out/test-logs/" + label
         try? FileManager.default.removeItem(atPath: target)
         try? FileManager.default.createDirectory(atPath: target, withIntermediateDirectories: true)
-        for name in (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? [] where name.hasSuffix(".log") || name.hasSuffix(".jsonl") {
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? [] where name.hasSuffix(".log") || name.hasSuffix(".jsonl") || name.hasSuffix(".png") {
             try? FileManager.default.copyItem(atPath: file(name), toPath: target + "/" + name)
         }
     }

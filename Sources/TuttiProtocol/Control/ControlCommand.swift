@@ -54,6 +54,16 @@ public enum ControlCommand: Sendable, Equatable {
         }
     }
 
+    /// Whether the command only reads (`status`, `rooms`, `queue`): it changes nothing anyone
+    /// sees, so it is no reason to tell observers (whose own reads would otherwise wake them
+    /// again, without end).
+    public var onlyReads: Bool {
+        switch self {
+        case .status, .rooms, .queue: true
+        default: false
+        }
+    }
+
     /// Every command name, for error messages.
     public static let names = ["play", "pause", "resume", "seek", "next", "rooms", "join", "leave", "volume", "queue",
                                "queue-add", "queue-remove", "queue-move", "status"]

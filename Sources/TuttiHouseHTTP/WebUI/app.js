@@ -1,0 +1,342 @@
+// Tutti's web UI: the house as /api/events shows it, driven through /api (docs/HTTP-API.md).
+// No build step and nothing from outside the house: plain modules, as the browser runs them.
+
+const $ = (id) => document.getElementById(id);
+const palette = ["#4fb3ff", "#ffb454", "#6bd18a", "#ff6b9a", "#b18cff", "#5ce1e6", "#f5e663", "#ff8a5c"];
+const plotSeconds = 60;
+
+const state = {
+  status: null,
+  queue: null,
+  // performance.now() when the last status arrived: the playhead moves on from there.
+  statusAt: 0,
+  // Per room, the samples of the last minute: {t (ms, performance.now()), buffer (s), sync (µs)}.
+  history: new Map(),
+};
+
+async function api(method, path, body) {
+  const response = await fetch("/api" + path, {
+    method,
+    headers: body === undefined ? {} : { "content-type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const reply = await response.json().catch(() => ({}));
+  if (!response.ok) throw new Error(reply.error ?? `${method} ${path}: HTTP ${response.status}`);
+  return reply;
+}
+
+/// Runs a command; a refusal is shown for a few seconds, never thrown into the console.
+async function command(method, path, body) {
+  try {
+    return await api(method, path, body);
+  } catch (error) {
+    showMessage(error.message);
+    return null;
+  }
+}
+
+let messageTimer = 0;
+function showMessage(text) {
+  const box = $("message");
+  box.textContent = text;
+  box.hidden = false;
+  clearTimeout(messageTimer);
+  messageTimer = setTimeout(() => { box.hidden = true; }, 5000);
+}
+
+function clock(seconds) {
+  if (!Number.isFinite(seconds) || seconds < 0) seconds = 0;
+  const whole = Math.floor(seconds);
+  return `${Math.floor(whole / 60)}:${String(whole % 60).padStart(2, "0")}`;
+}
+
+function basename(path) {
+  return path.split("/").filter(Boolean).pop() ?? path;
+}
+
+// MARK: The feed
+
+function connect() {
+  const scheme = location.protocol === "https:" ? "wss" : "ws";
+  const feed = new WebSocket(`${scheme}://${location.host}/api/events`);
+  const indicator = $("connection");
+  feed.onopen = () => { indicator.dataset.state = "open"; indicator.textContent = "live"; };
+  feed.onmessage = (event) => {
+    const message = JSON.parse(event.data);
+    if (message.event === "status") receiveStatus(message.status);
+    else if (message.event === "queue") { state.queue = message.queue; renderQueue(); }
+  };
+  feed.onclose = () => {
+    indicator.dataset.state = "closed";
+    indicator.textContent = "reconnecting…";
+    setTimeout(connect, 1000);
+  };
+}
+
+function receiveStatus(status) {
+  state.status = status;
+  state.statusAt = performance.now();
+  const now = performance.now();
+  for (const room of status.rooms) {
+    if (!state.history.has(room.name)) state.history.set(room.name, []);
+    const samples = state.history.get(room.name);
+    samples.push({ t: now, buffer: room.bufferSeconds ?? null, sync: room.syncErrorMicroseconds ?? null });
+    while (samples.length && samples[0].t < now - plotSeconds * 1000) samples.shift();
+  }
+  renderStatus();
+  renderRooms();
+}
+
+// MARK: Now playing
+
+function renderStatus() {
+  const status = state.status;
+  const playing = status.state === "playing";
+  $("title").textContent = status.title ? basename(status.title) : "Nothing playing";
+  $("state").textContent = status.state;
+  const button = $("play-pause");
+  const pausable = playing || status.state === "starting";
+  button.querySelector("path").setAttribute("d", pausable ? "M6 4h4v16H6zM14 4h4v16h-4z" : "M7 4v16l13-8z");
+  button.setAttribute("aria-label", pausable ? "Pause" : "Play");
+  const seek = $("seek");
+  seek.disabled = status.itemDurationSeconds === undefined;
+  if (status.itemDurationSeconds !== undefined) seek.max = status.itemDurationSeconds;
+  $("duration").textContent = clock(status.itemDurationSeconds);
+  tickPosition();
+}
+
+let seeking = false;
+function tickPosition() {
+  const status = state.status;
+  if (!status || status.itemPositionSeconds === undefined) {
+    $("position").textContent = clock(0);
+    if (!seeking) $("seek").value = 0;
+    return;
+  }
+  const elapsed = status.state === "playing" ? (performance.now() - state.statusAt) / 1000 : 0;
+  const position = Math.min(status.itemPositionSeconds + elapsed, status.itemDurationSeconds ?? Infinity);
+  $("position").textContent = clock(position);
+  if (!seeking) $("seek").value = position;
+}
+
+$("seek").addEventListener("input", () => { seeking = true; $("position").textContent = clock(Number($("seek").value)); });
+$("seek").addEventListener("change", async () => {
+  await command("POST", "/transport/seek", { seconds: Number($("seek").value) });
+  seeking = false;
+});
+
+$("play-pause").addEventListener("click", () => {
+  const status = state.status;
+  if (!status) return;
+  if (status.state === "playing") return command("POST", "/transport/pause");
+  if (status.state === "paused") return command("POST", "/transport/resume");
+  const files = (state.queue?.items ?? []).map((item) => item.path);
+  if (files.length === 0) return showMessage("The queue is empty: add a file or a URL first.");
+  return command("POST", "/transport/play", { files });
+});
+$("next").addEventListener("click", () => command("POST", "/transport/next"));
+
+// MARK: Rooms
+
+const roomViews = new Map();
+
+function makeRoomView(name) {
+  const item = document.createElement("li");
+  item.className = "room";
+  item.dataset.room = name;
+  item.innerHTML = `
+    <label><input type="checkbox" class="in-group"> <span class="name"></span> <span class="subtle state"></span></label>
+    <div class="volume"><input type="range" class="volume-slider" min="0" max="100" step="1"><output></output></div>
+    <div class="health"></div>
+    <div class="problem"></div>`;
+  item.querySelector(".name").textContent = name;
+  const box = item.querySelector(".in-group");
+  box.setAttribute("aria-label", `${name} in the group`);
+  box.addEventListener("change", () => command("POST", `/rooms/${encodeURIComponent(name)}/${box.checked ? "join" : "leave"}`));
+  const slider = item.querySelector(".volume-slider");
+  slider.setAttribute("aria-label", `${name} volume`);
+  let sending = 0;
+  const send = () => command("PUT", `/rooms/${encodeURIComponent(name)}/volume`, { percent: Number(slider.value) });
+  // While the slider moves, at most one change every 100 ms; where it stops, at once.
+  slider.addEventListener("input", () => {
+    item.querySelector("output").textContent = slider.value;
+    clearTimeout(sending);
+    sending = setTimeout(send, 100);
+  });
+  slider.addEventListener("change", () => { clearTimeout(sending); send(); });
+  return item;
+}
+
+function renderRooms() {
+  const rooms = state.status.rooms;
+  const list = $("rooms");
+  $("no-rooms").hidden = rooms.length > 0;
+  for (const [name, view] of roomViews) {
+    if (!rooms.some((room) => room.name === name)) { view.remove(); roomViews.delete(name); }
+  }
+  rooms.forEach((room, index) => {
+    let view = roomViews.get(room.name);
+    if (!view) { view = makeRoomView(room.name); roomViews.set(room.name, view); }
+    if (list.children[index] !== view) list.insertBefore(view, list.children[index] ?? null);
+    view.querySelector(".in-group").checked = room.inGroup;
+    view.querySelector(".state").textContent = room.state;
+    const slider = view.querySelector(".volume-slider");
+    // Not under the user's finger.
+    if (document.activeElement !== slider) {
+      slider.value = room.volume;
+      view.querySelector("output").textContent = room.volume;
+    }
+    const health = [];
+    if (room.bufferSeconds !== undefined) health.push(`buffer ${room.bufferSeconds.toFixed(1)} s`);
+    if (room.syncErrorMicroseconds !== undefined) health.push(`sync ${room.syncErrorMicroseconds.toFixed(0)} µs`);
+    health.push(room.clockErrorMicroseconds !== undefined ? `clock ±${room.clockErrorMicroseconds.toFixed(0)} µs` : "clock not settled");
+    if (room.underruns) health.push(`${room.underruns} underrun${room.underruns === 1 ? "" : "s"}`);
+    if (room.latencyMs) health.push(`latency ${room.latencyMs} ms`);
+    view.querySelector(".health").textContent = health.join(" · ");
+    view.querySelector(".problem").textContent = room.problem ?? "";
+  });
+  renderLegend();
+}
+
+// MARK: Queue
+
+function renderQueue() {
+  const list = $("queue");
+  list.replaceChildren();
+  for (const item of state.queue.items) {
+    const row = document.createElement("li");
+    row.dataset.index = item.index;
+    row.dataset.path = item.path;
+    if (item.current) row.classList.add("current");
+    row.innerHTML = `<span class="handle" title="Drag to reorder">☰</span><span class="name"></span><span class="length"></span>
+      <button type="button" class="remove" aria-label="Remove">✕</button>`;
+    row.querySelector(".name").textContent = item.title ? basename(item.title) : basename(item.path);
+    row.querySelector(".name").title = item.path;
+    row.querySelector(".length").textContent = item.durationSeconds === undefined ? "" : clock(item.durationSeconds);
+    row.querySelector(".remove").addEventListener("click", () => command("DELETE", `/queue/${item.index}`));
+    row.querySelector(".handle").addEventListener("pointerdown", (event) => startDrag(event, row));
+    list.append(row);
+  }
+}
+
+/// Reorders by pointer (mouse, touch or pen alike): the row follows the pointer among its
+/// siblings, and where it is let go the house moves the item. The listeners are on the window,
+/// not captured by the handle: moving the row in the list takes it out of the document for an
+/// instant, which would end a capture.
+function startDrag(event, row) {
+  event.preventDefault();
+  const list = $("queue");
+  const from = Number(row.dataset.index);
+  row.classList.add("dragging");
+  const move = (moveEvent) => {
+    const siblings = [...list.children].filter((other) => other !== row);
+    const before = siblings.find((other) => {
+      const box = other.getBoundingClientRect();
+      return moveEvent.clientY < box.top + box.height / 2;
+    });
+    if (row.nextElementSibling !== (before ?? null)) list.insertBefore(row, before ?? null);
+  };
+  const end = () => {
+    window.removeEventListener("pointermove", move);
+    window.removeEventListener("pointerup", end);
+    window.removeEventListener("pointercancel", end);
+    row.classList.remove("dragging");
+    const to = [...list.children].indexOf(row);
+    if (to !== from) command("POST", "/queue/move", { from, to });
+    else renderQueue();
+  };
+  window.addEventListener("pointermove", move);
+  window.addEventListener("pointerup", end);
+  window.addEventListener("pointercancel", end);
+}
+
+// MARK: Adding
+
+$("add-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  add("play-now");
+});
+for (const button of document.querySelectorAll('#add-form button[type="button"]')) {
+  button.addEventListener("click", () => add(button.dataset.action));
+}
+
+async function add(action) {
+  const input = $("add-input");
+  const file = input.value.trim();
+  if (!file) return showMessage("Type a file on the house or an http(s) URL.");
+  let reply;
+  if (action === "play-now") reply = await command("POST", "/transport/play", { files: [file] });
+  else if (action === "play-next") {
+    const current = state.queue?.current;
+    reply = await command("POST", "/queue", current === undefined ? { file } : { file, at: current + 1 });
+  } else reply = await command("POST", "/queue", { file });
+  if (reply) input.value = "";
+}
+
+// MARK: Plots
+
+function colorOf(name) {
+  const names = [...state.history.keys()].sort();
+  return palette[names.indexOf(name) % palette.length];
+}
+
+function renderLegend() {
+  const legend = $("legend");
+  const names = [...state.history.keys()].sort();
+  legend.replaceChildren(...names.map((name) => {
+    const entry = document.createElement("span");
+    entry.textContent = name;
+    entry.style.setProperty("--color", colorOf(name));
+    return entry;
+  }));
+}
+
+function drawPlot(canvas, key, unit) {
+  const ratio = window.devicePixelRatio || 1;
+  const width = canvas.clientWidth * ratio, height = canvas.clientHeight * ratio;
+  if (canvas.width !== width || canvas.height !== height) { canvas.width = width; canvas.height = height; }
+  const context = canvas.getContext("2d");
+  context.clearRect(0, 0, width, height);
+  const now = performance.now();
+  let low = Infinity, high = -Infinity, count = 0;
+  for (const samples of state.history.values()) {
+    for (const sample of samples) {
+      const value = sample[key];
+      if (value === null || sample.t < now - plotSeconds * 1000) continue;
+      low = Math.min(low, value); high = Math.max(high, value); count += 1;
+    }
+  }
+  canvas.dataset.samples = count;
+  if (count === 0) return;
+  if (key === "sync") { const reach = Math.max(Math.abs(low), Math.abs(high), 10); low = -reach; high = reach; }
+  else { low = 0; high = Math.max(high, 1); }
+  const x = (t) => ((t - (now - plotSeconds * 1000)) / (plotSeconds * 1000)) * width;
+  const y = (value) => height - 6 * ratio - ((value - low) / (high - low)) * (height - 12 * ratio);
+  context.strokeStyle = "#26303a";
+  context.lineWidth = ratio;
+  context.beginPath(); context.moveTo(0, y(key === "sync" ? 0 : low)); context.lineTo(width, y(key === "sync" ? 0 : low)); context.stroke();
+  context.fillStyle = "#8b98a5";
+  context.font = `${11 * ratio}px system-ui, sans-serif`;
+  context.fillText(`${high.toFixed(key === "sync" ? 0 : 1)} ${unit}`, 4 * ratio, 14 * ratio);
+  for (const [name, samples] of state.history) {
+    context.strokeStyle = colorOf(name);
+    context.lineWidth = 2 * ratio;
+    context.beginPath();
+    let started = false;
+    for (const sample of samples) {
+      if (sample[key] === null) { started = false; continue; }
+      if (started) context.lineTo(x(sample.t), y(sample[key]));
+      else { context.moveTo(x(sample.t), y(sample[key])); started = true; }
+    }
+    context.stroke();
+  }
+}
+
+function drawPlots() {
+  drawPlot($("sync-plot"), "sync", "µs");
+  drawPlot($("buffer-plot"), "buffer", "s");
+}
+
+setInterval(tickPosition, 250);
+setInterval(drawPlots, 1000);
+connect();

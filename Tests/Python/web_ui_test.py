@@ -1,0 +1,122 @@
+"""Drives the house's web UI in a real headless Chromium through selenium, for
+Tests/TuttiHouseHTTPTests/WebUITests.swift, which set up the house, its rooms and their sound
+cards, and check afterwards what the cards played.
+
+    python3 web_ui_test.py URL OUTPUT_DIR JOIN_ROOM VOLUME_ROOM
+
+Prints one JSON object per step, with the CLOCK_MONOTONIC time it took effect ("t_ns"), and
+exits non-zero with a one-line reason when a step fails.
+"""
+import json
+import sys
+import time
+
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.action_chains import ActionChains
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+
+url, out, join_room, volume_room = sys.argv[1:5]
+
+
+def report(step, **fields):
+    print(json.dumps({"step": step, "t_ns": time.monotonic_ns(), **fields}), flush=True)
+
+
+def fail(reason):
+    print(json.dumps({"step": "failed", "reason": reason}), flush=True)
+    sys.exit(1)
+
+
+options = webdriver.ChromeOptions()
+options.binary_location = "/usr/bin/chromium"
+for argument in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1280,900"]:
+    options.add_argument(argument)
+options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+# The driver Debian ships, not Selenium Manager's download: there is no internet.
+driver = webdriver.Chrome(service=Service(executable_path="/usr/bin/chromedriver"), options=options)
+wait = WebDriverWait(driver, 20)
+
+
+def console_errors():
+    return [entry["message"] for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
+
+
+def room(name):
+    return driver.find_element(By.CSS_SELECTOR, f'#rooms li[data-room="{name}"]')
+
+
+def queue_paths():
+    # In one call: the list is drawn anew on every queue event, so rows found in one call may be
+    # gone by the next.
+    return driver.execute_script("return [...document.querySelectorAll('#queue li')].map((row) => row.dataset.path)")
+
+
+try:
+    driver.get(url)
+    wait.until(lambda d: d.find_element(By.ID, "connection").get_attribute("data-state") == "open")
+    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#rooms li")) >= 2)
+    wait.until(lambda d: len(queue_paths()) >= 3)
+    errors = console_errors()
+    if errors:
+        fail(f"console errors on load: {errors}")
+    report("loaded", rooms=[r.get_attribute("data-room") for r in driver.find_elements(By.CSS_SELECTOR, "#rooms li")])
+
+    # Tick a room into the group; the feed then shows it playing.
+    box = room(join_room).find_element(By.CSS_SELECTOR, ".in-group")
+    if box.is_selected():
+        fail(f"{join_room} is already in the group")
+    box.click()
+    report("joined", room=join_room)
+    wait.until(lambda d: room(join_room).find_element(By.CSS_SELECTOR, ".state").text == "playing")
+    report("playing", room=join_room)
+
+    # Move a volume slider: a click at 40 % of its width.
+    slider = room(volume_room).find_element(By.CSS_SELECTOR, ".volume-slider")
+    width = slider.size["width"]
+    ActionChains(driver).move_to_element_with_offset(slider, int(width * 0.4 - width / 2), 0).click().perform()
+    value = int(slider.get_attribute("value"))
+    report("volume", room=volume_room, percent=value)
+    wait.until(lambda d: room(volume_room).find_element(By.CSS_SELECTOR, "output").text == str(value))
+
+    # Drag the last queue item above the second.
+    before = queue_paths()
+    handles = driver.find_elements(By.CSS_SELECTOR, "#queue li .handle")
+    target = driver.find_elements(By.CSS_SELECTOR, "#queue li")[1]
+    (ActionChains(driver).click_and_hold(handles[-1]).pause(0.2)
+        .move_to_element_with_offset(target, 0, -target.size["height"] // 2 + 2).pause(0.2)
+        .move_to_element_with_offset(target, 0, -target.size["height"] // 2 + 1).pause(0.2)
+        .release().perform())
+    expected = before[:1] + [before[-1]] + before[1:-1]
+    try:
+        wait.until(lambda d: queue_paths() == expected)
+    except Exception:
+        fail(f"the queue did not become {expected} after the drag: {queue_paths()}")
+    report("dragged", before=before, after=queue_paths())
+
+    # The plots draw new samples.
+    plot = driver.find_element(By.ID, "sync-plot")
+    first_image = plot.screenshot_as_base64
+    first = int(plot.get_attribute("data-samples"))
+    wait.until(lambda d: int(plot.get_attribute("data-samples")) > first + 2)
+    if plot.screenshot_as_base64 == first_image:
+        fail("the sync plot's pixels did not change")
+    report("plotted", samples_before=first, samples_after=int(plot.get_attribute("data-samples")))
+
+    for width, height in [(390, 844), (1280, 900)]:
+        driver.set_window_size(width, height)
+        viewport = driver.execute_script("return window.innerWidth")
+        driver.execute_script("window.scrollTo(0, 0)")
+        # Two animation frames: the page has laid itself out and painted at the new size.
+        driver.execute_async_script("const done = arguments[0]; requestAnimationFrame(() => requestAnimationFrame(done));")
+        path = f"{out}/web-ui-{width}.png"
+        driver.save_screenshot(path)
+        report("screenshot", path=path, viewport=viewport)
+
+    errors = console_errors()
+    if errors:
+        fail(f"console errors: {errors}")
+    report("done")
+finally:
+    driver.quit()
