@@ -52,7 +52,7 @@ extension House {
     /// Performs `command`; returns the reply, or nil when `respond` will be called later.
     private func performAtOnce(_ command: ControlCommand, _ respond: @escaping Respond) throws -> ControlReply? {
         switch command {
-        case .pause, .resume, .seek, .next, .queueAdd, .queueRemove, .queueMove:
+        case .pause, .resume, .seek, .next, .previous, .queueAdd, .queueRemove, .queueMove, .queueClear:
             // A play still waiting for its rooms starts now: this command acts on what plays.
             resolvePendingStart()
         default: break
@@ -119,6 +119,45 @@ extension House {
                 return report
             }
             return nil
+        case .previous:
+            guard let item = currentItem, item.index >= 0 else { throw ControlRefusal("nothing is playing", kind: .conflict) }
+            let position = item.start.itemStartTime.seconds + seconds(playhead() - item.start.startFrame)
+            guard item.index > 0, position < Self.previousItemSeconds else { return try performAtOnce(.seek(seconds: 0), respond) }
+            // A new stream from the item before: the engine's edits go forward only.
+            try startPlaying(item: item.index - 1)
+            return .edited(EditReport(item: item.index - 1, queueLength: state.queue.count))
+        case .queueClear:
+            state.queue = []
+            queueTags = []
+            saveState()
+            guard let stream, isPlaying else {
+                stopStream()
+                return .edited(EditReport(stopped: true, queueLength: 0))
+            }
+            // Every room stops on the same sample (a pause anchor), and the stream ends once
+            // they all have.
+            let time = anchorTime
+            apply(TimelineAnchor(timelineFrame: stream.schedule.position(atServer: time)?.frame ?? playhead(), serverTime: time, isPlaying: false))
+            let id = stream.id
+            loop.scheduleTask(in: .nanoseconds(time - now + 100_000_000)) { [weak self] in
+                guard let self, self.stream?.id == id else { return }
+                self.stopStream()
+                self.noteChange()
+            }
+            return .edited(EditReport(stopped: true, queueLength: 0))
+        case .groupVolume(let percent):
+            let members = groupRooms
+            guard !members.isEmpty else { throw ControlRefusal("no room of the group is connected", kind: .conflict) }
+            let levels = members.map { state.volumes[$0.name] ?? 100 }
+            let mean = Double(levels.reduce(0, +)) / Double(levels.count)
+            for (room, level) in zip(members, levels) {
+                // In proportion, so the rooms keep their balance; from silence, all alike.
+                let scaled = mean > 0 ? Int((Double(level) * Double(percent) / mean).rounded()) : percent
+                state.volumes[room.name] = min(100, max(0, scaled))
+                send(.volume(.init(level: Self.gain(percent: state.volumes[room.name]!), rampNanoseconds: 100_000_000)), to: room)
+            }
+            saveState()
+            return .group(GroupVolumeReport(percent: groupVolume ?? percent, rooms: members.map(roomChange)))
         case .rooms:
             return .rooms(RoomsReport(rooms: roomReports()))
         case .join(let name):
@@ -199,6 +238,16 @@ extension House {
     private func room(named name: String) throws -> RoomLink {
         guard let room = rooms.values.first(where: { $0.name == name }) else { throw ControlRefusal("no such room: \(name) (connected: \(roomNames))", kind: .notFound) }
         return room
+    }
+
+    /// Within this much of an item's start, `previous` goes to the item before; later, to the
+    /// item's start.
+    static let previousItemSeconds = 3.0
+
+    /// The mean volume of the group's connected rooms, rounded.
+    var groupVolume: Int? {
+        let levels = groupRooms.map { state.volumes[$0.name] ?? 100 }
+        return levels.isEmpty ? nil : Int((Double(levels.reduce(0, +)) / Double(levels.count)).rounded())
     }
 
     private func roomChange(_ room: RoomLink) -> RoomChange {
@@ -316,6 +365,7 @@ extension House {
                                   serverTimeNs: now)
         // Rooms are listed whatever plays: a stopped house's page shows them too.
         report.rooms = roomReports()
+        report.groupVolume = groupVolume
         guard let stream else { return report }
         let head = playhead()
         let ended = stream.endFrame.map { head >= $0 } ?? false

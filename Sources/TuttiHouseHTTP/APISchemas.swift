@@ -24,6 +24,7 @@ enum APISchemas {
             "RoomReport": room,
             "RoomsReport": .object([property("rooms", .array(of: .reference("RoomReport")))]),
             "RoomChange": .object([property("room", string), property("inGroup", .boolean), property("volume", .integer(minimum: 0, maximum: 100))]),
+            "GroupVolumeReport": .object([property("percent", .integer(minimum: 0, maximum: 100)), property("rooms", .array(of: .reference("RoomChange")))]),
             "PlayReport": .object([
                 property("items", integer), property("rooms", .array(of: string)), property("startsInMs", integer),
                 property("waitedMs", integer, required: false), property("notReady", .array(of: string), required: false),
@@ -49,7 +50,8 @@ enum APISchemas {
                 property("stream", integer, required: false), property("positionSeconds", number, required: false),
                 property("bufferedAheadSeconds", number, required: false), property("item", integer, required: false),
                 property("title", string, required: false), property("itemPositionSeconds", number, required: false),
-                property("itemDurationSeconds", number, required: false), property("rooms", .array(of: .reference("RoomReport"))),
+                property("itemDurationSeconds", number, required: false), property("groupVolume", .integer(minimum: 0, maximum: 100), required: false),
+                property("rooms", .array(of: .reference("RoomReport"))),
             ]),
             "Refusal": .object([
                 property("error", string),
@@ -57,7 +59,7 @@ enum APISchemas {
             ]),
         ]
         schemas["AnyReply"] = .anyOf(["PlayReport", "PauseReport", "ResumeReport", "EditReport", "RoomsReport", "RoomChange",
-                                      "QueueReport", "StatusReport"].map { .reference($0) })
+                                      "GroupVolumeReport", "QueueReport", "StatusReport"].map { .reference($0) })
         return schemas
     }()
 }

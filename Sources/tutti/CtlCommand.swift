@@ -13,11 +13,12 @@ struct Ctl: AsyncParsableCommand {
               tutti ctl --server 127.0.0.1:7700 play a.flac b.mp3 --rooms kitchen,office
               tutti ctl --server 127.0.0.1:7700 rooms
               tutti ctl --server 127.0.0.1:7700 volume kitchen 40
+              tutti ctl --server 127.0.0.1:7700 group-volume 30
               tutti ctl --server 127.0.0.1:7700 queue add c.ogg --at 1
               tutti ctl --server 127.0.0.1:7700 status --json
             """,
-        subcommands: [CtlPlay.self, CtlPause.self, CtlResume.self, CtlSeek.self, CtlNext.self, CtlRooms.self,
-                      CtlJoin.self, CtlLeave.self, CtlVolume.self, CtlQueue.self, CtlStatus.self])
+        subcommands: [CtlPlay.self, CtlPause.self, CtlResume.self, CtlSeek.self, CtlNext.self, CtlPrevious.self, CtlRooms.self,
+                      CtlJoin.self, CtlLeave.self, CtlVolume.self, CtlGroupVolume.self, CtlQueue.self, CtlStatus.self])
 
     @Option(help: "The house server's address.")
     var server: HostPort = HostPort(argument: "127.0.0.1:7700")!
@@ -124,6 +125,13 @@ struct CtlNext: AsyncParsableCommand {
     func run() async throws { printReply(try await ctl.send(.next), json: false) }
 }
 
+struct CtlPrevious: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "previous",
+                                                    abstract: "Back to the start of the item, or, within its first 3 seconds, to the item before.")
+    @ParentCommand var ctl: Ctl
+    func run() async throws { printReply(try await ctl.send(.previous), json: false) }
+}
+
 struct CtlRooms: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "rooms", abstract: "List rooms: state, buffer level and sync-error estimate.")
     @ParentCommand var ctl: Ctl
@@ -167,9 +175,24 @@ struct CtlVolume: AsyncParsableCommand {
     func run() async throws { printReply(try await ctl.send(.volume(room: room, percent: percent)), json: false) }
 }
 
+struct CtlGroupVolume: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "group-volume", abstract: "Set the group's volume (0–100); its rooms keep their balance.",
+        discussion: "The group's volume is the mean of its rooms'. Each room is scaled in proportion: kitchen 40 and office 80 (group 60) at group-volume 30 become 20 and 40.")
+    @ParentCommand var ctl: Ctl
+    @Argument var percent: Int
+    func validate() throws { guard (0...100).contains(percent) else { throw ValidationError("group volume must be 0 to 100") } }
+    func run() async throws {
+        let reply = try await ctl.send(.groupVolume(percent: percent))
+        guard let group = reply.group else { return }
+        Terminal.standardOutput("group volume \(group.percent)%: " + group.rooms.map { "\($0.room) \($0.volume)%" }.joined(separator: ", ") + "\n")
+    }
+}
+
 struct CtlQueue: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "queue", abstract: "Show or edit the queue.",
-                                                    subcommands: [CtlQueueList.self, CtlQueueAdd.self, CtlQueueRemove.self, CtlQueueMove.self],
+                                                    subcommands: [CtlQueueList.self, CtlQueueAdd.self, CtlQueueRemove.self, CtlQueueMove.self,
+                                                                  CtlQueueClear.self],
                                                     defaultSubcommand: CtlQueueList.self)
     @ParentCommand var ctl: Ctl
 }
@@ -212,6 +235,12 @@ struct CtlQueueMove: AsyncParsableCommand {
     @Argument(help: "The item's position now.") var from: Int
     @Argument(help: "Its new position.") var to: Int
     func run() async throws { printReply(try await queue.ctl.send(.queueMove(from: from, to: to)), json: false) }
+}
+
+struct CtlQueueClear: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "clear", abstract: "Empty the queue; every room stops on the same sample.")
+    @ParentCommand var queue: CtlQueue
+    func run() async throws { printReply(try await queue.ctl.send(.queueClear), json: false) }
 }
 
 struct CtlStatus: AsyncParsableCommand {

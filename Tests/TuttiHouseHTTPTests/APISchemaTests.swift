@@ -17,7 +17,7 @@ import TuttiProtocol
         var status = StatusReport(server: "tutti", state: "playing", roomCount: 1, queueLength: 2, serverTimeNs: 123_456_789, stream: 7,
                                   positionSeconds: 12.5, bufferedAheadSeconds: 287.5, item: 0, title: "A", itemPositionSeconds: 12.5,
                                   itemDurationSeconds: 200.25, rooms: [room])
-        status.state = "playing"
+        status.groupVolume = 40
         return [
             ("PlayReport", .started(play)),
             ("PauseReport", .paused(PauseReport(pausedAtSeconds: 3.5))),
@@ -26,6 +26,7 @@ import TuttiProtocol
                                               item: 1, stopped: false, queueLength: 3))),
             ("RoomsReport", .rooms(RoomsReport(rooms: [room]))),
             ("RoomChange", .room(RoomChange(room: "kitchen", inGroup: false, volume: 0))),
+            ("GroupVolumeReport", .group(GroupVolumeReport(percent: 40, rooms: [RoomChange(room: "kitchen", inGroup: true, volume: 40)]))),
             ("QueueReport", .queue(QueueReport(items: [QueueEntryReport(index: 0, path: "/m/a.flac", current: true, title: "A", durationSeconds: 200.25)],
                                                current: 0))),
             ("StatusReport", .status(status)),

@@ -122,16 +122,38 @@ import TuttiTestSupport
         #expect(scraped["tutti_house_rooms{}"] == 1 && scraped["tutti_house_playing{}"] == 1)
         #expect((scraped["tutti_house_stream_position_seconds{}"] ?? 0) > 2)
         try await waitForPlayhead(house, beyond: 4)
+
+        // Previous, more than 3 s into the only item: back to its start.
+        let previous = try await request(.POST, house.api + "/transport/previous")
+        #expect(previous.status == 200 && previous.json["item"] as? Int == 0 && previous.json["cut"] != nil, "\(previous.json)")
+        // Clearing the queue stops the room; the feed says so.
+        let cleared = MonotonicClock().now()
+        let clear = try await request(.DELETE, house.api + "/queue")
+        #expect(clear.status == 200 && clear.json["stopped"] as? Bool == true && clear.json["queueLength"] as? Int == 0, "\(clear.json)")
+        _ = try await feed.first(timeout: 10) { message in
+            (status(message)?["rooms"] as? [[String: Any]])?.contains { $0["name"] as? String == "a" && $0["state"] as? String == "idle" } ?? false
+        }
+        #expect(try await request(.GET, house.api + "/queue").json["items"] as? [Any] != nil)
         house.speaker.interrupt()
 
-        // The card played the tone, then the same tone 30 dB down (50 % on a 60 dB scale).
+        // The card played the tone, then the same tone 30 dB down (50 % on a 60 dB scale), then
+        // nothing once the queue was cleared.
         let capture = try VirtualCapture(path: directory.file("a.wav"))
         let first = try #require(capture.firstSoundFrame())
         func rms(from start: Int, seconds: Double) -> Double {
-            SignalCheck.rms(capture.samples, channels: capture.channelCount, frames: start..<(start + Int(seconds * 48000)))
+            SignalCheck.rms(capture.samples, channels: capture.channelCount, frames: start..<min(capture.frameCount, start + Int(seconds * 48000)))
         }
         let before = rms(from: first + 24000, seconds: 0.5)
-        let after = rms(from: capture.frameCount - 24000, seconds: 0.4)
+        let after = rms(from: Int(capture.frame(atEmissionTime: Double(seen.time) + 0.5e9)), seconds: 0.4)
+        // The room stopped at the pause anchor the clear set (the group's commitment and 50 ms
+        // ahead: some 150 ms), and was silent from there to the end of the capture.
+        let lastSound = (0..<capture.frameCount).last { frame in
+            (0..<capture.channelCount).contains { abs(capture.samples[frame * capture.channelCount + $0]) > 1e-4 }
+        } ?? 0
+        let stoppedAfterMs = (capture.emissionTime(ofFrame: Double(lastSound)) - Double(cleared)) / 1e6
+        print("HTTP API: the room stopped \(String(format: "%.0f", stoppedAfterMs)) ms after the queue-clear request, then \(capture.frameCount - lastSound) frames of silence")
+        #expect(stoppedAfterMs > 0 && stoppedAfterMs < 400)
+        #expect(capture.frameCount - lastSound > 2400)
         print("HTTP API: tone RMS \(before) before the volume change, \(after) after (ratio \(after / before))")
         // ffmpeg's sine has amplitude 1/8, and its mono-to-stereo upmix lowers each channel 3 dB:
         // RMS 0.125 × 0.7071 × 0.7071.
@@ -250,6 +272,13 @@ import TuttiTestSupport
         let volume = try #require(step("volume")?["percent"] as? Int)
         let joined = try #require(step("joined")?["t_ns"] as? Int64)
         let moved = try #require(step("volume")?["t_ns"] as? Int64)
+        // The group's volume, over the API: a at the slider's 40 and b at 100 (group 70) to group
+        // 35 halve both, keeping their balance.
+        let grouped = MonotonicClock().now()
+        let group = try await request(.PUT, house.api + "/group/volume", body: #"{"percent":35}"#)
+        let groupRooms = group.json["rooms"] as? [[String: Any]] ?? []
+        #expect(group.status == 200 && group.json["percent"] as? Int == 35, "\(group.json)")
+        #expect(groupRooms.map { "\($0["room"] ?? "")=\($0["volume"] ?? "")" } == ["a=\(volume / 2)", "b=50"], "\(group.json)")
         // A second more of both rooms, to measure.
         let position = try await request(.GET, house.api + "/status").json["positionSeconds"] as? Double ?? 0
         try await waitForPlayhead(house, beyond: position + 1)
@@ -278,7 +307,11 @@ import TuttiTestSupport
         let expected = pow(10, Double(volume - 100) * 0.6 / 20)
         print("web UI: slider at \(volume) %: card RMS \(before) → \(after) (ratio \(after / before), expected \(expected))")
         #expect(abs(after / before - expected) < 0.02 * expected + 0.0005)
-        #expect(rms(b, from: bFirst + 24000, seconds: 0.5) > 0.05)
+        let bFull = rms(b, from: bFirst + 24000, seconds: 0.4)
+        #expect(bFull > 0.05)
+        let bHalved = rms(b, from: Int(b.frame(atEmissionTime: Double(grouped) + 0.5e9)), seconds: 0.4)
+        print("web UI: group volume 35: room b's card RMS \(bFull) → \(bHalved) (ratio \(bHalved / bFull), expected \(pow(10, -1.5)))")
+        #expect(abs(bHalved / bFull - pow(10, -1.5)) < 0.001)
     }
 
     /// `/metrics`, parsed by prometheus_client's parser (PyPI; the Makefile installs it): the

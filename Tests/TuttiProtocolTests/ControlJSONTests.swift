@@ -8,7 +8,7 @@ import Testing
         .play(files: ["/m/a.flac", "http://h/b.mp3"], rooms: ["kitchen", "office"]), .play(files: ["/m/a.flac"]),
         .pause, .resume, .seek(seconds: 42.5), .next, .rooms, .join(room: "attic"), .leave(room: "attic"),
         .volume(room: "kitchen", percent: 40), .queue, .queueAdd(file: "/m/c.ogg", at: 1), .queueAdd(file: "/m/d.ogg"),
-        .queueRemove(index: 3), .queueMove(from: 4, to: 1), .status,
+        .queueRemove(index: 3), .queueMove(from: 4, to: 1), .status, .previous, .groupVolume(percent: 30), .queueClear,
     ]
 
     @Test func everyCommandReadsBackAsItself() throws {
@@ -28,6 +28,7 @@ import Testing
         let replies: [(ControlCommand, ControlReply)] = [
             (.play(files: ["a"]), .started(PlayReport(items: 1, rooms: ["kitchen"], startsInMs: 120))),
             (.pause, .paused(PauseReport(pausedAtSeconds: 3.5))),
+            (.groupVolume(percent: 30), .group(GroupVolumeReport(percent: 30, rooms: [RoomChange(room: "kitchen", inGroup: true, volume: 20)]))),
             (.resume, .resumed(ResumeReport(resumedAtSeconds: 3.5, startsInMs: 150))),
             (.seek(seconds: 4), .edited(EditReport(cut: cut, item: 0, queueLength: 2))),
             (.next, .edited(EditReport(stopped: true, queueLength: 2))),

@@ -135,10 +135,25 @@ $("play-pause").addEventListener("click", () => {
   return command("POST", "/transport/play", { files });
 });
 $("next").addEventListener("click", () => command("POST", "/transport/next"));
+$("previous").addEventListener("click", () => command("POST", "/transport/previous"));
 
 // MARK: Rooms
 
 const roomViews = new Map();
+
+/// A volume slider that sends its value while it moves (at most every 100 ms) and at once
+/// where it stops.
+function sendsVolume(slider, output, send) {
+  let pending = 0;
+  slider.addEventListener("input", () => {
+    output.textContent = slider.value;
+    clearTimeout(pending);
+    pending = setTimeout(send, 100);
+  });
+  slider.addEventListener("change", () => { clearTimeout(pending); send(); });
+}
+
+sendsVolume($("group-volume"), $("group-volume-value"), () => command("PUT", "/group/volume", { percent: Number($("group-volume").value) }));
 
 function makeRoomView(name) {
   const item = document.createElement("li");
@@ -155,15 +170,7 @@ function makeRoomView(name) {
   box.addEventListener("change", () => command("POST", `/rooms/${encodeURIComponent(name)}/${box.checked ? "join" : "leave"}`));
   const slider = item.querySelector(".volume-slider");
   slider.setAttribute("aria-label", `${name} volume`);
-  let sending = 0;
-  const send = () => command("PUT", `/rooms/${encodeURIComponent(name)}/volume`, { percent: Number(slider.value) });
-  // While the slider moves, at most one change every 100 ms; where it stops, at once.
-  slider.addEventListener("input", () => {
-    item.querySelector("output").textContent = slider.value;
-    clearTimeout(sending);
-    sending = setTimeout(send, 100);
-  });
-  slider.addEventListener("change", () => { clearTimeout(sending); send(); });
+  sendsVolume(slider, item.querySelector("output"), () => command("PUT", `/rooms/${encodeURIComponent(name)}/volume`, { percent: Number(slider.value) }));
   return item;
 }
 
@@ -171,6 +178,12 @@ function renderRooms() {
   const rooms = state.status.rooms;
   const list = $("rooms");
   $("no-rooms").hidden = rooms.length > 0;
+  const group = $("group-volume");
+  $("group").hidden = state.status.groupVolume === undefined;
+  if (state.status.groupVolume !== undefined && document.activeElement !== group) {
+    group.value = state.status.groupVolume;
+    $("group-volume-value").textContent = state.status.groupVolume;
+  }
   for (const [name, view] of roomViews) {
     if (!rooms.some((room) => room.name === name)) { view.remove(); roomViews.delete(name); }
   }

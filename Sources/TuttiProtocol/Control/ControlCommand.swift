@@ -15,6 +15,9 @@ public enum ControlCommand: Sendable, Equatable {
     case seek(seconds: Double)
     /// Skip to the next item.
     case next
+    /// Back to the start of the item heard, or, within its first seconds, to the item before
+    /// (`House.previousItemSeconds`), as CD players and MPD clients do.
+    case previous
     /// Every connected room with its state, buffer and sync.
     case rooms
     /// Add a room to the group, in sync with the others.
@@ -23,6 +26,9 @@ public enum ControlCommand: Sendable, Equatable {
     case leave(room: String)
     /// Set a room's volume, 0–100.
     case volume(room: String, percent: Int)
+    /// Set the group's volume, 0–100: the mean of its rooms' volumes, each scaled in proportion
+    /// (as Sonos does), so the rooms keep their balance.
+    case groupVolume(percent: Int)
     /// The queue, with the item heard now.
     case queue
     /// Insert `file` at position `at` (nil: at the end).
@@ -31,6 +37,8 @@ public enum ControlCommand: Sendable, Equatable {
     case queueRemove(index: Int)
     /// Move the item at `from` to position `to`.
     case queueMove(from: Int, to: Int)
+    /// Empty the queue; every room stops on the same sample.
+    case queueClear
     /// What the house is doing.
     case status
 
@@ -42,14 +50,17 @@ public enum ControlCommand: Sendable, Equatable {
         case .resume: "resume"
         case .seek: "seek"
         case .next: "next"
+        case .previous: "previous"
         case .rooms: "rooms"
         case .join: "join"
         case .leave: "leave"
         case .volume: "volume"
+        case .groupVolume: "group-volume"
         case .queue: "queue"
         case .queueAdd: "queue-add"
         case .queueRemove: "queue-remove"
         case .queueMove: "queue-move"
+        case .queueClear: "queue-clear"
         case .status: "status"
         }
     }
@@ -65,8 +76,8 @@ public enum ControlCommand: Sendable, Equatable {
     }
 
     /// Every command name, for error messages.
-    public static let names = ["play", "pause", "resume", "seek", "next", "rooms", "join", "leave", "volume", "queue",
-                               "queue-add", "queue-remove", "queue-move", "status"]
+    public static let names = ["play", "pause", "resume", "seek", "next", "previous", "rooms", "join", "leave", "volume", "group-volume",
+                               "queue", "queue-add", "queue-remove", "queue-move", "queue-clear", "status"]
 
     /// Far beyond any item (31 years), and far within what the timeline's frame arithmetic holds.
     public static let maximumSeekSeconds = 1e9
@@ -80,6 +91,8 @@ public enum ControlCommand: Sendable, Equatable {
             "seek needs a number of seconds from 0 to \(Int(Self.maximumSeekSeconds))"
         case .volume(_, let percent) where !(0...100).contains(percent):
             "volume needs a percentage from 0 to 100"
+        case .groupVolume(let percent) where !(0...100).contains(percent):
+            "group-volume needs a percentage from 0 to 100"
         case .queueAdd(_, let at?) where at < 0:
             "queue position \(at) is negative"
         default:
@@ -102,14 +115,17 @@ extension ControlCommand: Codable {
         case "resume": self = .resume
         case "seek": self = .seek(seconds: try c.decode(Double.self, forKey: .seconds))
         case "next": self = .next
+        case "previous": self = .previous
         case "rooms": self = .rooms
         case "join": self = .join(room: try c.decode(String.self, forKey: .room))
         case "leave": self = .leave(room: try c.decode(String.self, forKey: .room))
         case "volume": self = .volume(room: try c.decode(String.self, forKey: .room), percent: try c.decode(Int.self, forKey: .percent))
+        case "group-volume": self = .groupVolume(percent: try c.decode(Int.self, forKey: .percent))
         case "queue": self = .queue
         case "queue-add": self = .queueAdd(file: try c.decode(String.self, forKey: .file), at: try c.decodeIfPresent(Int.self, forKey: .at))
         case "queue-remove": self = .queueRemove(index: try c.decode(Int.self, forKey: .index))
         case "queue-move": self = .queueMove(from: try c.decode(Int.self, forKey: .from), to: try c.decode(Int.self, forKey: .to))
+        case "queue-clear": self = .queueClear
         case "status": self = .status
         default:
             throw DecodingError.dataCorruptedError(forKey: .command, in: c,
@@ -131,6 +147,8 @@ extension ControlCommand: Codable {
         case .volume(let room, let percent):
             try c.encode(room, forKey: .room)
             try c.encode(percent, forKey: .percent)
+        case .groupVolume(let percent):
+            try c.encode(percent, forKey: .percent)
         case .queueAdd(let file, let at):
             try c.encode(file, forKey: .file)
             try c.encodeIfPresent(at, forKey: .at)
@@ -139,7 +157,7 @@ extension ControlCommand: Codable {
         case .queueMove(let from, let to):
             try c.encode(from, forKey: .from)
             try c.encode(to, forKey: .to)
-        case .pause, .resume, .next, .rooms, .queue, .status:
+        case .pause, .resume, .next, .previous, .rooms, .queue, .queueClear, .status:
             break
         }
     }

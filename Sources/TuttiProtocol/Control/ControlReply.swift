@@ -8,12 +8,15 @@ public enum ControlReply: Sendable, Equatable {
     case paused(PauseReport)
     /// `resume`.
     case resumed(ResumeReport)
-    /// `seek`, `next`, `queue-add`, `queue-remove`, `queue-move`: what the edit did to the stream.
+    /// `seek`, `next`, `previous`, `queue-add`, `queue-remove`, `queue-move`, `queue-clear`: what
+    /// the edit did to the stream.
     case edited(EditReport)
     /// `rooms`.
     case rooms(RoomsReport)
     /// `join`, `leave`, `volume`: the room as it is now.
     case room(RoomChange)
+    /// `group-volume`: the group's volume and its rooms'.
+    case group(GroupVolumeReport)
     /// `queue`.
     case queue(QueueReport)
     /// `status`.
@@ -28,6 +31,7 @@ public enum ControlReply: Sendable, Equatable {
         case .edited(let r): r
         case .rooms(let r): r
         case .room(let r): r
+        case .group(let r): r
         case .queue(let r): r
         case .status(let r): r
         }
@@ -40,6 +44,7 @@ public enum ControlReply: Sendable, Equatable {
     public var edited: EditReport? { if case .edited(let r) = self { r } else { nil } }
     public var rooms: RoomsReport? { if case .rooms(let r) = self { r } else { nil } }
     public var room: RoomChange? { if case .room(let r) = self { r } else { nil } }
+    public var group: GroupVolumeReport? { if case .group(let r) = self { r } else { nil } }
     public var queue: QueueReport? { if case .queue(let r) = self { r } else { nil } }
     public var status: StatusReport? { if case .status(let r) = self { r } else { nil } }
 }
@@ -218,6 +223,17 @@ public struct RoomChange: Codable, Sendable, Equatable {
     }
 }
 
+public struct GroupVolumeReport: Codable, Sendable, Equatable {
+    /// The group's volume now: the mean of its rooms', rounded.
+    public var percent: Int
+    /// Each room of the group, with its own volume.
+    public var rooms: [RoomChange]
+    public init(percent: Int, rooms: [RoomChange]) {
+        self.percent = percent
+        self.rooms = rooms
+    }
+}
+
 public struct QueueEntryReport: Codable, Sendable, Equatable {
     public var index: Int
     public var path: String
@@ -258,6 +274,8 @@ public struct StatusReport: Codable, Sendable, Equatable {
     public var title: String?
     public var itemPositionSeconds: Double?
     public var itemDurationSeconds: Double?
+    /// The mean volume of the group's connected rooms; nil when none is connected.
+    public var groupVolume: Int?
     public var rooms: [RoomReport]
     public init(server: String, state: String, roomCount: Int, queueLength: Int, serverTimeNs: Int64, stream: UInt32? = nil,
                 positionSeconds: Double? = nil, bufferedAheadSeconds: Double? = nil, item: Int? = nil, title: String? = nil,
