@@ -58,6 +58,9 @@ public final class House: @unchecked Sendable {
         public var productionStepNanoseconds: Int64 = 100_000_000
         /// Opens queue items that are URLs; nil refuses them, each with a one-line error.
         public var network: (any NetworkInputOpener)?
+        /// The directories a controller may play files from (`MediaAccess`); nil for any
+        /// readable file (a house in a test, or a simulated one).
+        public var allowedDirectories: [String]?
         public init() {}
     }
 

@@ -220,9 +220,13 @@ extension House {
         }
     }
 
-    /// Refuses files the house cannot open at all (a damaged file is found while decoding).
+    /// Refuses what the house will not play (`MediaAccess`), and files it cannot open at all
+    /// (a damaged file is found while decoding).
     private func checkReadable(_ files: [String]) throws {
-        for file in files where !file.contains("://") && file != "-" && !file.hasPrefix("pipe:") {
+        let access = MediaAccess(allowedDirectories: configuration.allowedDirectories)
+        for file in files {
+            if let refusal = access.refusal(for: file) { throw refusal }
+            guard !file.contains("://") && file != "-" && !file.hasPrefix("pipe:") else { continue }
             var isDirectory: ObjCBool = false
             guard FileManager.default.fileExists(atPath: file, isDirectory: &isDirectory) else { throw ControlRefusal("\(file): no such file", kind: .unplayable) }
             guard !isDirectory.boolValue else { throw ControlRefusal("\(file): is a directory", kind: .unplayable) }

@@ -51,7 +51,7 @@ struct APIOperation: Sendable {
                          reply: "GroupVolumeReport", refusals: [.conflict]),
             APIOperation(method: .post, path: "/api/transport/play", command: "play",
                          summary: "Replace the queue and play it; answers once the rooms are ready (or the wait for them ended).",
-                         bodyFields: [files, rooms], reply: "PlayReport", refusals: [.notFound, .conflict, .unplayable]),
+                         bodyFields: [files, rooms], reply: "PlayReport", refusals: [.notFound, .conflict, .unplayable, .forbidden]),
             APIOperation(method: .post, path: "/api/transport/pause", command: "pause", summary: "Pause every room on the same sample.",
                          reply: "PauseReport", refusals: [.conflict]),
             APIOperation(method: .post, path: "/api/transport/resume", command: "resume", summary: "Resume every room on the same sample.",
@@ -70,7 +70,7 @@ struct APIOperation: Sendable {
             APIOperation(method: .post, path: "/api/queue", command: "queue-add", summary: "Insert an item; while playing, cut in seamlessly where it changes what is heard.",
                          bodyFields: [Field(name: "file", schema: .string(), summary: "A path on the house's disk, or a URL."),
                                       Field(name: "at", schema: .integer(minimum: 0), required: false, summary: "The position to insert at; the end if absent.")],
-                         reply: "EditReport", refusals: [.conflict, .unplayable]),
+                         reply: "EditReport", refusals: [.conflict, .unplayable, .forbidden]),
             APIOperation(method: .post, path: "/api/queue/move", command: "queue-move", summary: "Move an item to another position.",
                          bodyFields: [Field(name: "from", schema: .integer(minimum: 0), summary: "The item's position."),
                                       Field(name: "to", schema: .integer(minimum: 0), summary: "Its new position.")],
@@ -80,7 +80,7 @@ struct APIOperation: Sendable {
             APIOperation(method: .post, path: "/api/control", command: nil,
                          summary: "Any command as `tutti ctl` sends it: {\"command\": \"seek\", \"seconds\": 30}.",
                          bodyFields: [Field(name: "command", schema: .string(oneOf: ControlCommand.names), summary: "The command's name.")],
-                         reply: "AnyReply", refusals: [.notFound, .conflict, .unplayable]),
+                         reply: "AnyReply", refusals: [.notFound, .conflict, .unplayable, .forbidden]),
         ]
     }()
 }

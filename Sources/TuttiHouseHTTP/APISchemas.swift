@@ -55,7 +55,7 @@ enum APISchemas {
             ]),
             "Refusal": .object([
                 property("error", string),
-                property("kind", .string(oneOf: [ControlRefusal.Kind.invalid, .notFound, .conflict, .unplayable].map(\.rawValue))),
+                property("kind", .string(oneOf: [ControlRefusal.Kind.invalid, .notFound, .conflict, .unplayable, .forbidden].map(\.rawValue))),
             ]),
         ]
         schemas["AnyReply"] = .anyOf(["PlayReport", "PauseReport", "ResumeReport", "EditReport", "RoomsReport", "RoomChange",

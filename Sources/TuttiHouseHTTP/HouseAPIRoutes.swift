@@ -89,6 +89,7 @@ enum HouseAPIRoutes {
         case .notFound: .notFound
         case .conflict: .conflict
         case .unplayable: .unprocessableContent
+        case .forbidden: .forbidden
         }
     }
 

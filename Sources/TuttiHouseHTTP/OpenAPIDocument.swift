@@ -69,6 +69,7 @@ enum OpenAPIDocument {
         case .notFound: "It names a room or a queue item that does not exist."
         case .conflict: "It does not fit what the house is doing now."
         case .unplayable: "It names media the house cannot play."
+        case .forbidden: "It names media the house will not play: a file outside its directories, a URL not http(s)."
         }
     }
 }

@@ -30,6 +30,11 @@ struct Server: AsyncParsableCommand {
                                discussion: "If the default address is taken (another house on this machine), the house runs without it and says so."))
     var http: String?
 
+    @Option(name: .customLong("allow-dir"), help: ArgumentHelp(
+        "A directory whose files controllers may play (repeatable).",
+        discussion: "Without it: your home directory, the system's temporary directory and the directory the house starts in. Other files are refused (so /etc/shadow cannot be played), and URLs other than http(s)."))
+    var allowDirectories: [String] = []
+
     @Option(name: .customLong("state-dir"), help: "Directory of the house's store (house.sqlite): the queue, volumes, group and the playing stream, so a restarted house resumes where it was.")
     var stateDirectory: String?
 
@@ -43,6 +48,12 @@ struct Server: AsyncParsableCommand {
         if let http, http != "off", HostPort(argument: http) == nil {
             throw ValidationError("--http \(http): use HOST:PORT (0.0.0.0:7780) or off")
         }
+        for directory in allowDirectories {
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue else {
+                throw ValidationError("--allow-dir \(directory): not a directory")
+            }
+        }
     }
 
     func run() async throws {
@@ -52,6 +63,7 @@ struct Server: AsyncParsableCommand {
         configuration.network = HTTPInputOpener(client: client, clock: MonotonicClock())
         configuration.stateDirectory = stateDirectory
         configuration.bufferDepthNanoseconds = Int64(bufferSeconds * 1e9)
+        configuration.allowedDirectories = allowedDirectories
         guard let codec = StreamCodec(wireName: codec) else { throw ValidationError("--codec \(codec): use flac or pcm-f32le") }
         configuration.codec = codec
         let server = HouseServer(clock: MonotonicClock(), host: listen.host, port: listen.port, configuration: configuration) { line in
@@ -63,6 +75,7 @@ struct Server: AsyncParsableCommand {
             throw ExitCode(2)
         }
         Terminal.standardOutput("tutti server: listening on \(HostPort(argument: "\(listen.host):\(port)")!) (TCP and UDP)\n")
+        Terminal.standardError("tutti server: playing files under \(allowedDirectories.joined(separator: ", ")) (add others with --allow-dir)\n")
         let api = try await startHTTP(house: server.house)
         await waitForTermination()
         await api?.stop()
@@ -71,6 +84,17 @@ struct Server: AsyncParsableCommand {
     }
 
     static let defaultHTTP = HostPort(argument: "0.0.0.0:7780")!
+
+    /// `--allow-dir`, made absolute; without it, home, the temporary directory and the
+    /// working directory.
+    private var allowedDirectories: [String] {
+        let cwd = FileManager.default.currentDirectoryPath
+        guard allowDirectories.isEmpty else { return allowDirectories.map { $0.hasPrefix("/") ? $0 : cwd + "/" + $0 } }
+        let temporary = String(NSTemporaryDirectory().dropLast(NSTemporaryDirectory().hasSuffix("/") && NSTemporaryDirectory().count > 1 ? 1 : 0))
+        var directories = [FileManager.default.homeDirectoryForCurrentUser.path, temporary, cwd]
+        directories = directories.reduce(into: []) { kept, directory in if !kept.contains(directory) { kept.append(directory) } }
+        return directories
+    }
 
     /// The HTTP API, unless `--http off`. An address given and taken stops the house; the
     /// default taken only leaves it without the API.

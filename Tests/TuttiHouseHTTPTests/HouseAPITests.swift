@@ -170,11 +170,14 @@ import TuttiTestSupport
         let house = try House(in: directory)
         defer { house.stop() }
         try await waitForRoom(house)
+        // A link in an allowed directory to a file outside it.
+        let escape = directory.file("passwd.flac"), missing = directory.file("no-such.flac")
+        try FileManager.default.createSymbolicLink(atPath: escape, withDestinationPath: "/etc/passwd")
         let cases: [(HTTPMethod, String, String?, Int, String)] = [
             (.POST, "/transport/seek", #"{"seconds":"soon"}"#, 400, #"seek: "seconds" must be a number"#),
             (.POST, "/transport/seek", "not json", 400, "seek: the body is not a JSON object"),
             (.POST, "/transport/pause", nil, 409, "nothing is playing"),
-            (.POST, "/transport/play", #"{"files":["/no/such.flac"]}"#, 422, "/no/such.flac: no such file"),
+            (.POST, "/transport/play", #"{"files":["\#(missing)"]}"#, 422, "\(missing): no such file"),
             (.POST, "/transport/play", #"{"files":[]}"#, 400, "play needs at least one file"),
             (.PUT, "/rooms/attic/volume", #"{"percent":10}"#, 404, "no such room: attic"),
             (.PUT, "/rooms/a/volume", #"{"percent":140}"#, 400, "volume needs a percentage from 0 to 100"),
@@ -182,6 +185,12 @@ import TuttiTestSupport
             (.DELETE, "/queue/x", nil, 400, "the index in the path must be a whole number"),
             (.POST, "/control", #"{"command":"dance"}"#, 400, "unknown command dance"),
             (.GET, "/nothing-here", nil, 404, "GET /api/nothing-here: no such endpoint"),
+            // Only what is meant to be played (the default directories: home, temporary, working).
+            (.POST, "/transport/play", #"{"files":["/etc/passwd"]}"#, 403, "/etc/passwd: outside the directories the house plays from"),
+            (.POST, "/transport/play", #"{"files":["\#(escape)"]}"#, 403, "\(escape): outside the directories the house plays from"),
+            (.POST, "/queue", #"{"file":"file:///etc/passwd"}"#, 403, "the house plays http and https URLs only, not file"),
+            (.POST, "/queue", #"{"file":"concat:/etc/passwd|/etc/hosts"}"#, 403, "not concat"),
+            (.POST, "/transport/play", #"{"files":["music.flac"]}"#, 400, "music.flac: give an absolute path"),
         ]
         for (method, path, body, status, reason) in cases {
             let reply = try await request(method, house.api + path, body: body)

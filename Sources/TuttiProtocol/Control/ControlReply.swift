@@ -64,6 +64,9 @@ public struct ControlRefusal: Error, Sendable, Equatable, CustomStringConvertibl
         /// It names media the house cannot play: a missing, unreadable or undecodable file
         /// (HTTP 422).
         case unplayable
+        /// It names media the house will not play: a file outside the directories it plays
+        /// from, or a URL of another scheme than http(s) (HTTP 403).
+        case forbidden
     }
 
     public var error: String
