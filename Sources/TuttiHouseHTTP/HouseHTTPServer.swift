@@ -37,11 +37,15 @@ public final class HouseHTTPServer: Sendable {
     /// for port 0).
     /// - Throws: the bind's error (the address in use, not ours to bind).
     public func start() async throws -> Int {
+        var logger = Logger(label: "tutti.http")
+        // Hummingbird's own lines (a request's id, "server started", the files' directory) are
+        // not the house's log.
+        logger.logLevel = .critical
         let router = Router(context: BasicWebSocketRequestContext.self)
         router.add(middleware: JSONErrorMiddleware())
         // The web UI at `/`: plain files, no build step, nothing fetched from outside the house.
         let webRoot = configuration.webRoot ?? Bundle.module.url(forResource: "WebUI", withExtension: nil)?.path ?? "WebUI"
-        router.add(middleware: FileMiddleware(webRoot, searchForIndexHtml: true))
+        router.add(middleware: FileMiddleware(webRoot, searchForIndexHtml: true, logger: logger))
         HouseAPIRoutes.add(to: router, house: house)
         HouseEventFeed.add(to: router, house: house, intervalNanoseconds: configuration.feedIntervalNanoseconds)
         let metrics = HouseMetrics(house: house)
@@ -49,9 +53,6 @@ public final class HouseHTTPServer: Sendable {
             Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
                      body: ResponseBody(byteBuffer: ByteBuffer(string: await metrics.scrape())))
         }
-        var logger = Logger(label: "tutti.http")
-        // Hummingbird's own lines (a request's id, "server started") are not the house's log.
-        logger.logLevel = .critical
         let (bound, announce) = AsyncStream<Result<Int, any Error>>.makeStream()
         let requested = configuration.port
         let app = Application(router: router, server: .http1WebSocketUpgrade(webSocketRouter: router),

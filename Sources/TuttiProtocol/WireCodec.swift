@@ -218,10 +218,15 @@ extension WireMessage {
         case .speakerStatus:
             let code: UInt8 = try reader.integer()
             guard let state = SpeakerStatus.State(rawValue: code) else { throw WireError("speakerStatus: unknown state \(code)") }
-            return .speakerStatus(SpeakerStatus(state: state, streamID: try reader.integer(), playheadFrame: try reader.integer(),
-                                                bufferedUntilFrame: try reader.integer(), syncErrorNanoseconds: try reader.integer(),
-                                                clockErrorNanoseconds: try reader.integer(), underruns: try reader.integer(),
-                                                fillRate: Float(bitPattern: try reader.integer()), problem: try reader.string()))
+            var status = SpeakerStatus(state: state, streamID: try reader.integer(), playheadFrame: try reader.integer(),
+                                       bufferedUntilFrame: try reader.integer(), syncErrorNanoseconds: try reader.integer(),
+                                       clockErrorNanoseconds: try reader.integer(), underruns: try reader.integer())
+            status.fillRate = Float(bitPattern: try reader.integer())
+            // The house reports it as JSON, which has no infinity: a hostile room's would have
+            // stopped the house at the next look at its rooms.
+            guard status.fillRate.isFinite, status.fillRate >= 0 else { throw WireError("speakerStatus: invalid fill rate \(status.fillRate)") }
+            status.problem = try reader.string()
+            return .speakerStatus(status)
         case .controlRequest:
             return .controlRequest(ControlRequest(requestID: try reader.integer(), json: try reader.longString()))
         case .controlResponse:

@@ -109,7 +109,8 @@ struct Server: AsyncParsableCommand {
         let api = HouseHTTPServer(house: house, configuration: configuration)
         do {
             let port = try await api.start()
-            Terminal.standardOutput("tutti server: HTTP API on http://\(HostPort(argument: "\(address.host):\(port)")!)/api (events: ws://…/api/events)\n")
+            let base = HostPort(argument: "\(address.host):\(port)")!
+            Terminal.standardOutput("tutti server: web UI on http://\(base)/, API under /api (events: ws://\(base)/api/events)\n")
             return api
         } catch {
             // NIO's bind error names the syscall; a user wants the reason.

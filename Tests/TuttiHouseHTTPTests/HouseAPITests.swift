@@ -30,7 +30,7 @@ import TuttiTestSupport
                                       standardError: directory.file("server.log"))
             let line = try server.waitForLine(containing: "listening on")
             port = Int(line.split(separator: ":").last!.split(separator: " ").first!)!
-            let httpLine = try server.waitForLine(containing: "HTTP API on")
+            let httpLine = try server.waitForLine(containing: "web UI on")
             let httpPort = httpLine.split(separator: ":")[safe: 3].flatMap { Int($0.prefix { $0.isNumber }) }!
             api = "http://127.0.0.1:\(httpPort)/api"
             events = "ws://127.0.0.1:\(httpPort)/api/events"

@@ -97,6 +97,8 @@ import Testing
             + [0, 0, 0, 0, 0, 0, 0, 5] + [0, 0, 0, 0, 0, 0, 0, 5]), "hello: held range 5..<5 is empty or out of order"),
         (frame(type: 5, payload: [UInt8](repeating: 0, count: 20) + [7]), "anchor message has an invalid flag 7"),
         (frame(type: 8, payload: [0x7F, 0xC0, 0, 0] + [UInt8](repeating: 0, count: 8)), "volume: invalid level nan"),
+        // The house reports a room's fill rate as JSON, which has no infinity.
+        (frame(type: 9, payload: [2] + [UInt8](repeating: 0, count: 40) + [0x7F, 0x80, 0, 0] + [0, 0]), "speakerStatus: invalid fill rate inf"),
         (frame(type: 3, payload: [0, 0, 0, 1, 0, 4] + Array("flac".utf8) + [0, 0, 0, 0, 2, 0, 0, 0, 0]), "streamStart: invalid format 0 Hz × 2"),
     ])
     func malformedInputIsRejectedWithAReason(input: ByteBuffer, reason: String) {
