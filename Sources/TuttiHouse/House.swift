@@ -58,9 +58,11 @@ public final class House: @unchecked Sendable {
         public var productionStepNanoseconds: Int64 = 100_000_000
         /// Opens queue items that are URLs; nil refuses them, each with a one-line error.
         public var network: (any NetworkInputOpener)?
-        /// The directories a controller may play files from (`MediaAccess`); nil for any
-        /// readable file (a house in a test, or a simulated one).
+        /// The directories a controller may play files from (`MediaAccess`), besides the
+        /// library's; nil for any readable file (a house in a test, or a simulated one).
         public var allowedDirectories: [String]?
+        /// The music library's roots (`tutti server --music`); none, no library.
+        public var musicDirectories: [String] = []
         public init() {}
     }
 
@@ -91,6 +93,11 @@ public final class House: @unchecked Sendable {
     var pendingStart: PendingStart?
     /// How many times a room of each name has connected since the house started.
     var connectionCounts: [String: Int] = [:]
+    /// The music library, with `musicDirectories` (`HouseLibrary.swift`).
+    let library: MusicLibrary?
+    /// The last scan's progress, and the library's size after it (on the loop).
+    var libraryScan: LibraryScanner.Progress?
+    var librarySize = (tracks: 0, unreadable: 0)
     /// Front ends showing the house (`HouseChangeObservers.swift`).
     var changeObservers = ChangeObservers()
 
@@ -113,6 +120,15 @@ public final class House: @unchecked Sendable {
         nextTag = (queueTags.max() ?? -1) + 1
         knownLatencies = snapshot.latencies
         storedStream = snapshot.stream
+        if configuration.musicDirectories.isEmpty {
+            library = nil
+        } else {
+            do { library = try MusicLibrary(directory: configuration.stateDirectory) } catch {
+                log("cannot open the library in \(configuration.stateDirectory ?? "memory") (\(error)); keeping it in memory")
+                library = try? MusicLibrary(directory: nil)
+            }
+            if let counts = try? library?.counts() { librarySize = counts }
+        }
     }
 
     /// Opens the store in `directory`; one that cannot be opened (not a database) is moved

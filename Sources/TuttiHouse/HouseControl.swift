@@ -217,13 +217,16 @@ extension House {
             return nil
         case .status:
             return .status(statusReport())
+        case .librarySearch, .libraryBrowse, .libraryProblems:
+            try queryLibrary(command, respond)
+            return nil
         }
     }
 
     /// Refuses what the house will not play (`MediaAccess`), and files it cannot open at all
     /// (a damaged file is found while decoding).
     private func checkReadable(_ files: [String]) throws {
-        let access = MediaAccess(allowedDirectories: configuration.allowedDirectories)
+        let access = MediaAccess(allowedDirectories: configuration.allowedDirectories.map { $0 + configuration.musicDirectories })
         for file in files {
             if let refusal = access.refusal(for: file) { throw refusal }
             guard !file.contains("://") && file != "-" && !file.hasPrefix("pipe:") else { continue }
@@ -370,6 +373,7 @@ extension House {
         // Rooms are listed whatever plays: a stopped house's page shows them too.
         report.rooms = roomReports()
         report.groupVolume = groupVolume
+        report.library = libraryStatus
         guard let stream else { return report }
         let head = playhead()
         let ended = stream.endFrame.map { head >= $0 } ?? false

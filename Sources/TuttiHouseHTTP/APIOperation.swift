@@ -21,6 +21,8 @@ struct APIOperation: Sendable {
     var command: String?
     var summary: String
     var pathFields: [Field] = []
+    /// Fields of a GET, from the query string.
+    var queryFields: [Field] = []
     var bodyFields: [Field] = []
     /// The schema of the reply (a name in `APISchemas.components`).
     var reply: String
@@ -77,6 +79,18 @@ struct APIOperation: Sendable {
                          reply: "EditReport", refusals: [.notFound, .conflict, .unplayable]),
             APIOperation(method: .delete, path: "/api/queue/{index}", command: "queue-remove", summary: "Remove an item.",
                          pathFields: [index], reply: "EditReport", refusals: [.notFound, .conflict, .unplayable]),
+            APIOperation(method: .get, path: "/api/library/search", command: "library-search",
+                         summary: "Tracks of the library matching every word (each as a prefix) in title, artist, album or path, best first.",
+                         queryFields: [Field(name: "query", schema: .string(), summary: "The words."),
+                                       Field(name: "limit", schema: .integer(minimum: 1, maximum: 1000), required: false, summary: "At most this many (100).")],
+                         reply: "LibraryBrowseReport", refusals: [.conflict]),
+            APIOperation(method: .get, path: "/api/library/browse", command: "library-browse",
+                         summary: "The library's artists; with an artist, its albums; with an album too, its tracks.",
+                         queryFields: [Field(name: "artist", schema: .string(), required: false, summary: "An artist (\"\" for tracks without one)."),
+                                       Field(name: "album", schema: .string(), required: false, summary: "One of its albums.")],
+                         reply: "LibraryBrowseReport", refusals: [.conflict]),
+            APIOperation(method: .get, path: "/api/library/problems", command: "library-problems",
+                         summary: "The files the library could not read, with their reasons.", reply: "LibraryBrowseReport", refusals: [.conflict]),
             APIOperation(method: .post, path: "/api/control", command: nil,
                          summary: "Any command as `tutti ctl` sends it: {\"command\": \"seek\", \"seconds\": 30}.",
                          bodyFields: [Field(name: "command", schema: .string(oneOf: ControlCommand.names), summary: "The command's name.")],

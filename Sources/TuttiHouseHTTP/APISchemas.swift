@@ -24,6 +24,20 @@ enum APISchemas {
             "RoomReport": room,
             "RoomsReport": .object([property("rooms", .array(of: .reference("RoomReport")))]),
             "RoomChange": .object([property("room", string), property("inGroup", .boolean), property("volume", .integer(minimum: 0, maximum: 100))]),
+            "LibraryTrack": .object([
+                property("path", string), property("title", string, required: false), property("artist", string, required: false),
+                property("album", string, required: false), property("durationSeconds", number, required: false), property("format", string),
+            ]),
+            "LibraryProblem": .object([property("path", string), property("reason", string)]),
+            "LibraryBrowseReport": .object([
+                property("artists", .array(of: string), required: false), property("albums", .array(of: string), required: false),
+                property("tracks", .array(of: .reference("LibraryTrack")), required: false),
+                property("problems", .array(of: .reference("LibraryProblem")), required: false),
+            ]),
+            "LibraryStatus": .object([
+                property("tracks", .integer(minimum: 0)), property("unreadable", .integer(minimum: 0)), property("scanning", .boolean),
+                property("scannedFiles", .integer(minimum: 0)), property("foundFiles", .integer(minimum: 0)),
+            ]),
             "GroupVolumeReport": .object([property("percent", .integer(minimum: 0, maximum: 100)), property("rooms", .array(of: .reference("RoomChange")))]),
             "PlayReport": .object([
                 property("items", integer), property("rooms", .array(of: string)), property("startsInMs", integer),
@@ -51,6 +65,7 @@ enum APISchemas {
                 property("bufferedAheadSeconds", number, required: false), property("item", integer, required: false),
                 property("title", string, required: false), property("itemPositionSeconds", number, required: false),
                 property("itemDurationSeconds", number, required: false), property("groupVolume", .integer(minimum: 0, maximum: 100), required: false),
+                property("library", .reference("LibraryStatus"), required: false),
                 property("rooms", .array(of: .reference("RoomReport"))),
             ]),
             "Refusal": .object([
@@ -59,7 +74,7 @@ enum APISchemas {
             ]),
         ]
         schemas["AnyReply"] = .anyOf(["PlayReport", "PauseReport", "ResumeReport", "EditReport", "RoomsReport", "RoomChange",
-                                      "GroupVolumeReport", "QueueReport", "StatusReport"].map { .reference($0) })
+                                      "GroupVolumeReport", "QueueReport", "StatusReport", "LibraryBrowseReport"].map { .reference($0) })
         return schemas
     }()
 }

@@ -31,9 +31,24 @@ enum HouseAPIRoutes {
                         path[field.name] = text
                     }
                 }
-                // Reads (GET) take no body.
+                // Reads (GET) take their fields from the query string, and no body.
                 if operation.method == .get, let command = operation.command {
-                    return await answer(house, try! ControlJSON.decodeCommand(#"{"command":"\#(command)"}"#))
+                    var fields: [String: Any] = ["command": command]
+                    for field in operation.queryFields {
+                        guard let text = request.uri.queryParameters.get(field.name) else { continue }
+                        if case .integer = field.schema {
+                            guard let value = Int(text) else {
+                                return refusal(ControlRefusal("\(command): \"\(field.name)\" must be a whole number"))
+                            }
+                            fields[field.name] = value
+                        } else {
+                            fields[field.name] = text
+                        }
+                    }
+                    let json = String(decoding: try! JSONSerialization.data(withJSONObject: fields), as: UTF8.self)
+                    let command: ControlCommand
+                    do throws(ControlRefusal) { command = try ControlJSON.decodeCommand(json) } catch { return refusal(error) }
+                    return await answer(house, command)
                 }
                 return await run(operation.command, request, context, house, path: path)
             }

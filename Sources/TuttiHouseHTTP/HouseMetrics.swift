@@ -53,7 +53,7 @@ final class HouseMetrics: Sendable {
     }
 
     private struct HouseSeries {
-        let rooms, playing, position, queueLength, bufferedAhead, fillRate: Metrics.Gauge
+        let rooms, playing, position, queueLength, bufferedAhead, fillRate, libraryTracks, libraryUnreadable: Metrics.Gauge
 
         init(factory: PrometheusMetricsFactory) {
             rooms = Metrics.Gauge(label: "tutti_house_rooms", factory: factory)
@@ -62,6 +62,8 @@ final class HouseMetrics: Sendable {
             queueLength = Metrics.Gauge(label: "tutti_house_queue_length", factory: factory)
             bufferedAhead = Metrics.Gauge(label: "tutti_house_buffered_ahead_seconds", factory: factory)
             fillRate = Metrics.Gauge(label: "tutti_house_fill_rate", factory: factory)
+            libraryTracks = Metrics.Gauge(label: "tutti_library_tracks", factory: factory)
+            libraryUnreadable = Metrics.Gauge(label: "tutti_library_unreadable_files", factory: factory)
         }
 
         func update(from status: StatusReport) {
@@ -73,6 +75,8 @@ final class HouseMetrics: Sendable {
             // How much faster than real time the rooms that have their whole stream got it.
             let rates = status.rooms.compactMap(\.fillRate)
             fillRate.record(rates.isEmpty ? 0 : rates.reduce(0, +) / Double(rates.count))
+            libraryTracks.record(status.library?.tracks ?? 0)
+            libraryUnreadable.record(status.library?.unreadable ?? 0)
         }
     }
 

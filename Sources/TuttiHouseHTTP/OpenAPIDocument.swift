@@ -29,11 +29,12 @@ enum OpenAPIDocument {
             "summary": operation.summary,
             "operationId": operation.command ?? "control",
         ]
-        if !operation.pathFields.isEmpty {
-            description["parameters"] = operation.pathFields.map { field -> [String: Any] in
-                ["name": field.name, "in": "path", "required": true, "description": field.summary, "schema": field.schema.json]
-            }
+        let parameters = operation.pathFields.map { field -> [String: Any] in
+            ["name": field.name, "in": "path", "required": true, "description": field.summary, "schema": field.schema.json]
+        } + operation.queryFields.map { field -> [String: Any] in
+            ["name": field.name, "in": "query", "required": field.required, "description": field.summary, "schema": field.schema.json]
         }
+        if !parameters.isEmpty { description["parameters"] = parameters }
         if !operation.bodyFields.isEmpty {
             var schema = JSONSchema.object(operation.bodyFields.map { ($0.name, $0.schema, $0.required) }).json
             // Fields the operation does not take are ignored, as `ctl`'s are; `/api/control`

@@ -18,7 +18,7 @@ struct Ctl: AsyncParsableCommand {
               tutti ctl --server 127.0.0.1:7700 status --json
             """,
         subcommands: [CtlPlay.self, CtlPause.self, CtlResume.self, CtlSeek.self, CtlNext.self, CtlPrevious.self, CtlRooms.self,
-                      CtlJoin.self, CtlLeave.self, CtlVolume.self, CtlGroupVolume.self, CtlQueue.self, CtlStatus.self])
+                      CtlJoin.self, CtlLeave.self, CtlVolume.self, CtlGroupVolume.self, CtlQueue.self, CtlLibrary.self, CtlStatus.self])
 
     @Option(help: "The house server's address.")
     var server: HostPort = HostPort(argument: "127.0.0.1:7700")!
@@ -241,6 +241,61 @@ struct CtlQueueClear: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "clear", abstract: "Empty the queue; every room stops on the same sample.")
     @ParentCommand var queue: CtlQueue
     func run() async throws { printReply(try await queue.ctl.send(.queueClear), json: false) }
+}
+
+struct CtlLibrary: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "library", abstract: "Search and browse the house's music library (tutti server --music DIR).",
+        discussion: """
+            Examples:
+              tutti ctl library search beatles help        every word, as a prefix, in title, artist, album or path
+              tutti ctl library browse                     artists
+              tutti ctl library browse "The Beatles"       their albums
+              tutti ctl library browse "The Beatles" Help! the album's tracks
+              tutti ctl library problems                   files that could not be read, and why
+            """,
+        subcommands: [CtlLibrarySearch.self, CtlLibraryBrowse.self, CtlLibraryProblems.self])
+    @ParentCommand var ctl: Ctl
+}
+
+/// Prints a library reply: JSON, or one line per artist, album, track or problem.
+func printLibrary(_ reply: ControlReply, json: Bool) {
+    if json { return printReply(reply, json: true) }
+    guard let library = reply.library else { return }
+    for name in library.artists ?? [] { Terminal.standardOutput((name.isEmpty ? "(no artist)" : name) + "\n") }
+    for name in library.albums ?? [] { Terminal.standardOutput((name.isEmpty ? "(no album)" : name) + "\n") }
+    for track in library.tracks ?? [] {
+        let length = track.durationSeconds.map { String(format: "%d:%02d", Int($0) / 60, Int($0) % 60) } ?? "?:??"
+        Terminal.standardOutput("\(track.artist ?? "?") – \(track.title ?? "?")  [\(track.album ?? "?"), \(length)]  \(track.path)\n")
+    }
+    for problem in library.problems ?? [] { Terminal.standardOutput("\(problem.path): \(problem.reason)\n") }
+}
+
+struct CtlLibrarySearch: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "search", abstract: "Tracks matching every word.")
+    @ParentCommand var library: CtlLibrary
+    @Argument(help: "Words to find in titles, artists, albums and paths.") var words: [String]
+    @Option(help: "At most this many tracks (1–1000).") var limit = 100
+    @Flag(help: "Print JSON.") var json = false
+    func run() async throws {
+        printLibrary(try await library.ctl.send(.librarySearch(query: words.joined(separator: " "), limit: limit)), json: json)
+    }
+}
+
+struct CtlLibraryBrowse: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "browse", abstract: "Artists, an artist's albums, or an album's tracks.")
+    @ParentCommand var library: CtlLibrary
+    @Argument var artist: String?
+    @Argument var album: String?
+    @Flag(help: "Print JSON.") var json = false
+    func run() async throws { printLibrary(try await library.ctl.send(.libraryBrowse(artist: artist, album: album)), json: json) }
+}
+
+struct CtlLibraryProblems: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "problems", abstract: "Files the library could not read, and why.")
+    @ParentCommand var library: CtlLibrary
+    @Flag(help: "Print JSON.") var json = false
+    func run() async throws { printLibrary(try await library.ctl.send(.libraryProblems), json: json) }
 }
 
 struct CtlStatus: AsyncParsableCommand {

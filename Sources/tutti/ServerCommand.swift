@@ -30,6 +30,10 @@ struct Server: AsyncParsableCommand {
                                discussion: "If the default address is taken (another house on this machine), the house runs without it and says so."))
     var http: String?
 
+    @Option(name: .customLong("music"), help: ArgumentHelp(
+        "A directory of music for the library (repeatable): scanned at start (again only what changed), searchable from ctl, the API and the web UI."))
+    var musicDirectories: [String] = []
+
     @Option(name: .customLong("allow-dir"), help: ArgumentHelp(
         "A directory whose files controllers may play (repeatable).",
         discussion: "Without it: your home directory, the system's temporary directory and the directory the house starts in. Other files are refused (so /etc/shadow cannot be played), and URLs other than http(s)."))
@@ -48,10 +52,12 @@ struct Server: AsyncParsableCommand {
         if let http, http != "off", HostPort(argument: http) == nil {
             throw ValidationError("--http \(http): use HOST:PORT (0.0.0.0:7780) or off")
         }
-        for directory in allowDirectories {
-            var isDirectory: ObjCBool = false
-            guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue else {
-                throw ValidationError("--allow-dir \(directory): not a directory")
+        for (option, directories) in [("--allow-dir", allowDirectories), ("--music", musicDirectories)] {
+            for directory in directories {
+                var isDirectory: ObjCBool = false
+                guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue else {
+                    throw ValidationError("\(option) \(directory): not a directory")
+                }
             }
         }
     }
@@ -64,6 +70,8 @@ struct Server: AsyncParsableCommand {
         configuration.stateDirectory = stateDirectory
         configuration.bufferDepthNanoseconds = Int64(bufferSeconds * 1e9)
         configuration.allowedDirectories = allowedDirectories
+        let cwd = FileManager.default.currentDirectoryPath
+        configuration.musicDirectories = musicDirectories.map { $0.hasPrefix("/") ? $0 : cwd + "/" + $0 }
         guard let codec = StreamCodec(wireName: codec) else { throw ValidationError("--codec \(codec): use flac or pcm-f32le") }
         configuration.codec = codec
         let server = HouseServer(clock: MonotonicClock(), host: listen.host, port: listen.port, configuration: configuration) { line in
@@ -76,6 +84,7 @@ struct Server: AsyncParsableCommand {
         }
         Terminal.standardOutput("tutti server: listening on \(HostPort(argument: "\(listen.host):\(port)")!) (TCP and UDP)\n")
         Terminal.standardError("tutti server: playing files under \(allowedDirectories.joined(separator: ", ")) (add others with --allow-dir)\n")
+        server.house.startLibraryScan()
         let api = try await startHTTP(house: server.house)
         await waitForTermination()
         await api?.stop()

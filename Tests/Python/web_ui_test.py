@@ -95,6 +95,20 @@ try:
         fail(f"the queue did not become {expected} after the drag: {queue_paths()}")
     report("dragged", before=before, after=queue_paths())
 
+    # Search the library and play a result.
+    search = driver.find_element(By.ID, "search-input")
+    search.send_keys("tone 660")
+    driver.find_element(By.CSS_SELECTOR, '#search-form button[type="submit"]').click()
+    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#library-results li.track")) >= 1)
+    result = driver.find_elements(By.CSS_SELECTOR, "#library-results li.track")[0]
+    found = result.get_attribute("data-path")
+    result.find_element(By.CSS_SELECTOR, 'button[data-action="play-now"]').click()
+    try:
+        wait.until(lambda d: "Tone 660" in d.find_element(By.ID, "title").text and d.find_element(By.ID, "state").text == "playing")
+    except Exception:
+        fail(f"the search result {found} did not start playing: title {driver.find_element(By.ID, 'title').text!r}")
+    report("searched", path=found, title=driver.find_element(By.ID, "title").text)
+
     # The plots draw new samples.
     plot = driver.find_element(By.ID, "sync-plot")
     first_image = plot.screenshot_as_base64

@@ -18,6 +18,7 @@ import TuttiProtocol
                                   positionSeconds: 12.5, bufferedAheadSeconds: 287.5, item: 0, title: "A", itemPositionSeconds: 12.5,
                                   itemDurationSeconds: 200.25, rooms: [room])
         status.groupVolume = 40
+        status.library = LibraryStatus(tracks: 9, unreadable: 1, scanning: false, scannedFiles: 10, foundFiles: 10)
         return [
             ("PlayReport", .started(play)),
             ("PauseReport", .paused(PauseReport(pausedAtSeconds: 3.5))),
@@ -26,6 +27,9 @@ import TuttiProtocol
                                               item: 1, stopped: false, queueLength: 3))),
             ("RoomsReport", .rooms(RoomsReport(rooms: [room]))),
             ("RoomChange", .room(RoomChange(room: "kitchen", inGroup: false, volume: 0))),
+            ("LibraryBrowseReport", .library(LibraryBrowseReport(artists: ["A"], albums: ["B"],
+                                                                 tracks: [LibraryTrack(path: "/m/a.flac", title: "A", artist: "B", album: "C", durationSeconds: 1, format: "flac 44100 Hz")],
+                                                                 problems: [LibraryProblem(path: "/m/x.mp3", reason: "invalid data")]))),
             ("GroupVolumeReport", .group(GroupVolumeReport(percent: 40, rooms: [RoomChange(room: "kitchen", inGroup: true, volume: 40)]))),
             ("QueueReport", .queue(QueueReport(items: [QueueEntryReport(index: 0, path: "/m/a.flac", current: true, title: "A", durationSeconds: 200.25)],
                                                current: 0))),

@@ -9,6 +9,8 @@ import Testing
         .pause, .resume, .seek(seconds: 42.5), .next, .rooms, .join(room: "attic"), .leave(room: "attic"),
         .volume(room: "kitchen", percent: 40), .queue, .queueAdd(file: "/m/c.ogg", at: 1), .queueAdd(file: "/m/d.ogg"),
         .queueRemove(index: 3), .queueMove(from: 4, to: 1), .status, .previous, .groupVolume(percent: 30), .queueClear,
+        .librarySearch(query: "help beatles", limit: 20), .librarySearch(query: "x"), .libraryBrowse(), .libraryBrowse(artist: "A"),
+        .libraryBrowse(artist: "A", album: "B"), .libraryProblems,
     ]
 
     @Test func everyCommandReadsBackAsItself() throws {
@@ -28,6 +30,9 @@ import Testing
         let replies: [(ControlCommand, ControlReply)] = [
             (.play(files: ["a"]), .started(PlayReport(items: 1, rooms: ["kitchen"], startsInMs: 120))),
             (.pause, .paused(PauseReport(pausedAtSeconds: 3.5))),
+            (.librarySearch(query: "a"), .library(LibraryBrowseReport(tracks: [LibraryTrack(path: "/m/a.flac", title: "A", artist: "B", album: "C",
+                                                                                          durationSeconds: 3.5, format: "flac 44100 Hz")]))),
+            (.libraryProblems, .library(LibraryBrowseReport(problems: [LibraryProblem(path: "/m/x.mp3", reason: "invalid data")]))),
             (.groupVolume(percent: 30), .group(GroupVolumeReport(percent: 30, rooms: [RoomChange(room: "kitchen", inGroup: true, volume: 20)]))),
             (.resume, .resumed(ResumeReport(resumedAtSeconds: 3.5, startsInMs: 150))),
             (.seek(seconds: 4), .edited(EditReport(cut: cut, item: 0, queueLength: 2))),

@@ -85,6 +85,7 @@ function receiveStatus(status) {
   }
   renderStatus();
   renderRooms();
+  renderLibrarySize();
 }
 
 // MARK: Now playing
@@ -277,13 +278,84 @@ async function add(action) {
   const input = $("add-input");
   const file = input.value.trim();
   if (!file) return showMessage("Type a file on the house or an http(s) URL.");
-  let reply;
-  if (action === "play-now") reply = await command("POST", "/transport/play", { files: [file] });
-  else if (action === "play-next") {
-    const current = state.queue?.current;
-    reply = await command("POST", "/queue", current === undefined ? { file } : { file, at: current + 1 });
-  } else reply = await command("POST", "/queue", { file });
-  if (reply) input.value = "";
+  if (await enqueue(action, file)) input.value = "";
+}
+
+// MARK: Library
+
+$("search-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const query = $("search-input").value.trim();
+  if (!query) return browse();
+  const reply = await command("GET", `/library/search?query=${encodeURIComponent(query)}&limit=100`);
+  if (reply) showLibrary(reply, [{ label: `“${query}”` }]);
+});
+$("browse").addEventListener("click", () => browse());
+
+async function browse(artist, album) {
+  const parameters = new URLSearchParams();
+  if (artist !== undefined) parameters.set("artist", artist);
+  if (album !== undefined) parameters.set("album", album);
+  const reply = await command("GET", `/library/browse?${parameters}`);
+  if (!reply) return;
+  const path = [{ label: "Artists", go: () => browse() }];
+  if (artist !== undefined) path.push({ label: artist || "(no artist)", go: () => browse(artist) });
+  if (album !== undefined) path.push({ label: album || "(no album)" });
+  showLibrary(reply, path, artist);
+}
+
+function showLibrary(reply, path, artist) {
+  const trail = $("library-path");
+  trail.replaceChildren(...path.flatMap((step, index) => {
+    const part = step.go ? Object.assign(document.createElement("a"), { textContent: step.label, onclick: step.go })
+                         : Object.assign(document.createElement("span"), { textContent: step.label });
+    return index === 0 ? [part] : [document.createTextNode(" › "), part];
+  }));
+  const list = $("library-results");
+  list.replaceChildren();
+  for (const name of reply.artists ?? []) list.append(link(name || "(no artist)", () => browse(name)));
+  for (const name of reply.albums ?? []) list.append(link(name || "(no album)", () => browse(artist, name)));
+  for (const track of reply.tracks ?? []) {
+    const row = document.createElement("li");
+    row.className = "track";
+    row.dataset.path = track.path;
+    row.innerHTML = `<span class="name"></span>
+      <button type="button" data-action="play-now">Play now</button>
+      <button type="button" data-action="play-next">Play next</button>
+      <button type="button" data-action="add">Add</button>`;
+    const name = row.querySelector(".name");
+    name.textContent = track.title ?? basename(track.path);
+    const detail = document.createElement("small");
+    detail.textContent = ` ${track.artist ?? ""}${track.album ? " · " + track.album : ""}${track.durationSeconds === undefined ? "" : " · " + clock(track.durationSeconds)}`;
+    name.append(detail);
+    for (const button of row.querySelectorAll("button")) {
+      button.addEventListener("click", () => enqueue(button.dataset.action, track.path));
+    }
+    list.append(row);
+  }
+  if (list.children.length === 0) list.append(Object.assign(document.createElement("li"), { textContent: "Nothing found.", className: "subtle" }));
+}
+
+function link(label, go) {
+  const row = document.createElement("li");
+  row.append(Object.assign(document.createElement("a"), { textContent: label, onclick: go }));
+  return row;
+}
+
+async function enqueue(action, file) {
+  if (action === "play-now") return command("POST", "/transport/play", { files: [file] });
+  const current = state.queue?.current;
+  if (action === "play-next" && current !== undefined) return command("POST", "/queue", { file, at: current + 1 });
+  return command("POST", "/queue", { file });
+}
+
+function renderLibrarySize() {
+  const library = state.status?.library;
+  $("library-section").hidden = library === undefined;
+  if (!library) return;
+  $("library-size").textContent = library.scanning
+    ? `scanning: ${library.scannedFiles} of ${library.foundFiles} files`
+    : `${library.tracks} tracks${library.unreadable ? `, ${library.unreadable} unreadable` : ""}`;
 }
 
 // MARK: Plots

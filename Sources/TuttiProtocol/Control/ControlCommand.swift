@@ -41,6 +41,12 @@ public enum ControlCommand: Sendable, Equatable {
     case queueClear
     /// What the house is doing.
     case status
+    /// Tracks of the library matching every word of `query` (as prefixes), best first.
+    case librarySearch(query: String, limit: Int? = nil)
+    /// The library's artists (no `artist`), an artist's albums, or an album's tracks.
+    case libraryBrowse(artist: String? = nil, album: String? = nil)
+    /// The files the library could not read, with their reasons.
+    case libraryProblems
 
     /// The command's name on the wire and in `tutti ctl`.
     public var name: String {
@@ -62,6 +68,9 @@ public enum ControlCommand: Sendable, Equatable {
         case .queueMove: "queue-move"
         case .queueClear: "queue-clear"
         case .status: "status"
+        case .librarySearch: "library-search"
+        case .libraryBrowse: "library-browse"
+        case .libraryProblems: "library-problems"
         }
     }
 
@@ -70,14 +79,15 @@ public enum ControlCommand: Sendable, Equatable {
     /// again, without end).
     public var onlyReads: Bool {
         switch self {
-        case .status, .rooms, .queue: true
+        case .status, .rooms, .queue, .librarySearch, .libraryBrowse, .libraryProblems: true
         default: false
         }
     }
 
     /// Every command name, for error messages.
     public static let names = ["play", "pause", "resume", "seek", "next", "previous", "rooms", "join", "leave", "volume", "group-volume",
-                               "queue", "queue-add", "queue-remove", "queue-move", "queue-clear", "status"]
+                               "queue", "queue-add", "queue-remove", "queue-move", "queue-clear", "status",
+                               "library-search", "library-browse", "library-problems"]
 
     /// Far beyond any item (31 years), and far within what the timeline's frame arithmetic holds.
     public static let maximumSeekSeconds = 1e9
@@ -93,6 +103,10 @@ public enum ControlCommand: Sendable, Equatable {
             "volume needs a percentage from 0 to 100"
         case .groupVolume(let percent) where !(0...100).contains(percent):
             "group-volume needs a percentage from 0 to 100"
+        case .librarySearch(_, let limit?) where !(1...1000).contains(limit):
+            "library-search needs a limit from 1 to 1000"
+        case .libraryBrowse(nil, .some):
+            "library-browse needs an artist to list an album"
         case .queueAdd(_, let at?) where at < 0:
             "queue position \(at) is negative"
         default:
@@ -103,7 +117,7 @@ public enum ControlCommand: Sendable, Equatable {
 
 extension ControlCommand: Codable {
     private enum Key: String, CodingKey {
-        case command, files, rooms, seconds, room, percent, file, at, index, from, to
+        case command, files, rooms, seconds, room, percent, file, at, index, from, to, query, limit, artist, album
     }
 
     public init(from decoder: any Decoder) throws {
@@ -127,6 +141,10 @@ extension ControlCommand: Codable {
         case "queue-move": self = .queueMove(from: try c.decode(Int.self, forKey: .from), to: try c.decode(Int.self, forKey: .to))
         case "queue-clear": self = .queueClear
         case "status": self = .status
+        case "library-search": self = .librarySearch(query: try c.decode(String.self, forKey: .query), limit: try c.decodeIfPresent(Int.self, forKey: .limit))
+        case "library-browse": self = .libraryBrowse(artist: try c.decodeIfPresent(String.self, forKey: .artist),
+                                                      album: try c.decodeIfPresent(String.self, forKey: .album))
+        case "library-problems": self = .libraryProblems
         default:
             throw DecodingError.dataCorruptedError(forKey: .command, in: c,
                                                    debugDescription: "unknown command \(name) (known: \(Self.names.joined(separator: ", ")))")
@@ -157,7 +175,13 @@ extension ControlCommand: Codable {
         case .queueMove(let from, let to):
             try c.encode(from, forKey: .from)
             try c.encode(to, forKey: .to)
-        case .pause, .resume, .next, .previous, .rooms, .queue, .queueClear, .status:
+        case .librarySearch(let query, let limit):
+            try c.encode(query, forKey: .query)
+            try c.encodeIfPresent(limit, forKey: .limit)
+        case .libraryBrowse(let artist, let album):
+            try c.encodeIfPresent(artist, forKey: .artist)
+            try c.encodeIfPresent(album, forKey: .album)
+        case .pause, .resume, .next, .previous, .rooms, .queue, .queueClear, .status, .libraryProblems:
             break
         }
     }

@@ -69,6 +69,7 @@ public enum ControlJSON {
             case .groupVolume: return .group(try decoder.decode(GroupVolumeReport.self, from: data))
             case .queue: return .queue(try decoder.decode(QueueReport.self, from: data))
             case .status: return .status(try decoder.decode(StatusReport.self, from: data))
+            case .librarySearch, .libraryBrowse, .libraryProblems: return .library(try decoder.decode(LibraryBrowseReport.self, from: data))
             }
         } catch let error as DecodingError {
             throw ControlRefusal("reply to \(command.name): \(describe(error, in: command.name))")

@@ -21,6 +21,8 @@ public enum ControlReply: Sendable, Equatable {
     case queue(QueueReport)
     /// `status`.
     case status(StatusReport)
+    /// `library-search`, `library-browse`, `library-problems`.
+    case library(LibraryBrowseReport)
 
     /// The report, for encoding.
     var report: any Codable & Sendable {
@@ -34,6 +36,7 @@ public enum ControlReply: Sendable, Equatable {
         case .group(let r): r
         case .queue(let r): r
         case .status(let r): r
+        case .library(let r): r
         }
     }
 
@@ -47,6 +50,7 @@ public enum ControlReply: Sendable, Equatable {
     public var group: GroupVolumeReport? { if case .group(let r) = self { r } else { nil } }
     public var queue: QueueReport? { if case .queue(let r) = self { r } else { nil } }
     public var status: StatusReport? { if case .status(let r) = self { r } else { nil } }
+    public var library: LibraryBrowseReport? { if case .library(let r) = self { r } else { nil } }
 }
 
 /// The house refused a command: one line saying why, and what kind of refusal it is
@@ -237,6 +241,68 @@ public struct GroupVolumeReport: Codable, Sendable, Equatable {
     }
 }
 
+/// A file of the music library.
+public struct LibraryTrack: Codable, Sendable, Equatable {
+    public var path: String
+    public var title: String?
+    public var artist: String?
+    public var album: String?
+    public var durationSeconds: Double?
+    /// Codec and sample rate, e.g. "flac 44100 Hz".
+    public var format: String
+    public init(path: String, title: String? = nil, artist: String? = nil, album: String? = nil, durationSeconds: Double? = nil, format: String) {
+        self.path = path
+        self.title = title
+        self.artist = artist
+        self.album = album
+        self.durationSeconds = durationSeconds
+        self.format = format
+    }
+}
+
+/// A file the library could not read, and why.
+public struct LibraryProblem: Codable, Sendable, Equatable {
+    public var path: String
+    public var reason: String
+    public init(path: String, reason: String) {
+        self.path = path
+        self.reason = reason
+    }
+}
+
+/// What the library holds: artists, an artist's albums, tracks (of an album or a search), or
+/// the files it could not read; only the part asked for is present. An artist or album of ""
+/// gathers the tracks without that tag.
+public struct LibraryBrowseReport: Codable, Sendable, Equatable {
+    public var artists: [String]?
+    public var albums: [String]?
+    public var tracks: [LibraryTrack]?
+    public var problems: [LibraryProblem]?
+    public init(artists: [String]? = nil, albums: [String]? = nil, tracks: [LibraryTrack]? = nil, problems: [LibraryProblem]? = nil) {
+        self.artists = artists
+        self.albums = albums
+        self.tracks = tracks
+        self.problems = problems
+    }
+}
+
+/// The library in the house's status: its size and its scan.
+public struct LibraryStatus: Codable, Sendable, Equatable {
+    public var tracks: Int
+    public var unreadable: Int
+    /// While a scan runs: files looked at, of those found.
+    public var scanning: Bool
+    public var scannedFiles: Int
+    public var foundFiles: Int
+    public init(tracks: Int, unreadable: Int, scanning: Bool, scannedFiles: Int, foundFiles: Int) {
+        self.tracks = tracks
+        self.unreadable = unreadable
+        self.scanning = scanning
+        self.scannedFiles = scannedFiles
+        self.foundFiles = foundFiles
+    }
+}
+
 public struct QueueEntryReport: Codable, Sendable, Equatable {
     public var index: Int
     public var path: String
@@ -279,6 +345,8 @@ public struct StatusReport: Codable, Sendable, Equatable {
     public var itemDurationSeconds: Double?
     /// The mean volume of the group's connected rooms; nil when none is connected.
     public var groupVolume: Int?
+    /// The music library, when the house has one (`--music`).
+    public var library: LibraryStatus?
     public var rooms: [RoomReport]
     public init(server: String, state: String, roomCount: Int, queueLength: Int, serverTimeNs: Int64, stream: UInt32? = nil,
                 positionSeconds: Double? = nil, bufferedAheadSeconds: Double? = nil, item: Int? = nil, title: String? = nil,

@@ -1,0 +1,73 @@
+import Foundation
+import NIOCore
+import TuttiProtocol
+
+/// The house's music library: scanned on a thread of its own, queried off the event loop (the
+/// loop answers clock sync, and an FTS query over a large library can take milliseconds).
+extension House {
+    /// Scans the library's roots in the background; progress goes to the log (a line at the
+    /// start, one every 1000 files, one at the end) and to observers (`status.library`).
+    public func startLibraryScan() {
+        guard let library else { return }
+        let roots = configuration.musicDirectories, log = self.log, loop = self.loop, house = self
+        log("library: scanning \(roots.joined(separator: ", "))")
+        let thread = Thread {
+            let started = Date()
+            var lastLogged = 0
+            do {
+                let final = try LibraryScanner(roots: roots, library: library).scan { progress in
+                    if progress.done - lastLogged >= 1000 && !progress.finished {
+                        lastLogged = progress.done
+                        log("library: \(progress.done) of \(progress.total) files looked at, \(progress.read) read")
+                    }
+                    let counts = try? library.counts()
+                    loop.execute {
+                        house.libraryScan = progress
+                        if let counts { house.librarySize = counts }
+                        house.noteChange()
+                    }
+                }
+                let seconds = Date().timeIntervalSince(started)
+                let counts = (try? library.counts()) ?? (tracks: 0, unreadable: 0)
+                log("library: \(final.total) files in \(String(format: "%.1f", seconds)) s: \(final.read) read, \(final.removed) removed; "
+                    + "\(counts.tracks) tracks, \(counts.unreadable) unreadable" + (counts.unreadable > 0 ? " (tutti ctl library problems)" : ""))
+            } catch {
+                log("library: the scan stopped: \(error); the library keeps what it had")
+                loop.execute { house.libraryScan?.finished = true }
+            }
+        }
+        thread.name = "tutti library scan"
+        thread.start()
+    }
+
+    /// The library's part of the status.
+    var libraryStatus: LibraryStatus? {
+        guard library != nil else { return nil }
+        let scan = libraryScan
+        return LibraryStatus(tracks: librarySize.tracks, unreadable: librarySize.unreadable, scanning: scan.map { !$0.finished } ?? true,
+                             scannedFiles: scan?.done ?? 0, foundFiles: scan?.total ?? 0)
+    }
+
+    /// Answers a library command off the loop; `respond` is called on it.
+    func queryLibrary(_ command: ControlCommand, _ respond: @escaping Respond) throws {
+        guard let library else { throw ControlRefusal("the house has no library: start it with --music DIR", kind: .conflict) }
+        let loop = self.loop
+        let bound = NIOLoopBound(respond, eventLoop: loop)
+        DispatchQueue.global().async {
+            let result: Result<ControlReply, ControlRefusal>
+            do {
+                switch command {
+                case .librarySearch(let query, let limit):
+                    result = .success(.library(LibraryBrowseReport(tracks: try library.search(query, limit: limit ?? 100))))
+                case .libraryBrowse(let artist, let album):
+                    result = .success(.library(try library.browse(artist: artist, album: album)))
+                default:
+                    result = .success(.library(LibraryBrowseReport(problems: try library.unreadableFiles())))
+                }
+            } catch {
+                result = .failure(ControlRefusal("library: \(error)", kind: .conflict))
+            }
+            loop.execute { bound.value(result) }
+        }
+    }
+}

@@ -1,0 +1,168 @@
+import Foundation
+import GRDB
+import TuttiProtocol
+
+/// The music library: every playable file under the library's roots (`tutti server --music`),
+/// with its tags, duration and format, searchable with SQLite's FTS5, and the files that could
+/// not be read, each with its reason.
+///
+/// Kept in `<state-dir>/library.sqlite` through GRDB (in memory without a state directory),
+/// beside the house's own `house.sqlite` rather than in it: the library is a cache that a
+/// rescan rebuilds from the files, so a damaged one never touches the house's state, and a
+/// scan's long transactions never hold up the commits the house makes on its event loop.
+///
+/// Thread-safety: every method may be called from any thread (GRDB's `DatabaseQueue`
+/// serializes them).
+public final class MusicLibrary: Sendable {
+    /// A file as the library knows it.
+    public struct Track: Sendable, Equatable {
+        public var path: String
+        public var modified: Double
+        public var size: Int64
+        public var title: String?
+        public var artist: String?
+        public var album: String?
+        public var durationSeconds: Double?
+        public var codec: String
+        public var sampleRate: Int
+        public var channelCount: Int
+        public var hasArtwork: Bool
+    }
+
+    let path: String
+    private let database: DatabaseQueue
+
+    /// Opens (or creates) the library in `directory`; in memory when nil.
+    public init(directory: String?) throws {
+        if let directory {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            path = directory + "/library.sqlite"
+            var configuration = Configuration()
+            configuration.journalMode = .wal
+            configuration.busyMode = .timeout(5)
+            database = try DatabaseQueue(path: path, configuration: configuration)
+        } else {
+            path = ":memory:"
+            database = try DatabaseQueue()
+        }
+        try Self.migrator.migrate(database)
+    }
+
+    private static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1") { db in
+            try db.execute(sql: """
+                CREATE TABLE track (id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, modified REAL NOT NULL, size INTEGER NOT NULL,
+                                    title TEXT, artist TEXT, album TEXT, duration_seconds REAL, codec TEXT NOT NULL,
+                                    sample_rate INTEGER NOT NULL, channels INTEGER NOT NULL, has_artwork INTEGER NOT NULL);
+                CREATE INDEX track_artist_album ON track (artist, album);
+                CREATE VIRTUAL TABLE track_search USING fts5(title, artist, album, path, content='track', content_rowid='id',
+                                                             tokenize='unicode61 remove_diacritics 2');
+                CREATE TRIGGER track_added AFTER INSERT ON track BEGIN
+                    INSERT INTO track_search (rowid, title, artist, album, path) VALUES (new.id, new.title, new.artist, new.album, new.path);
+                END;
+                CREATE TRIGGER track_removed AFTER DELETE ON track BEGIN
+                    INSERT INTO track_search (track_search, rowid, title, artist, album, path) VALUES ('delete', old.id, old.title, old.artist, old.album, old.path);
+                END;
+                CREATE TRIGGER track_changed AFTER UPDATE ON track BEGIN
+                    INSERT INTO track_search (track_search, rowid, title, artist, album, path) VALUES ('delete', old.id, old.title, old.artist, old.album, old.path);
+                    INSERT INTO track_search (rowid, title, artist, album, path) VALUES (new.id, new.title, new.artist, new.album, new.path);
+                END;
+                CREATE TABLE unreadable (path TEXT PRIMARY KEY NOT NULL, modified REAL NOT NULL, size INTEGER NOT NULL, reason TEXT NOT NULL);
+                """)
+        }
+        return migrator
+    }
+
+    // MARK: Scanning's side
+
+    /// Every known file (readable or not) with its modification time and size: what a rescan
+    /// compares the disk with.
+    func knownFiles() throws -> [String: (modified: Double, size: Int64)] {
+        try database.read { db in
+            var known: [String: (Double, Int64)] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT path, modified, size FROM track UNION ALL SELECT path, modified, size FROM unreadable") {
+                known[row["path"]] = (row["modified"], row["size"])
+            }
+            return known
+        }
+    }
+
+    /// Applies one batch of a scan in one transaction.
+    func apply(tracks: [Track], unreadable: [(path: String, modified: Double, size: Int64, reason: String)], removed: [String]) throws {
+        try database.write { db in
+            for track in tracks {
+                try db.execute(sql: "DELETE FROM unreadable WHERE path = ?", arguments: [track.path])
+                try db.execute(sql: """
+                    INSERT INTO track (path, modified, size, title, artist, album, duration_seconds, codec, sample_rate, channels, has_artwork)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    ON CONFLICT(path) DO UPDATE SET modified = excluded.modified, size = excluded.size, title = excluded.title,
+                        artist = excluded.artist, album = excluded.album, duration_seconds = excluded.duration_seconds, codec = excluded.codec,
+                        sample_rate = excluded.sample_rate, channels = excluded.channels, has_artwork = excluded.has_artwork
+                    """, arguments: [track.path, track.modified, track.size, track.title, track.artist, track.album, track.durationSeconds,
+                                     track.codec, track.sampleRate, track.channelCount, track.hasArtwork])
+            }
+            for file in unreadable {
+                try db.execute(sql: "DELETE FROM track WHERE path = ?", arguments: [file.path])
+                try db.execute(sql: "INSERT OR REPLACE INTO unreadable (path, modified, size, reason) VALUES (?, ?, ?, ?)",
+                               arguments: [file.path, file.modified, file.size, file.reason])
+            }
+            for path in removed {
+                try db.execute(sql: "DELETE FROM track WHERE path = ?", arguments: [path])
+                try db.execute(sql: "DELETE FROM unreadable WHERE path = ?", arguments: [path])
+            }
+        }
+    }
+
+    // MARK: Reading
+
+    public func counts() throws -> (tracks: Int, unreadable: Int) {
+        try database.read { db in
+            (try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM track") ?? 0, try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM unreadable") ?? 0)
+        }
+    }
+
+    /// Tracks whose title, artist, album or path match every word of `query` (each as a
+    /// prefix), best matches first.
+    public func search(_ query: String, limit: Int) throws -> [LibraryTrack] {
+        let words = query.split(whereSeparator: { !$0.isLetter && !$0.isNumber }).map { "\"\($0)\"*" }
+        guard !words.isEmpty else { return [] }
+        return try database.read { db in
+            try Row.fetchAll(db, sql: """
+                SELECT track.* FROM track_search JOIN track ON track.id = track_search.rowid
+                WHERE track_search MATCH ? ORDER BY bm25(track_search), track.artist, track.album, track.path LIMIT ?
+                """, arguments: [words.joined(separator: " "), limit]).map(Self.track)
+        }
+    }
+
+    /// Artists (no `artist`), an artist's albums, or an album's tracks.
+    public func browse(artist: String?, album: String?) throws -> LibraryBrowseReport {
+        try database.read { db in
+            guard let artist else {
+                let names = try String.fetchAll(db, sql: "SELECT DISTINCT COALESCE(artist, '') FROM track ORDER BY 1 COLLATE NOCASE")
+                return LibraryBrowseReport(artists: names)
+            }
+            let artistClause = "COALESCE(artist, '') = ?"
+            guard let album else {
+                let names = try String.fetchAll(db, sql: "SELECT DISTINCT COALESCE(album, '') FROM track WHERE \(artistClause) ORDER BY 1 COLLATE NOCASE",
+                                                arguments: [artist])
+                return LibraryBrowseReport(albums: names)
+            }
+            let tracks = try Row.fetchAll(db, sql: "SELECT * FROM track WHERE \(artistClause) AND COALESCE(album, '') = ? ORDER BY path",
+                                          arguments: [artist, album]).map(Self.track)
+            return LibraryBrowseReport(tracks: tracks)
+        }
+    }
+
+    /// The files that could not be read, with their reasons.
+    public func unreadableFiles() throws -> [LibraryProblem] {
+        try database.read { db in
+            try Row.fetchAll(db, sql: "SELECT path, reason FROM unreadable ORDER BY path").map { LibraryProblem(path: $0["path"], reason: $0["reason"]) }
+        }
+    }
+
+    private static func track(_ row: Row) -> LibraryTrack {
+        LibraryTrack(path: row["path"], title: row["title"], artist: row["artist"], album: row["album"],
+                     durationSeconds: row["duration_seconds"], format: "\(row["codec"] as String) \(row["sample_rate"] as Int) Hz")
+    }
+}
