@@ -17,5 +17,6 @@ struct Bench: AsyncParsableCommand {
               .build/release/tutti-bench startup
             Progress goes to stderr, results to stdout.
             """,
-        subcommands: [DecodeBenchmark.self, SyncBenchmark.self, StartupBenchmark.self, SimulateBenchmark.self, SweepBenchmark.self])
+        subcommands: [DecodeBenchmark.self, SyncBenchmark.self, StartupBenchmark.self, SimulateBenchmark.self, SweepBenchmark.self,
+                      LibraryBenchmark.self])
 }
