@@ -1,10 +1,17 @@
 import Foundation
+import Synchronization
 import TuttiMedia
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Scans the library's roots into a `MusicLibrary`: new and changed files (by modification time
 /// and size) are read with FFmpeg, unchanged ones skipped, vanished ones removed. A file that
-/// cannot be read is kept with its reason and never stops the scan. Runs on the thread that
-/// calls `scan`; reports its progress as it goes.
+/// cannot be read is kept with its reason and never stops the scan. Files are read on one
+/// thread per core, each at nice 10: a scan at the house's start uses the machine while it is
+/// idle and yields to the house's event loop, which keeps rooms in sync. Batches are written
+/// and progress reported on the thread that calls `scan`.
 ///
 /// Not thread-safe; one scan at a time per library.
 public struct LibraryScanner {
@@ -48,21 +55,27 @@ public struct LibraryScanner {
             unreadable.removeAll(keepingCapacity: true)
             progress(state)
         }
+        var changed: [(path: String, modified: Double, size: Int64)] = []
         for file in files {
             seen.insert(file.path)
-            state.done += 1
-            if let old = known[file.path], old.modified == file.modified, old.size == file.size { continue }
-            state.read += 1
-            do {
-                let info = try AudioFileDecoder(path: file.path).info
-                tracks.append(MusicLibrary.Track(path: file.path, modified: file.modified, size: file.size, title: info.title, artist: info.artist,
-                                                 album: info.album, durationSeconds: info.duration?.seconds, codec: info.codec,
-                                                 sampleRate: info.sampleRate, channelCount: info.channelCount, hasArtwork: info.hasArtwork))
-            } catch {
-                state.unreadable += 1
-                unreadable.append((file.path, file.modified, file.size, error.reason))
+            if let old = known[file.path], old.modified == file.modified, old.size == file.size { state.done += 1 } else { changed.append(file) }
+        }
+        for start in stride(from: 0, to: changed.count, by: Self.batchSize) {
+            let batch = Array(changed[start..<min(changed.count, start + Self.batchSize)])
+            for (file, outcome) in zip(batch, Self.read(batch)) {
+                state.done += 1
+                state.read += 1
+                switch outcome {
+                case .success(let info):
+                    tracks.append(MusicLibrary.Track(path: file.path, modified: file.modified, size: file.size, title: info.title, artist: info.artist,
+                                                     album: info.album, durationSeconds: info.duration?.seconds, codec: info.codec,
+                                                     sampleRate: info.sampleRate, channelCount: info.channelCount, hasArtwork: info.hasArtwork))
+                case .failure(let error):
+                    state.unreadable += 1
+                    unreadable.append((file.path, file.modified, file.size, error.reason))
+                }
             }
-            if tracks.count + unreadable.count >= Self.batchSize { try flush() }
+            try flush()
         }
         let removed = known.keys.filter { !seen.contains($0) }
         state.removed = removed.count
@@ -70,6 +83,49 @@ public struct LibraryScanner {
         try library.apply(tracks: tracks, unreadable: unreadable, removed: removed)
         progress(state)
         return state
+    }
+
+    /// Reads `files` with FFmpeg on one background thread per core; the outcomes in their order.
+    static func read(_ files: [(path: String, modified: Double, size: Int64)]) -> [Result<TrackInfo, MediaError>] {
+        let job = ReadJob(paths: files.map(\.path))
+        let workers = max(1, min(ProcessInfo.processInfo.activeProcessorCount, files.count))
+        let finished = DispatchSemaphore(value: 0)
+        for _ in 0..<workers {
+            let thread = Thread {
+                #if os(Linux)
+                // Per thread on Linux (`who` 0 is the calling thread).
+                _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 10)
+                #endif
+                job.work()
+                finished.signal()
+            }
+            thread.name = "tutti library read"
+            thread.start()
+        }
+        for _ in 0..<workers { finished.wait() }
+        return job.outcomes.withLock { $0.map { $0! } }
+    }
+
+    /// Paths shared out among reading threads, one at a time, and what each read gave.
+    private final class ReadJob: Sendable {
+        let paths: [String]
+        let next = Atomic(0)
+        let outcomes: Mutex<[Result<TrackInfo, MediaError>?]>
+
+        init(paths: [String]) {
+            self.paths = paths
+            outcomes = Mutex([Result<TrackInfo, MediaError>?](repeating: nil, count: paths.count))
+        }
+
+        func work() {
+            while true {
+                let index = next.add(1, ordering: .relaxed).oldValue
+                guard index < paths.count else { return }
+                let outcome: Result<TrackInfo, MediaError>
+                do { outcome = .success(try AudioFileDecoder(path: paths[index]).info) } catch { outcome = .failure(error) }
+                outcomes.withLock { $0[index] = outcome }
+            }
+        }
     }
 
     /// The music files under `root` with their modification times and sizes, in path order.
@@ -86,7 +142,4 @@ public struct LibraryScanner {
     }
 }
 
-private extension Error {
-    /// One line: a `MediaError`'s reason, or the error.
-    var reason: String { (self as? MediaError).map { "\($0.reason)" } ?? "\(self)" }
-}
+
