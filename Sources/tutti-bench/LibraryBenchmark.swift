@@ -65,12 +65,13 @@ struct LibraryBenchmark: ParsableCommand {
             return
         }
         Console.output("library scan of \(files) tagged files (\(distinct) distinct, FLAC and MP3)\n")
-        Console.output(String(format: "  %-34@ %8.2f s  %9.0f files/s\n", "Tutti LibraryScanner (FFmpeg)" as NSString, tuttiSeconds, Double(files) / tuttiSeconds))
+        var rows = [["Tutti LibraryScanner (FFmpeg)", Format.fixed(tuttiSeconds, 2), Format.fixed(Double(files) / tuttiSeconds, 0), ""]]
         if let mpdSeconds {
-            Console.output(String(format: "  %-34@ %8.2f s  %9.0f files/s\n", mpdVersion as NSString, mpdSeconds, Double(files) / mpdSeconds))
-            Console.output(String(format: "  ratio (Tutti / MPD, files/s)      %8.2f\n", mpdSeconds / tuttiSeconds))
+            rows.append([mpdVersion, Format.fixed(mpdSeconds, 2), Format.fixed(Double(files) / mpdSeconds, 0), "anchor"])
+            rows[0][3] = Format.fixed(mpdSeconds / tuttiSeconds, 2) + "× MPD's rate"
         }
-        Console.output(String(format: "  Tutti rescan, nothing changed     %8.2f s\n", rescanSeconds))
+        rows.append(["Tutti rescan, nothing changed", Format.fixed(rescanSeconds, 2), "", ""])
+        Console.output(Format.table(header: ["scanner", "seconds", "files/s", ""], rows: rows))
     }
 
     /// The tree, made once: `distinct` files by ffmpeg, hard-linked into `files` paths.
@@ -85,11 +86,9 @@ struct LibraryBenchmark: ParsableCommand {
         var made: [String] = []
         for index in 0..<distinct {
             let path = sources + "/\(index).\(index % 2 == 0 ? "flac" : "mp3")"
-            if !FileManager.default.fileExists(atPath: path) {
-                let status = try BenchProcess.run("ffmpeg", ["-nostdin", "-y", "-loglevel", "error", "-f", "lavfi", "-i", "sine=frequency=\(200 + index):duration=1",
-                                                             "-metadata", "title=Track \(index)", "-metadata", "artist=Artist \(index % 10)",
-                                                             "-metadata", "album=Album \(index % 20)", path]).status
-                guard status == 0 else { throw BenchError("ffmpeg could not make \(path)") }
+            try MediaCache.make(path, regenerate: false) { temporary in
+                try BenchProcess.ffmpeg(["-y", "-f", "lavfi", "-i", "sine=frequency=\(200 + index):duration=1", "-metadata", "title=Track \(index)",
+                                         "-metadata", "artist=Artist \(index % 10)", "-metadata", "album=Album \(index % 20)", temporary])
             }
             made.append(path)
         }
