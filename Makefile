@@ -1,6 +1,7 @@
 # Tutti: `make demo` and `make test` install what is missing, build, and run.
 SHELL := /bin/bash
-APT_PACKAGES := libsqlite3-dev libavformat-dev libavcodec-dev libavutil-dev libswresample-dev libsoxr-dev libogg-dev libasound2-dev pkg-config ffmpeg gdb chromium chromium-driver
+APT_PACKAGES := libsqlite3-dev libavformat-dev libavcodec-dev libavutil-dev libswresample-dev libsoxr-dev libogg-dev libasound2-dev pkg-config ffmpeg gdb chromium chromium-driver \
+	libavahi-client-dev avahi-daemon dbus-daemon iproute2
 # For Tests/TuttiHouseHTTPTests: schemathesis checks the HTTP API against its /openapi.json;
 # websockets is the event feed's client; prometheus_client parses /metrics; selenium drives
 # Chromium through the web UI (4.51: 4.52 needs a certifi newer than PyPI's mirror here has).
@@ -38,20 +39,25 @@ release: deps
 #    seconds at a time;
 # 3. the multi-room end-to-end test alone: a house and three real-time speaker processes,
 #    measured from what their sound cards emitted;
+# 3b. discovery: houses, speakers and ctl finding each other through a real avahi-daemon, which
+#    scripts/avahi-sandbox.sh starts with a private D-Bus in a network namespace of its own;
 # 4. the fuzz smoke pass (`fuzz-smoke`, below): the libFuzzer targets, instrumented, for a few
 #    seconds each, last because it keeps both cores busy.
 # Each phase is bounded (scripts/run-bounded.sh): past its deadline it prints the tests still
 # running and every thread's stack, stops, and fails, so a test that waits forever cannot hang CI.
 SOLO_TESTS := MultiRoomEndToEndTests
+DISCOVERY_TESTS := DiscoveryTests
 REALTIME_TESTS := PlayoutEngineTests|HouseAPITests|NetworkPlaybackTests|HLSPlaybackTests|HLSSegmentBufferTests|HTTPSourceTests|URLPlayTests|MediaHTTPServerTests|ImpairmentProxyTests|QueueEditingTests|QueuePlayerControlTests|SampleBufferRendererPlaybackTests|RendererDemandTests|RendererPacketTests|PlayerRealTimeTests|RenderAllocationTests|EventsTests
 SUITES_DEADLINE ?= 1200
 REALTIME_DEADLINE ?= 900
 SOLO_DEADLINE ?= 600
+DISCOVERY_DEADLINE ?= 300
 test: deps
 	swift build --build-tests $(SWIFT_BUILD_FLAGS)
-	scripts/run-bounded.sh $(SUITES_DEADLINE) suites -- swift test --skip-build --skip '$(SOLO_TESTS)|$(REALTIME_TESTS)' $(SWIFT_BUILD_FLAGS)
+	scripts/run-bounded.sh $(SUITES_DEADLINE) suites -- swift test --skip-build --skip '$(SOLO_TESTS)|$(REALTIME_TESTS)|$(DISCOVERY_TESTS)' $(SWIFT_BUILD_FLAGS)
 	scripts/run-bounded.sh $(REALTIME_DEADLINE) realtime -- swift test --skip-build --filter '$(REALTIME_TESTS)' $(SWIFT_BUILD_FLAGS)
 	scripts/run-bounded.sh $(SOLO_DEADLINE) multiroom -- swift test --skip-build --filter '$(SOLO_TESTS)' $(SWIFT_BUILD_FLAGS)
+	scripts/run-bounded.sh $(DISCOVERY_DEADLINE) discovery -- scripts/avahi-sandbox.sh swift test --skip-build --filter '$(DISCOVERY_TESTS)' $(SWIFT_BUILD_FLAGS)
 	$(MAKE) fuzz-smoke
 
 # libFuzzer targets for every decoder of untrusted bytes (docs/FUZZING.md), built with the

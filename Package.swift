@@ -36,6 +36,7 @@ let package = Package(
         .library(name: "TuttiSpeaker", targets: ["TuttiSpeaker"]),
         .library(name: "TuttiHouse", targets: ["TuttiHouse"]),
         .library(name: "TuttiHouseHTTP", targets: ["TuttiHouseHTTP"]),
+        .library(name: "TuttiDiscovery", targets: ["TuttiDiscovery"]),
         .library(name: "TuttiSimulation", targets: ["TuttiSimulation"]),
     ],
     dependencies: [
@@ -57,6 +58,8 @@ let package = Package(
         .systemLibrary(name: "CSoxr", pkgConfig: "soxr", providers: [.apt(["libsoxr-dev"])]),
         .systemLibrary(name: "CLibOgg", pkgConfig: "ogg", providers: [.apt(["libogg-dev"])]),
         .systemLibrary(name: "CALSA", pkgConfig: "alsa", providers: [.apt(["libasound2-dev"])]),
+        // No pkgConfig: avahi-client.pc adds -D_REENTRANT, a flag SwiftPM refuses with a warning.
+        .systemLibrary(name: "CAvahi", providers: [.apt(["libavahi-client-dev"])]),
         // Test-only: counts heap allocations per thread to prove the render loop allocation-free.
         .target(name: "CAllocationCounter"),
         // The resampler's inner product, vectorized for the CPU found at load time (AVX or SSE),
@@ -89,6 +92,9 @@ let package = Package(
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "Atomics", package: "swift-atomics"),
         ], swiftSettings: optimizedEvenInDebug),
+        // Zero-config discovery through the Avahi daemon: the house announces itself, speakers and
+        // `ctl` without --server find it (docs/DISCOVERY.md).
+        .target(name: "TuttiDiscovery", dependencies: ["CAvahi"]),
         // No Devices and no ALSA: the house never opens a sound card.
         .target(name: "TuttiHouse", dependencies: [
             "TuttiCore", "TuttiMedia", "TuttiEngine", "TuttiProtocol",
@@ -122,7 +128,7 @@ let package = Package(
         .target(name: "TuttiDiagnostics", swiftSettings: optimizedEvenInDebug),
         .executableTarget(name: "tutti", dependencies: [
             "TuttiCore", "TuttiMedia", "TuttiMediaHTTP", "TuttiDevices", "TuttiEngine", "TuttiPlayer",
-            "TuttiProtocol", "TuttiSpeaker", "TuttiHouse", "TuttiHouseHTTP", "TuttiSimulation",
+            "TuttiProtocol", "TuttiSpeaker", "TuttiHouse", "TuttiHouseHTTP", "TuttiDiscovery", "TuttiSimulation",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "NIOCore", package: "swift-nio"),
@@ -160,6 +166,7 @@ let package = Package(
                                                                  .product(name: "NIOCore", package: "swift-nio"),
                                                                  .product(name: "NIOHTTP1", package: "swift-nio"),
                                                                 .product(name: "NIOPosix", package: "swift-nio")]),
+        .testTarget(name: "TuttiDiscoveryTests", dependencies: ["TuttiDiscovery", "TuttiProtocol", "TuttiSimulation", "TuttiTestSupport"]),
         .testTarget(name: "TuttiCLITests", dependencies: ["TuttiSimulation", "TuttiTestSupport"]),
         // Replays Fuzz/Corpus and Fuzz/FailCases through the fuzz harness; writes the seeds.
         .testTarget(name: "TuttiFuzzHarnessTests", dependencies: ["TuttiFuzzHarness", "TuttiMedia", "TuttiProtocol", "TuttiTestSupport",

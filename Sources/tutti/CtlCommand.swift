@@ -3,29 +3,38 @@ import Foundation
 import NIOCore
 import NIOPosix
 import TuttiProtocol
+import TuttiDiscovery
 
 struct Ctl: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ctl",
         abstract: "Control a running house: play, pause, rooms, volume, queue.",
         discussion: """
+            Without --server, ctl uses the house announced on the network (Avahi), or the one on this machine.
             Examples:
-              tutti ctl --server 127.0.0.1:7700 play a.flac b.mp3 --rooms kitchen,office
+              tutti ctl houses
+              tutti ctl play a.flac b.mp3 --rooms kitchen,office
+              tutti ctl --house Attic status
               tutti ctl --server 127.0.0.1:7700 rooms
               tutti ctl --server 127.0.0.1:7700 volume kitchen 40
               tutti ctl --server 127.0.0.1:7700 group-volume 30
               tutti ctl --server 127.0.0.1:7700 queue add c.ogg --at 1
               tutti ctl --server 127.0.0.1:7700 status --json
             """,
-        subcommands: [CtlPlay.self, CtlPause.self, CtlResume.self, CtlSeek.self, CtlNext.self, CtlPrevious.self, CtlRooms.self,
+        subcommands: [CtlHouses.self, CtlPlay.self, CtlPause.self, CtlResume.self, CtlSeek.self, CtlNext.self, CtlPrevious.self, CtlRooms.self,
                       CtlJoin.self, CtlLeave.self, CtlVolume.self, CtlGroupVolume.self, CtlQueue.self, CtlLibrary.self, CtlStatus.self])
 
-    @Option(help: "The house server's address.")
-    var server: HostPort = HostPort(argument: "127.0.0.1:7700")!
+    @Option(help: ArgumentHelp("The house server's address.",
+                               discussion: "Without it: the house announced on the network through Avahi, else 127.0.0.1:7700."))
+    var server: HostPort?
+
+    @Option(help: "Without --server: the name of the house to control, when the network has several (see `tutti ctl houses`).")
+    var house: String?
 
     /// Sends a command; prints the refusal and exits 1 if the house refuses it, 2 if it
     /// cannot be reached.
     func send(_ command: ControlCommand) async throws -> ControlReply {
+        let server = try self.server ?? HouseLocator.findHouse(named: house, program: "tutti ctl")
         do {
             return try await ControlClient.send(command, host: server.host, port: server.port, group: MultiThreadedEventLoopGroup.singleton)
         } catch let refusal as ControlRefusal {
@@ -303,4 +312,35 @@ struct CtlStatus: AsyncParsableCommand {
     @ParentCommand var ctl: Ctl
     @Flag(help: "Print JSON for scripts.") var json = false
     func run() async throws { printReply(try await ctl.send(.status), json: json) }
+}
+
+struct CtlHouses: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "houses", abstract: "List the houses announced on the network (Avahi), to choose one with --house NAME.")
+    @Flag(help: "Print JSON for scripts.") var json = false
+    @Option(help: "How long to look, in seconds.") var timeout: Double = 2
+
+    func validate() throws {
+        guard timeout > 0, timeout <= 60 else { throw ValidationError("--timeout must be between 0 and 60 seconds") }
+    }
+
+    func run() async throws {
+        let houses: [DiscoveredHouse]
+        do { houses = try HouseBrowser.browse(timeoutSeconds: timeout) } catch {
+            Terminal.standardError("tutti ctl: \(error)\n")
+            throw ExitCode(2)
+        }
+        if json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+            Terminal.standardOutput(String(decoding: try encoder.encode(houses), as: UTF8.self) + "\n")
+            return
+        }
+        if houses.isEmpty { Terminal.standardOutput("no house announced on this network\n") }
+        for house in houses {
+            let web = house.httpPort.map { "  web UI http://\(house.host.contains(":") ? "[\(house.host)]" : house.host):\($0)/" } ?? ""
+            let version = house.protocolVersion == Int(WireProtocol.version) ? "" : "  (protocol \(house.protocolVersion), this tutti \(WireProtocol.version))"
+            Terminal.standardOutput("\(house.name)  \(house.address)\(house.isLocal ? "  (this machine)" : "")\(web)\(version)\n")
+        }
+    }
 }

@@ -6,6 +6,7 @@ import TuttiCore
 import TuttiMedia
 import TuttiHouse
 import TuttiHouseHTTP
+import TuttiDiscovery
 import TuttiMediaHTTP
 import TuttiEngine
 import TuttiPlayer
@@ -16,7 +17,9 @@ struct Server: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run the house: the queue, the timeline and the rooms.",
         discussion: """
-            Speakers connect with `tutti speaker --server HOST:PORT`; control it with `tutti ctl --server HOST:PORT …`, \
+            The house announces itself on the network through Avahi (_tutti._tcp, and _http._tcp for the web UI), so \
+            `tutti speaker --name kitchen` and `tutti ctl status` find it with no --server. Or give its address: \
+            `tutti speaker --server HOST:PORT`, `tutti ctl --server HOST:PORT …`; \
             or over HTTP: `curl http://HOST:7780/api/status`, `curl -X POST -d '{"files":["/music/a.flac"]}' \
             http://HOST:7780/api/transport/play` (docs/HTTP-API.md). `/api/events` is a WebSocket of every change.
             It listens on TCP (audio, control) and UDP (clock sync) on the same port. Audio is sent to every room \
@@ -25,6 +28,14 @@ struct Server: AsyncParsableCommand {
 
     @Option(help: "Address to listen on, e.g. 0.0.0.0:7700 or 127.0.0.1:0 (0 picks a free port).")
     var listen: HostPort = HostPort(argument: "0.0.0.0:7700")!
+
+    @Option(help: ArgumentHelp("The house's name on the network (default: Tutti on <host name>).",
+                               discussion: "Rooms and controllers choose by it with --house NAME when several houses are announced."))
+    var name: String?
+
+    @Option(help: ArgumentHelp("Announce the house through Avahi: on (default) or off.",
+                               discussion: "A house that listens on loopback only is never announced."))
+    var announce: String = "on"
 
     @Option(help: ArgumentHelp("Address of the HTTP API and its event WebSocket (default 0.0.0.0:7780), or `off`.",
                                discussion: "If the default address is taken (another house on this machine), the house runs without it and says so."))
@@ -49,6 +60,10 @@ struct Server: AsyncParsableCommand {
     var codec: String = "flac"
 
     func validate() throws {
+        guard announce == "on" || announce == "off" else { throw ValidationError("--announce \(announce): use on or off") }
+        if let name, name.isEmpty || name.utf8.count > 63 {
+            throw ValidationError("--name must be 1 to 63 bytes (a DNS-SD instance name)")
+        }
         if let http, http != "off", HostPort(argument: http) == nil {
             throw ValidationError("--http \(http): use HOST:PORT (0.0.0.0:7780) or off")
         }
@@ -85,14 +100,37 @@ struct Server: AsyncParsableCommand {
         Terminal.standardOutput("tutti server: listening on \(HostPort(argument: "\(listen.host):\(port)")!) (TCP and UDP)\n")
         Terminal.standardError("tutti server: playing files under \(allowedDirectories.joined(separator: ", ")) (add others with --allow-dir)\n")
         server.house.startLibraryScan()
-        let api = try await startHTTP(house: server.house)
+        let http = try await startHTTP(house: server.house)
+        let announcer = startAnnouncing(port: port, httpPort: http?.port)
         await waitForTermination()
-        await api?.stop()
+        announcer?.stop()
+        await http?.server.stop()
         await server.stop()
         try? await client.shutdown()
     }
 
     static let defaultHTTP = HostPort(argument: "0.0.0.0:7780")!
+
+    /// Announces the house through Avahi unless told not to or it listens on loopback only; a
+    /// machine without avahi-daemon gets one line and a house that works with --server.
+    private func startAnnouncing(port: Int, httpPort: Int?) -> HouseAnnouncer? {
+        guard announce == "on" else { return nil }
+        if ["127.0.0.1", "::1", "localhost"].contains(listen.host) || listen.host.hasPrefix("127.") {
+            Terminal.standardError("tutti server: not announced on the network: listening on loopback only\n")
+            return nil
+        }
+        let hostName = ProcessInfo.processInfo.hostName.split(separator: ".").first.map(String.init) ?? "this machine"
+        let announcement = HouseAnnouncement(name: name ?? "Tutti on \(hostName)", port: port, httpPort: httpPort,
+                                             protocolVersion: Int(WireProtocol.version))
+        do {
+            let announcer = try HouseAnnouncer(announcing: announcement) { line in Terminal.standardError("tutti server: \(line)\n") }
+            try announcer.start()
+            return announcer
+        } catch {
+            Terminal.standardError("tutti server: not announced on the network: \(error)\n")
+            return nil
+        }
+    }
 
     /// `--allow-dir`, made absolute; without it, home, the temporary directory and the
     /// working directory.
@@ -107,7 +145,7 @@ struct Server: AsyncParsableCommand {
 
     /// The HTTP API, unless `--http off`. An address given and taken stops the house; the
     /// default taken only leaves it without the API.
-    private func startHTTP(house: House) async throws -> HouseHTTPServer? {
+    private func startHTTP(house: House) async throws -> (server: HouseHTTPServer, port: Int)? {
         if http == "off" { return nil }
         guard let address = http.map({ HostPort(argument: $0) }) ?? Self.defaultHTTP else {
             throw ValidationError("--http \(http!): use HOST:PORT (0.0.0.0:7780) or off")
@@ -120,7 +158,7 @@ struct Server: AsyncParsableCommand {
             let port = try await api.start()
             let base = HostPort(argument: "\(address.host):\(port)")!
             Terminal.standardOutput("tutti server: web UI on http://\(base)/, API under /api (events: ws://\(base)/api/events)\n")
-            return api
+            return (api, port)
         } catch {
             // NIO's bind error names the syscall; a user wants the reason.
             let reason = (error as? IOError).map { String(cString: strerror($0.errnoCode)).lowercased() } ?? "\(error)"

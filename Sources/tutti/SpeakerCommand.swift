@@ -10,6 +10,7 @@ import TuttiMediaHTTP
 import TuttiEngine
 import TuttiPlayer
 import TuttiHouse
+import TuttiDiscovery
 
 struct Speaker: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -20,10 +21,15 @@ struct Speaker: AsyncParsableCommand {
             For testing on one machine, --clock-offset-ms/--clock-drift-ppm make this process see a clock that is \
             off and drifting, and --device-drift-ppm gives the virtual sound card a crystal error.
             Without --output: ALSA "default" if the machine has a sound card, else virtual:tutti-<name>.wav.
+            Without --server, it finds the house through Avahi (zero-config): `tutti speaker --name kitchen` is enough.
             """)
 
-    @Option(help: "The house server's TCP/UDP address.")
-    var server: HostPort
+    @Option(help: ArgumentHelp("The house server's TCP/UDP address.",
+                               discussion: "Without it, the house announced on the network through Avahi; the speaker waits for one to appear."))
+    var server: HostPort?
+
+    @Option(help: "Without --server: the name of the house to play, when the network has several.")
+    var house: String?
 
     @Option(help: "The room's name, e.g. kitchen.")
     var name: String
@@ -73,6 +79,10 @@ struct Speaker: AsyncParsableCommand {
         do { device = try spec.makeDevice(format: AudioFormat(sampleRate: 48000, channelCount: 2), options: options) } catch {
             Terminal.standardError("tutti speaker: \(error)\n")
             throw ExitCode(2)
+        }
+        let server: HostPort
+        if let given = self.server { server = given } else {
+            server = try await HouseLocator.waitForHouse(named: house, program: "tutti speaker \(name)")
         }
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let address: SocketAddress
