@@ -1,4 +1,5 @@
 import CAvahi
+import Glibc
 
 /// Announces a house on the network through the Avahi daemon (over D-Bus): `_tutti._tcp` on its
 /// port, with protocol and HTTP port in TXT, and `_http._tcp` for its web UI.
@@ -16,6 +17,7 @@ public final class HouseAnnouncer: @unchecked Sendable {
     private let log: @Sendable (String) -> Void
     private var saidWaiting = false
     private var started = false
+    private var retry: OpaquePointer?
 
     /// `log` gets one line per event (announced, renamed, waiting for the daemon), on Avahi's thread.
     public init(announcing announcement: HouseAnnouncement, log: @escaping @Sendable (String) -> Void) throws(DiscoveryError) {
@@ -53,6 +55,8 @@ public final class HouseAnnouncer: @unchecked Sendable {
             started = false
         }
         if let client { avahi_client_free(client) }  // and its entry group: the services go away
+        if let retry { avahi_threaded_poll_get(poll)!.pointee.timeout_free(retry) }
+        retry = nil
         client = nil
         group = nil
     }
@@ -64,8 +68,28 @@ public final class HouseAnnouncer: @unchecked Sendable {
         var error: Int32 = 0
         // The callback can run inside avahi_client_new, before it returns; it stores the client.
         let made = avahi_client_new(avahi_threaded_poll_get(poll), AVAHI_CLIENT_NO_FAIL, Self.clientCallback, context, &error)
-        if made == nil { log("cannot announce the house through Avahi: \(String(cString: avahi_strerror(error))); rooms need --server") }
         client = made
+        guard made == nil else { return }
+        // NO_FAIL waits for the daemon, but not for a D-Bus system bus that is not there yet:
+        // try again every few seconds, as a machine still booting brings both up.
+        if !saidWaiting {
+            log("avahi-daemon is not reachable (\(String(cString: avahi_strerror(error)))); announcing the house once it is (until then rooms need --server)")
+            saidWaiting = true
+        }
+        let api = avahi_threaded_poll_get(poll)!
+        var when = timeval()
+        gettimeofday(&when, nil)
+        when.tv_sec += 5
+        if let retry {
+            api.pointee.timeout_update(retry, &when)
+        } else {
+            retry = api.pointee.timeout_new(api, &when, Self.retryCallback, context)
+        }
+    }
+
+    private static let retryCallback: AvahiTimeoutCallback = { _, context in
+        let announcer = Unmanaged<HouseAnnouncer>.fromOpaque(context!).takeUnretainedValue()
+        if announcer.client == nil { announcer.connect() }
     }
 
     private static let clientCallback: AvahiClientCallback = { client, state, context in
@@ -80,7 +104,7 @@ public final class HouseAnnouncer: @unchecked Sendable {
             if let group = announcer.group { avahi_entry_group_reset(group) }
         case AVAHI_CLIENT_CONNECTING:
             if !announcer.saidWaiting {
-                announcer.log("avahi-daemon is not running; announcing the house once it starts (until then rooms need --server)")
+                announcer.log("avahi-daemon is not running; announcing the house once it is (until then rooms need --server)")
                 announcer.saidWaiting = true
             }
         case AVAHI_CLIENT_FAILURE:
