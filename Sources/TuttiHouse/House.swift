@@ -336,7 +336,8 @@ public final class House: @unchecked Sendable {
             // house must know what every frame its rooms hold is.
             if let store, let info = outcome.info {
                 let item = HouseStore.TimelineItem(startFrame: outcome.startFrame, tag: outcome.tag, itemStartTime: outcome.itemStartTime,
-                                                   path: outcome.path, title: info.displayTitle, durationSeconds: info.duration?.seconds)
+                                                   path: outcome.path, title: info.displayTitle, durationSeconds: info.duration?.seconds,
+                                                   artist: info.artist, album: info.album)
                 if let problem = store.recordItem(item, streamID: id) { log(problem) }
             }
             guard let error = outcome.error else { return }

@@ -276,7 +276,8 @@ extension House {
         let head = playhead()
         if let outcome = stream?.engine?.outcome(atFrame: head), restoredItems.last.map({ outcome.startFrame >= $0.startFrame }) ?? true {
             let start = HouseStore.TimelineItem(startFrame: outcome.startFrame, tag: outcome.tag, itemStartTime: outcome.itemStartTime,
-                                                path: outcome.path, title: outcome.info?.displayTitle, durationSeconds: outcome.info?.duration?.seconds)
+                                                path: outcome.path, title: outcome.info?.displayTitle, durationSeconds: outcome.info?.duration?.seconds,
+                                                artist: outcome.info?.artist, album: outcome.info?.album)
             return HeardItem(index: queueTags.firstIndex(of: outcome.tag) ?? -1, start: start)
         }
         guard let start = restoredItems.last(where: { $0.startFrame <= head }) else { return nil }
@@ -384,6 +385,9 @@ extension House {
         if let item = currentItem {
             report.item = item.index
             report.title = item.start.title ?? item.start.path
+            report.path = item.start.path
+            report.artist = item.start.artist
+            report.album = item.start.album
             report.itemPositionSeconds = item.start.itemStartTime.seconds + seconds(head - item.start.startFrame)
             report.itemDurationSeconds = item.start.durationSeconds
         }

@@ -32,6 +32,9 @@ final class HouseStore: Sendable {
         var path: String
         var title: String?
         var durationSeconds: Double?
+        /// Its tags, for now playing.
+        var artist: String? = nil
+        var album: String? = nil
     }
 
     struct StoredStream: Sendable, Equatable {
@@ -101,6 +104,9 @@ final class HouseStore: Sendable {
                                             PRIMARY KEY (stream_id, start_frame));
                 """)
         }
+        migrator.registerMigration("v2: artist and album for now playing") { db in
+            try db.execute(sql: "ALTER TABLE timeline_item ADD COLUMN artist TEXT; ALTER TABLE timeline_item ADD COLUMN album TEXT;")
+        }
         return migrator
     }
 
@@ -129,7 +135,7 @@ final class HouseStore: Sendable {
                 let items = try Row.fetchAll(db, sql: "SELECT * FROM timeline_item WHERE stream_id = ? ORDER BY start_frame", arguments: [id]).map { i in
                     TimelineItem(startFrame: i["start_frame"], tag: i["tag"],
                                  itemStartTime: MediaTime(value: i["item_start_value"], timescale: i["item_start_timescale"]),
-                                 path: i["path"], title: i["title"], durationSeconds: i["duration_seconds"])
+                                 path: i["path"], title: i["title"], durationSeconds: i["duration_seconds"], artist: i["artist"], album: i["album"])
                 }
                 snapshot.stream = StoredStream(id: UInt32(truncatingIfNeeded: id), epoch: row["epoch"], endFrame: row["end_frame"],
                                                anchors: anchors, items: items)
@@ -201,10 +207,11 @@ final class HouseStore: Sendable {
         attempt("stream \(streamID)'s item at frame \(item.startFrame)") { db in
             try db.execute(sql: "DELETE FROM timeline_item WHERE stream_id = ? AND start_frame >= ?", arguments: [Int64(streamID), item.startFrame])
             try db.execute(sql: """
-                INSERT INTO timeline_item (stream_id, start_frame, tag, item_start_value, item_start_timescale, path, title, duration_seconds)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                INSERT INTO timeline_item (stream_id, start_frame, tag, item_start_value, item_start_timescale, path, title, duration_seconds,
+                                           artist, album)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """, arguments: [Int64(streamID), item.startFrame, item.tag, item.itemStartTime.value, item.itemStartTime.timescale,
-                                 item.path, item.title, item.durationSeconds])
+                                 item.path, item.title, item.durationSeconds, item.artist, item.album])
         }
     }
 

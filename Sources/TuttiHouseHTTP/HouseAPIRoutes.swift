@@ -53,6 +53,7 @@ enum HouseAPIRoutes {
                 return await run(operation.command, request, context, house, path: path)
             }
         }
+        router.get(RouterPath(ArtworkRoute.path)) { request, _ in await ArtworkRoute.answer(request, house: house) }
         let document = OpenAPIDocument.json()
         router.get("/openapi.json") { _, _ in json(document, status: .ok) }
     }

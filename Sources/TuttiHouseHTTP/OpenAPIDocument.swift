@@ -9,6 +9,7 @@ enum OpenAPIDocument {
         for operation in APIOperation.all {
             paths[operation.path, default: [:]][operation.method.rawValue.lowercased()] = describe(operation)
         }
+        paths[ArtworkRoute.path] = ArtworkRoute.openAPI
         let document: [String: Any] = [
             "openapi": "3.1.0",
             "info": [

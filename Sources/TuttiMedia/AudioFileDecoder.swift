@@ -417,7 +417,7 @@ public final class AudioFileDecoder {
         }
     }
 
-    private static func openError(path: String, status: Int32) -> MediaError {
+    static func openError(path: String, status: Int32) -> MediaError {
         if status == tutti_averror(ENOENT) { return MediaError(.notFound, input: path, reason: "no such file") }
         if status == tutti_averror(EACCES) { return MediaError(.unreadable, input: path, reason: "permission denied") }
         if status == tutti_averror(EISDIR) { return MediaError(.unreadable, input: path, reason: "is a directory") }

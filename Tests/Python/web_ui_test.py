@@ -109,6 +109,18 @@ try:
         fail(f"the search result {found} did not start playing: title {driver.find_element(By.ID, 'title').text!r}")
     report("searched", path=found, title=driver.find_element(By.ID, "title").text)
 
+    # Now playing shows the track's embedded cover (64 × 64), its title, artist and album.
+    def cover_loaded(d):
+        image = d.find_element(By.ID, "art")
+        return image.is_displayed() and d.execute_script(
+            "return arguments[0].complete && arguments[0].naturalWidth", image) or False
+    try:
+        width = wait.until(cover_loaded)
+    except Exception:
+        fail(f"no cover art shown for {found}: {driver.find_element(By.ID, 'art').get_attribute('src')!r}")
+    report("artwork", width=width, title=driver.find_element(By.ID, "title").text,
+           artist_album=driver.find_element(By.ID, "artist-album").text)
+
     # The plots draw new samples.
     plot = driver.find_element(By.ID, "sync-plot")
     first_image = plot.screenshot_as_base64

@@ -18,6 +18,9 @@ import TuttiProtocol
                                   positionSeconds: 12.5, bufferedAheadSeconds: 287.5, item: 0, title: "A", itemPositionSeconds: 12.5,
                                   itemDurationSeconds: 200.25, rooms: [room])
         status.groupVolume = 40
+        status.path = "/m/a.flac"
+        status.artist = "B"
+        status.album = "C"
         status.library = LibraryStatus(tracks: 9, unreadable: 1, scanning: false, scannedFiles: 10, foundFiles: 10)
         return [
             ("PlayReport", .started(play)),
@@ -75,7 +78,11 @@ import TuttiProtocol
         let document = try #require(try JSONSerialization.jsonObject(with: Data(OpenAPIDocument.json().utf8)) as? [String: Any])
         #expect(document["openapi"] as? String == "3.1.0")
         let paths = try #require(document["paths"] as? [String: [String: Any]])
-        #expect(paths.values.map(\.count).reduce(0, +) == APIOperation.all.count)
+        // Every operation, and the artwork route, the one whose reply is an image.
+        #expect(paths.values.map(\.count).reduce(0, +) == APIOperation.all.count + 1)
+        let artwork = try #require(paths[ArtworkRoute.path]?["get"] as? [String: Any])
+        let artworkResponses = try #require(artwork["responses"] as? [String: Any])
+        #expect(Set(artworkResponses.keys) == ["200", "400", "403", "404", "422"])
         for operation in APIOperation.all {
             #expect(APISchemas.components[operation.reply] != nil, "\(operation.path)")
             let described = try #require(paths[operation.path]?[operation.method.rawValue.lowercased()] as? [String: Any], "\(operation.path)")

@@ -257,9 +257,13 @@ import TuttiTestSupport
         // A library of three tagged tones; the house scans it at start.
         var music: [String] = []
         try FileManager.default.createDirectory(atPath: directory.file("music"), withIntermediateDirectories: true)
+        // The one played from a search has its cover embedded, 64 × 64.
+        let cover = directory.file("cover.png")
+        try TestMedia.ffmpeg(["-f", "lavfi", "-i", "color=red:s=64x64", "-frames:v", "1", cover])
         for (index, frequency) in [440, 550, 660].enumerated() {
             music.append(directory.file("music/tone-\(index).flac"))
-            try TestMedia.ffmpeg(["-f", "lavfi", "-i", "sine=frequency=\(frequency):sample_rate=48000:duration=30", "-ac", "2",
+            let picture = frequency == 660 ? ["-i", cover, "-map", "0:a", "-map", "1:v", "-c:v", "png", "-disposition:v", "attached_pic"] : []
+            try TestMedia.ffmpeg(["-f", "lavfi", "-i", "sine=frequency=\(frequency):sample_rate=48000:duration=30"] + picture + ["-ac", "2",
                                   "-metadata", "title=Tone \(frequency)", "-metadata", "artist=Test Signals", "-metadata", "album=Tones", music[index]])
         }
         let house = try House(in: directory, otherRooms: ["b"], music: directory.file("music"))
@@ -300,8 +304,23 @@ import TuttiTestSupport
         // sent); the library's search found the tone asked for, and the house plays it.
         #expect(step("dragged")?["after"] as? [String] == [music[0], music[2], music[1]])
         #expect(step("searched")?["path"] as? String == music[2])
+        #expect(step("artwork")?["width"] as? Int == 64)
+        #expect(step("artwork")?["title"] as? String == "Tone 660" && step("artwork")?["artist_album"] as? String == "Test Signals · Tones")
+        // The same picture over the API; a track without one is a 404 with its reason, or the
+        // placeholder when asked for.
+        let art = try await HTTPClient.shared.execute(HTTPClientRequest(url: house.api + "/artwork?path=" + music[2].addingPercentEncoding(withAllowedCharacters: .urlQueryAllowed)!), timeout: .seconds(10))
+        #expect(art.status == .ok && art.headers["content-type"].first == "image/png")
+        let artBytes = try await art.body.collect(upTo: 1 << 20)
+        #expect(artBytes.readableBytes > 50 && Array(artBytes.readableBytesView.prefix(4)) == [0x89, 0x50, 0x4E, 0x47])
+        let none = try await request(.GET, house.api + "/artwork?path=" + music[0])
+        #expect(none.status == 404 && (none.json["error"] as? String)?.hasSuffix("no artwork in the file or beside it") == true, "\(none.json)")
+        let placeholder = try await HTTPClient.shared.execute(HTTPClientRequest(url: house.api + "/artwork?placeholder=true&path=" + music[0]), timeout: .seconds(10))
+        #expect(placeholder.status == .ok && placeholder.headers["content-type"].first == "image/svg+xml")
+        let forbidden = try await request(.GET, house.api + "/artwork?path=/etc/passwd")
+        #expect(forbidden.status == 403, "\(forbidden.json)")
         let playing = try await request(.GET, house.api + "/status").json
         #expect((playing["title"] as? String)?.contains("Tone 660") == true && playing["state"] as? String == "playing", "\(playing)")
+        #expect(playing["path"] as? String == music[2] && playing["artist"] as? String == "Test Signals" && playing["album"] as? String == "Tones")
         #expect((playing["library"] as? [String: Any])?["tracks"] as? Int == 3, "\(playing)")
         for width in [390, 1280] {
             let size = (try? FileManager.default.attributesOfItem(atPath: "\(screenshots)/web-ui-\(width).png")[.size] as? Int) ?? 0

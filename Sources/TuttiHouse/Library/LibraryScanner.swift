@@ -122,7 +122,7 @@ public struct LibraryScanner {
                 let index = next.add(1, ordering: .relaxed).oldValue
                 guard index < paths.count else { return }
                 let outcome: Result<TrackInfo, MediaError>
-                do { outcome = .success(try AudioFileDecoder(path: paths[index]).info) } catch { outcome = .failure(error) }
+                do { outcome = .success(try TrackProbe.read(path: paths[index])) } catch { outcome = .failure(error) }
                 outcomes.withLock { $0[index] = outcome }
             }
         }

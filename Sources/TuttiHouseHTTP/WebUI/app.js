@@ -93,7 +93,12 @@ function receiveStatus(status) {
 function renderStatus() {
   const status = state.status;
   const playing = status.state === "playing";
-  $("title").textContent = status.title ? basename(status.title) : "Nothing playing";
+  // The display title is "Artist – Title"; the artist has its own line.
+  const title = status.title && status.artist && status.title.startsWith(status.artist + " – ")
+    ? status.title.slice(status.artist.length + 3) : status.title;
+  $("title").textContent = title ? basename(title) : "Nothing playing";
+  $("artist-album").textContent = [status.artist, status.album].filter(Boolean).join(" · ");
+  showArtwork(status.path);
   $("state").textContent = status.state;
   const button = $("play-pause");
   const pausable = playing || status.state === "starting";
@@ -104,6 +109,21 @@ function renderStatus() {
   if (status.itemDurationSeconds !== undefined) seek.max = status.itemDurationSeconds;
   $("duration").textContent = clock(status.itemDurationSeconds);
   tickPosition();
+}
+
+/// The item's cover art, or the note when it has none (the house answers a placeholder rather
+/// than a 404) or is a stream.
+function showArtwork(path) {
+  const image = $("art");
+  const source = path && path.startsWith("/") ? artworkURL(path) : "";
+  if (image.dataset.path === (path ?? "")) return;
+  image.dataset.path = path ?? "";
+  image.hidden = !source;
+  if (source) image.src = source; else image.removeAttribute("src");
+}
+
+function artworkURL(path) {
+  return `/api/artwork?placeholder=true&path=${encodeURIComponent(path)}`;
 }
 
 let seeking = false;
@@ -313,6 +333,13 @@ function showLibrary(reply, path, artist) {
   }));
   const list = $("library-results");
   list.replaceChildren();
+  // An album's tracks open with its cover.
+  const first = (reply.tracks ?? [])[0];
+  if (first && path.length === 3) {
+    const cover = Object.assign(document.createElement("img"), { className: "album-art", alt: "", src: artworkURL(first.path) });
+    list.append(Object.assign(document.createElement("li"), { className: "album-cover" }));
+    list.lastChild.append(cover);
+  }
   for (const name of reply.artists ?? []) list.append(link(name || "(no artist)", () => browse(name)));
   for (const name of reply.albums ?? []) list.append(link(name || "(no album)", () => browse(artist, name)));
   for (const track of reply.tracks ?? []) {

@@ -340,7 +340,12 @@ public struct StatusReport: Codable, Sendable, Equatable {
     public var positionSeconds: Double?
     public var bufferedAheadSeconds: Double?
     public var item: Int?
+    /// The item heard: its display title ("Artist – Title", or the file name), its path or URL,
+    /// and its artist and album tags.
     public var title: String?
+    public var path: String?
+    public var artist: String?
+    public var album: String?
     public var itemPositionSeconds: Double?
     public var itemDurationSeconds: Double?
     /// The mean volume of the group's connected rooms; nil when none is connected.
