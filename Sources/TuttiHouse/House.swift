@@ -97,6 +97,8 @@ public final class House: @unchecked Sendable {
     let library: MusicLibrary?
     /// The last scan's progress, and the library's size after it (on the loop).
     var libraryScan: LibraryScanner.Progress?
+    /// Follows the library's directories once its scan has started (`HouseLibrary.swift`).
+    var libraryWatcher: LibraryWatcher?
     var librarySize = (tracks: 0, unreadable: 0)
     /// Front ends showing the house (`HouseChangeObservers.swift`).
     var changeObservers = ChangeObservers()

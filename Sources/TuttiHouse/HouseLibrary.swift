@@ -5,13 +5,43 @@ import TuttiProtocol
 /// The house's music library: scanned on a thread of its own, queried off the event loop (the
 /// loop answers clock sync, and an FTS query over a large library can take milliseconds).
 extension House {
-    /// Scans the library's roots in the background; progress goes to the log (a line at the
-    /// start, one every 1000 files, one at the end) and to observers (`status.library`).
+    /// Scans the library's roots in the background, then follows them with inotify
+    /// (`LibraryWatcher`); progress goes to the log (a line at the start, one every 1000
+    /// files, one at the end, one per change on disk) and to observers (`status.library`).
     public func startLibraryScan() {
         guard let library else { return }
         let roots = configuration.musicDirectories, log = self.log, loop = self.loop, house = self
         log("library: scanning \(roots.joined(separator: ", "))")
+        // One writer at a time: the watcher's updates wait for the first scan to end.
+        let writing = NSLock()
+        let watcher = LibraryWatcher(roots: roots, log: log) { changes in
+            writing.lock()
+            defer { writing.unlock() }
+            do {
+                let result = try LibraryScanner(roots: roots, library: library).update(changes)
+                guard result.read > 0 || result.removed > 0 else { return }
+                let counts = (try? library.counts()) ?? (tracks: 0, unreadable: 0)
+                log("library: changes on disk: \(result.read) files read" + (result.unreadable > 0 ? " (\(result.unreadable) unreadable)" : "")
+                    + ", \(result.removed) removed; \(counts.tracks) tracks")
+                loop.execute {
+                    house.librarySize = counts
+                    house.noteChange()
+                }
+            } catch {
+                log("library: could not follow changes on disk: \(error); the next start rescans")
+            }
+        }
+        // Watching starts before the scan, so that nothing written during it is missed.
+        do {
+            try watcher.start()
+            log("library: watching \(watcher.watchedCount) \(watcher.watchedCount == 1 ? "directory" : "directories") for changes")
+            loop.execute { house.libraryWatcher = watcher }
+        } catch {
+            log("library: cannot watch for changes (\(error)); the next start rescans")
+        }
         let thread = Thread {
+            writing.lock()
+            defer { writing.unlock() }
             let started = Date()
             var lastLogged = 0
             do {

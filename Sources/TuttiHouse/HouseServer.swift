@@ -53,7 +53,8 @@ public final class HouseServer: Sendable {
     public func stop() async {
         let open = channels.withLock { $0 }
         for channel in open { try? await channel.close() }
-        try? await house.loop.submit { self.house.stopStream() }.get()
+        let watcher = try? await house.loop.submit { self.house.stopStream(); return self.house.libraryWatcher }.get()
+        watcher?.stop()
         try? await group.shutdownGracefully()
     }
 }

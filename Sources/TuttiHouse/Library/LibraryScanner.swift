@@ -14,7 +14,7 @@ import Glibc
 /// and progress reported on the thread that calls `scan`.
 ///
 /// Not thread-safe; one scan at a time per library.
-public struct LibraryScanner {
+public struct LibraryScanner: Sendable {
     /// File names the scan reads (others are not music: covers, playlists, notes).
     static let extensions: Set<String> = ["flac", "mp3", "ogg", "oga", "opus", "m4a", "mp4", "aac", "wav", "aif", "aiff", "wv", "ape", "mka", "webm", "alac"]
     /// Changes are written in batches of this many files, one transaction each.
@@ -43,8 +43,39 @@ public struct LibraryScanner {
     /// Scans every root; `progress` is called after each batch and at the end (on this thread).
     @discardableResult
     public func scan(progress: (Progress) -> Void = { _ in }) throws -> Progress {
+        try reconcile(found: roots.flatMap(Self.musicFiles(under:)), under: nil, progress: progress)
+    }
+
+    /// Applies what `LibraryWatcher` saw: each changed path (a file, or a directory whose whole
+    /// tree is looked at) is read if new or different, and files gone from it dropped; each
+    /// removed path (a file or a tree) is dropped.
+    @discardableResult
+    public func update(_ changes: LibraryWatcher.Changes) throws -> Progress {
+        var found: [(path: String, modified: Double, size: Int64)] = []
+        var looked: [String] = []
+        for path in changes.changed.sorted() where isUnderRoots(path) {
+            looked.append(path)
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else { continue }
+            if isDirectory.boolValue {
+                found += Self.musicFiles(under: path)
+            } else if let file = Self.musicFile(URL(fileURLWithPath: path)) {
+                found.append(file)
+            }
+        }
+        return try reconcile(found: found, under: looked + changes.removed.filter(isUnderRoots))
+    }
+
+    private func isUnderRoots(_ path: String) -> Bool {
+        roots.contains { path == $0 || path.hasPrefix($0.hasSuffix("/") ? $0 : $0 + "/") }
+    }
+
+    /// Makes the library hold exactly `found` under `paths` (files, or directories meaning their
+    /// trees; nil: everywhere, so a root no longer scanned is emptied): what is new or changed is
+    /// read, what is known there and not found is removed.
+    private func reconcile(found files: [(path: String, modified: Double, size: Int64)], under paths: [String]?,
+                           progress: (Progress) -> Void = { _ in }) throws -> Progress {
         let known = try library.knownFiles()
-        let files = roots.flatMap(Self.musicFiles(under:))
         var state = Progress(done: 0, total: files.count, read: 0, unreadable: 0, removed: 0, finished: false)
         var tracks: [MusicLibrary.Track] = []
         var unreadable: [(path: String, modified: Double, size: Int64, reason: String)] = []
@@ -77,7 +108,12 @@ public struct LibraryScanner {
             }
             try flush()
         }
-        let removed = known.keys.filter { !seen.contains($0) }
+        let prefixes = paths?.map { $0.hasSuffix("/") ? $0 : $0 + "/" }
+        let removed = known.keys.filter { path in
+            guard !seen.contains(path) else { return false }
+            guard let paths, let prefixes else { return true }
+            return paths.contains(path) || prefixes.contains { path.hasPrefix($0) }
+        }
         state.removed = removed.count
         state.finished = true
         try library.apply(tracks: tracks, unreadable: unreadable, removed: removed)
@@ -134,11 +170,18 @@ public struct LibraryScanner {
         guard let walk = FileManager.default.enumerator(at: URL(fileURLWithPath: root), includingPropertiesForKeys: keys,
                                                         options: [.skipsHiddenFiles]) else { return [] }
         var files: [(String, Double, Int64)] = []
-        for case let url as URL in walk where extensions.contains(url.pathExtension.lowercased()) {
-            guard let values = try? url.resourceValues(forKeys: Set(keys)), values.isRegularFile == true else { continue }
-            files.append((url.path, values.contentModificationDate?.timeIntervalSince1970 ?? 0, Int64(values.fileSize ?? 0)))
+        for case let url as URL in walk {
+            if let file = musicFile(url) { files.append(file) }
         }
         return files.sorted { $0.0 < $1.0 }
+    }
+
+    /// A music file's path, modification time and size; nil for anything else.
+    static func musicFile(_ url: URL) -> (path: String, modified: Double, size: Int64)? {
+        let keys: Set<URLResourceKey> = [.isRegularFileKey, .contentModificationDateKey, .fileSizeKey]
+        guard extensions.contains(url.pathExtension.lowercased()), !url.lastPathComponent.hasPrefix("."),
+              let values = try? url.resourceValues(forKeys: keys), values.isRegularFile == true else { return nil }
+        return (url.path, values.contentModificationDate?.timeIntervalSince1970 ?? 0, Int64(values.fileSize ?? 0))
     }
 }
 
