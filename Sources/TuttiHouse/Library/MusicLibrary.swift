@@ -91,15 +91,16 @@ public final class MusicLibrary: Sendable {
     /// Applies one batch of a scan in one transaction.
     func apply(tracks: [Track], unreadable: [(path: String, modified: Double, size: Int64, reason: String)], removed: [String]) throws {
         try database.write { db in
+            // Prepared once per connection, not once per file.
             for track in tracks {
-                try db.execute(sql: "DELETE FROM unreadable WHERE path = ?", arguments: [track.path])
-                try db.execute(sql: """
+                try db.cachedStatement(sql: "DELETE FROM unreadable WHERE path = ?").execute(arguments: [track.path])
+                try db.cachedStatement(sql: """
                     INSERT INTO track (path, modified, size, title, artist, album, duration_seconds, codec, sample_rate, channels, has_artwork)
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     ON CONFLICT(path) DO UPDATE SET modified = excluded.modified, size = excluded.size, title = excluded.title,
                         artist = excluded.artist, album = excluded.album, duration_seconds = excluded.duration_seconds, codec = excluded.codec,
                         sample_rate = excluded.sample_rate, channels = excluded.channels, has_artwork = excluded.has_artwork
-                    """, arguments: [track.path, track.modified, track.size, track.title, track.artist, track.album, track.durationSeconds,
+                    """).execute(arguments: [track.path, track.modified, track.size, track.title, track.artist, track.album, track.durationSeconds,
                                      track.codec, track.sampleRate, track.channelCount, track.hasArtwork])
             }
             for file in unreadable {
