@@ -308,7 +308,9 @@ public enum FuzzHarness {
                 // Once per input, and not below FLAC's minimum block size of 16: each of those
                 // chunks makes the encoder open a one-off libavcodec context (~7 MB zeroed,
                 // ~20 ms under ASan), which would leave little time for anything else.
-                if flags & 8 != 0, reference == nil, frames >= 16 {
+                // Only against a decoder set up as the encoder's stream is (its STREAMINFO: 24
+                // bits): one told of another sample size reads the encoder's frames as that size.
+                if flags & 8 != 0, reference == nil, frames >= 16, header == streamInfo(sampleRate: sampleRate, channelCount: channels) {
                     try reencode(output, frames: frames, sampleRate: sampleRate, channels: channels, decoder: decoder)
                 }
             }

@@ -120,7 +120,13 @@ public struct SyncAnalysis: Sendable {
                         guess = Int((room.capture.frame(atEmissionTime: pilot - room.latencyNanoseconds) - Double(checkpoint)).rounded())
                     }
                 }
-                guard let found = locate(checkpoint, in: room.capture, reference: reference, guess: guess, search: search) else {
+                var located = locate(checkpoint, in: room.capture, reference: reference, guess: guess, search: search)
+                if located == nil && previousLag[room.name] != nil {
+                    // Lost after a jump (a resync, a latency set while playing): look again, up to
+                    // 100 ms either way; the jump is counted below.
+                    located = locate(checkpoint, in: room.capture, reference: reference, guess: guess, search: 4800)
+                }
+                guard let found = located else {
                     result.unmatched[room.name, default: 0] += 1
                     continue
                 }

@@ -88,7 +88,7 @@ public final class House: @unchecked Sendable {
     var restoredItems: [HouseStore.TimelineItem] = []
     /// Every room's amplifier latency as last seen, stored: a restarted house needs its group's
     /// largest before the rooms reconnect.
-    private var knownLatencies: [String: Int64] = [:]
+    var knownLatencies: [String: Int64] = [:]
     /// A `play` waiting for its rooms to be ready.
     var pendingStart: PendingStart?
     /// How many times a room of each name has connected since the house started.
@@ -210,22 +210,24 @@ public final class House: @unchecked Sendable {
         let id = nextClientID
         nextClientID += 1
         guard hello.role == .speaker else { return id }
-        if let existing = rooms.values.first(where: { $0.name == hello.name }) {
+        let name = state.roomNames[hello.name] ?? hello.name
+        if let existing = rooms.values.first(where: { $0.name == name }) {
             // A room that reconnects (or a duplicate name): the newest connection wins.
-            log("room \(hello.name) reconnected; closing its previous connection")
+            log("room \(name) reconnected; closing its previous connection")
             rooms[existing.id] = nil
             existing.channel.close(promise: nil)
         }
-        let room = RoomLink(id: id, name: hello.name, latencyNanoseconds: hello.latencyNanoseconds, outputLeadNanoseconds: hello.outputLeadNanoseconds,
+        let latency = state.latencies[name] ?? hello.latencyNanoseconds
+        let room = RoomLink(id: id, name: name, speakerName: hello.name, latencyNanoseconds: latency, outputLeadNanoseconds: hello.outputLeadNanoseconds,
                             channel: channel)
-        if knownLatencies[hello.name] != hello.latencyNanoseconds {
-            knownLatencies[hello.name] = hello.latencyNanoseconds
-            stored(store?.saveLatency(room: hello.name, nanoseconds: hello.latencyNanoseconds))
+        if knownLatencies[name] != latency {
+            knownLatencies[name] = latency
+            stored(store?.saveLatency(room: name, nanoseconds: latency))
         }
         room.resume = hello.resume
         rooms[id] = room
-        connectionCounts[hello.name, default: 0] += 1
-        log("room \(hello.name) connected from \(channel.remoteAddress.map { "\($0)" } ?? "?")")
+        connectionCounts[name, default: 0] += 1
+        log("room \(name) connected from \(channel.remoteAddress.map { "\($0)" } ?? "?")" + (name != hello.name ? " (its speaker says \(hello.name))" : ""))
         noteChange()
         return id
     }
@@ -234,6 +236,9 @@ public final class House: @unchecked Sendable {
     func startSending(toRoom id: UInt32) {
         loop.preconditionInEventLoop()
         guard let room = rooms[id] else { return }
+        if room.name != room.speakerName || state.latencies[room.name] != nil {
+            send(.roomSettings(.init(name: room.name, latencyNanoseconds: room.latencyNanoseconds)), to: room)
+        }
         if let level = state.volumes[room.name] { send(.volume(.init(level: Self.gain(percent: level), rampNanoseconds: 0)), to: room) }
         if let resume = room.resume, resume.streamID != stream?.id || !inGroup(room) {
             // It holds a stream that has ended or been replaced while it was away, or one its

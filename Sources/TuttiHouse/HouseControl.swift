@@ -183,6 +183,39 @@ extension House {
             saveState()
             send(.volume(.init(level: Self.gain(percent: percent), rampNanoseconds: 100_000_000)), to: room)
             return .room(roomChange(room))
+        case .roomLatency(let name, let milliseconds):
+            let room = try room(named: name)
+            let nanoseconds = Int64((milliseconds * 1e6).rounded())
+            state.latencies[room.name] = nanoseconds
+            room.latencyNanoseconds = nanoseconds
+            knownLatencies[room.name] = nanoseconds
+            stored(store?.saveLatency(room: room.name, nanoseconds: nanoseconds))
+            saveState()
+            // The room plays that much earlier from its next block; edits from now on are cut
+            // far enough ahead for its new commitment.
+            send(.roomSettings(.init(name: room.name, latencyNanoseconds: nanoseconds)), to: room)
+            log("room \(room.name): latency set to \(milliseconds) ms")
+            return .room(roomChange(room))
+        case .roomRename(let name, let newName):
+            let room = try room(named: name)
+            let to = newName.trimmingCharacters(in: .whitespaces)
+            guard to != room.name else { return .room(roomChange(room)) }
+            let taken = rooms.values.contains { $0.name == to || $0.speakerName == to } || state.volumes[to] != nil
+                || state.group?.contains(to) == true || state.latencies[to] != nil || state.roomNames.values.contains(to)
+            guard !taken else { throw ControlRefusal("room-rename: a room named \(to) exists", kind: .conflict) }
+            let old = room.name
+            room.name = to
+            func move<Value>(_ values: inout [String: Value]) { if let value = values.removeValue(forKey: old) { values[to] = value } }
+            move(&state.volumes)
+            move(&state.latencies)
+            move(&knownLatencies)
+            move(&connectionCounts)
+            state.group = state.group?.map { $0 == old ? to : $0 }
+            state.roomNames[room.speakerName] = to == room.speakerName ? nil : to
+            saveState()
+            send(.roomSettings(.init(name: to, latencyNanoseconds: room.latencyNanoseconds)), to: room)
+            log("room \(old) is now called \(to)")
+            return .room(roomChange(room))
         case .queue:
             return .queue(queueReport())
         case .queueAdd(let file, let position):
@@ -258,7 +291,7 @@ extension House {
     }
 
     private func roomChange(_ room: RoomLink) -> RoomChange {
-        RoomChange(room: room.name, inGroup: inGroup(room), volume: state.volumes[room.name] ?? 100)
+        RoomChange(room: room.name, inGroup: inGroup(room), volume: state.volumes[room.name] ?? 100, latencyMs: Double(room.latencyNanoseconds) / 1e6)
     }
 
     private func startPlaying(item: Int, offset: MediaTime = .zero, anchored: Bool = true) throws {

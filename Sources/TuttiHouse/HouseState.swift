@@ -6,6 +6,15 @@ struct HouseState: Codable, Equatable {
     var queue: [String] = []
     var volumes: [String: Int] = [:]
     var group: [String]? = nil
+    /// Latencies a controller set (`room-latency`), by room name, in nanoseconds: they replace
+    /// what the rooms' speakers say.
+    var latencies: [String: Int64] = [:]
+    /// Names a controller gave rooms (`room-rename`): the name a speaker says in its hello → the
+    /// room's name.
+    var roomNames: [String: String] = [:]
+
+    /// `house.json` knew the first three.
+    private enum CodingKeys: String, CodingKey { case queue, volumes, group }
 
     /// Reads the `house.json` older houses kept (imported once into the store).
     static func loadJSON(path: String) -> (HouseState, String?) {

@@ -107,6 +107,12 @@ final class HouseStore: Sendable {
         migrator.registerMigration("v2: artist and album for now playing") { db in
             try db.execute(sql: "ALTER TABLE timeline_item ADD COLUMN artist TEXT; ALTER TABLE timeline_item ADD COLUMN album TEXT;")
         }
+        migrator.registerMigration("v3: latencies and names controllers set") { db in
+            try db.execute(sql: """
+                ALTER TABLE room ADD COLUMN latency_set_ns INTEGER;
+                CREATE TABLE room_name (speaker_name TEXT PRIMARY KEY NOT NULL, room_name TEXT NOT NULL);
+                """)
+        }
         return migrator
     }
 
@@ -119,8 +125,12 @@ final class HouseStore: Sendable {
                 snapshot.tags.append(row["tag"])
                 snapshot.state.queue.append(row["path"])
             }
-            for row in try Row.fetchAll(db, sql: "SELECT name, volume, latency_ns FROM room") {
+            for row in try Row.fetchAll(db, sql: "SELECT speaker_name, room_name FROM room_name") {
+                snapshot.state.roomNames[row["speaker_name"]] = row["room_name"]
+            }
+            for row in try Row.fetchAll(db, sql: "SELECT name, volume, latency_ns, latency_set_ns FROM room") {
                 let name: String = row["name"]
+                if let set: Int64 = row["latency_set_ns"] { snapshot.state.latencies[name] = set }
                 if let volume: Int = row["volume"] { snapshot.state.volumes[name] = volume }
                 if let latency: Int64 = row["latency_ns"] { snapshot.latencies[name] = latency }
             }
@@ -156,10 +166,18 @@ final class HouseStore: Sendable {
         for (position, (path, tag)) in zip(state.queue, tags).enumerated() {
             try db.execute(sql: "INSERT INTO queue_item (position, tag, path) VALUES (?, ?, ?)", arguments: [position, tag, path])
         }
-        try db.execute(sql: "UPDATE room SET volume = NULL")
+        try db.execute(sql: "UPDATE room SET volume = NULL, latency_set_ns = NULL")
         for (name, volume) in state.volumes {
             try db.execute(sql: "INSERT INTO room (name, volume) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET volume = excluded.volume",
                            arguments: [name, volume])
+        }
+        for (name, latency) in state.latencies {
+            try db.execute(sql: "INSERT INTO room (name, latency_set_ns) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET latency_set_ns = excluded.latency_set_ns",
+                           arguments: [name, latency])
+        }
+        try db.execute(sql: "DELETE FROM room_name")
+        for (speaker, room) in state.roomNames {
+            try db.execute(sql: "INSERT INTO room_name (speaker_name, room_name) VALUES (?, ?)", arguments: [speaker, room])
         }
         if let group = state.group {
             let json = String(decoding: try JSONEncoder().encode(group), as: UTF8.self)

@@ -4,8 +4,12 @@ import TuttiProtocol
 /// A connected speaker, as the house sees it. Belongs to the house's event loop.
 final class RoomLink {
     let id: UInt32
-    let name: String
-    let latencyNanoseconds: Int64
+    /// The room's name: what its speaker said, unless a controller renamed it.
+    var name: String
+    /// The name its speaker says in its hello.
+    let speakerName: String
+    /// The latency it compensates: its speaker's, unless a controller set another.
+    var latencyNanoseconds: Int64
     /// How long before a frame leaves its DAC the room commits it to its device (its hello).
     let outputLeadNanoseconds: Int64
     let channel: any Channel
@@ -25,9 +29,10 @@ final class RoomLink {
     /// How long before a frame is heard the room commits it: an anchor must reach it earlier.
     var commitmentNanoseconds: Int64 { outputLeadNanoseconds + latencyNanoseconds }
 
-    init(id: UInt32, name: String, latencyNanoseconds: Int64, outputLeadNanoseconds: Int64 = 0, channel: any Channel) {
+    init(id: UInt32, name: String, speakerName: String? = nil, latencyNanoseconds: Int64, outputLeadNanoseconds: Int64 = 0, channel: any Channel) {
         self.id = id
         self.name = name
+        self.speakerName = speakerName ?? name
         self.latencyNanoseconds = latencyNanoseconds
         self.outputLeadNanoseconds = outputLeadNanoseconds
         self.channel = channel

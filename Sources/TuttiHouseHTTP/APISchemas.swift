@@ -23,7 +23,8 @@ enum APISchemas {
         var schemas: [String: JSONSchema] = [
             "RoomReport": room,
             "RoomsReport": .object([property("rooms", .array(of: .reference("RoomReport")))]),
-            "RoomChange": .object([property("room", string), property("inGroup", .boolean), property("volume", .integer(minimum: 0, maximum: 100))]),
+            "RoomChange": .object([property("room", string), property("inGroup", .boolean), property("volume", .integer(minimum: 0, maximum: 100)),
+                                   property("latencyMs", .number(minimum: 0, maximum: 2000), required: false)]),
             "LibraryTrack": .object([
                 property("path", string), property("title", string, required: false), property("artist", string, required: false),
                 property("album", string, required: false), property("durationSeconds", number, required: false), property("format", string),

@@ -11,7 +11,8 @@ public struct WireError: Error, Sendable, Equatable, CustomStringConvertible {
 /// Message type codes on the wire. Never reuse a retired code.
 enum WireType: UInt8 {
     case hello = 1, welcome = 2, streamStart = 3, audioChunk = 4, anchor = 5, flush = 6, streamEnd = 7,
-         volume = 8, speakerStatus = 9, controlRequest = 10, controlResponse = 11, goodbye = 12
+         volume = 8, speakerStatus = 9, controlRequest = 10, controlResponse = 11, goodbye = 12,
+         roomSettings = 13
 }
 
 extension WireMessage {
@@ -29,6 +30,7 @@ extension WireMessage {
         case .controlRequest: .controlRequest
         case .controlResponse: .controlResponse
         case .goodbye: .goodbye
+        case .roomSettings: .roomSettings
         }
     }
 
@@ -118,6 +120,9 @@ extension WireMessage {
             b.writeWireLongString(m.json)
         case .goodbye(let reason):
             b.writeWireString(reason)
+        case .roomSettings(let m):
+            b.writeWireString(m.name)
+            b.writeInteger(m.latencyNanoseconds)
         }
     }
 
@@ -233,6 +238,12 @@ extension WireMessage {
             return .controlResponse(ControlResponse(requestID: try reader.integer(), ok: try reader.flag(), json: try reader.longString()))
         case .goodbye:
             return .goodbye(reason: try reader.string())
+        case .roomSettings:
+            let name = try reader.string()
+            guard !name.isEmpty, name.utf8.count <= 64 else { throw WireError("roomSettings: a room name must be 1 to 64 bytes") }
+            let latency: Int64 = try reader.integer()
+            guard (0...RoomSettings.maximumLatencyNanoseconds).contains(latency) else { throw WireError("roomSettings: invalid latency \(latency) ns") }
+            return .roomSettings(RoomSettings(name: name, latencyNanoseconds: latency))
         }
     }
 }

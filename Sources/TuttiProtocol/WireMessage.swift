@@ -27,6 +27,9 @@ public enum WireMessage: Sendable, Equatable {
     case controlResponse(ControlResponse)
     /// Either side is closing, with a reason.
     case goodbye(reason: String)
+    /// House → speaker: what the house calls this room and the latency it compensates, set by
+    /// a controller (`room-rename`, `room-latency`); sent when they differ from its hello.
+    case roomSettings(RoomSettings)
 
     public struct Hello: Sendable, Equatable {
         public enum Role: UInt8, Sendable { case speaker = 1, controller = 2 }
@@ -162,6 +165,18 @@ public enum WireMessage: Sendable, Equatable {
         }
     }
 
+    public struct RoomSettings: Sendable, Equatable {
+        public var name: String
+        /// Acoustic delay after the DAC to compensate (replaces the speaker's `--latency-ms`).
+        public var latencyNanoseconds: Int64
+        /// The largest latency a room may be given.
+        public static let maximumLatencyNanoseconds: Int64 = 2_000_000_000
+        public init(name: String, latencyNanoseconds: Int64) {
+            self.name = name
+            self.latencyNanoseconds = latencyNanoseconds
+        }
+    }
+
     public struct SpeakerStatus: Sendable, Equatable {
         public enum State: UInt8, Sendable { case idle = 0, buffering = 1, playing = 2, paused = 3 }
         public var state: State
@@ -216,7 +231,7 @@ public enum WireMessage: Sendable, Equatable {
 }
 
 public enum WireProtocol {
-    public static let version: UInt16 = 4
+    public static let version: UInt16 = 5
     /// "TT": the first two bytes of every frame.
     public static let magic: UInt16 = 0x5454
     /// Frame header: magic (2), version (1), type (1), payload length (4).

@@ -18,7 +18,8 @@ public final class Playout {
     public let inputs: PlayoutInputs
     public let format: AudioFormat
     public let blockFrames: Int
-    /// Acoustic delay after the DAC, compensated by playing earlier.
+    /// Acoustic delay after the DAC, compensated by playing earlier: the speaker's own, until
+    /// the house sets another (`PlayoutInputs.setLatency`).
     public let latencyNanoseconds: Int64
     private let localClock: any HostClock
     private var controller: PlayoutController
@@ -88,7 +89,7 @@ public final class Playout {
         // Device frame → local emission time → server time, plus the room's acoustic latency.
         let localAtFirst = device.time(ofFrame: firstFrame)
         let heard = LinearTimeMap(referenceFrame: firstFrame,
-                                  referenceTime: clock.serverTime(atLocal: localAtFirst) + latencyNanoseconds,
+                                  referenceTime: clock.serverTime(atLocal: localAtFirst) + (inputs.latencyNanoseconds ?? latencyNanoseconds),
                                   nanosecondsPerFrame: device.nanosecondsPerFrame * clock.rate)
         var offset = 0
         var playing = false
@@ -133,7 +134,7 @@ public final class Playout {
         report.streamID = stream.id
         report.resyncs = controller.resyncCount
         report.syncErrorNanoseconds = Int64(controller.lastError / Double(stream.sampleRate) * 1e9)
-        report.playheadFrame = schedule.position(atServer: clock.serverTime(atLocal: localClock.now()) + latencyNanoseconds)?.frame ?? -1
+        report.playheadFrame = schedule.position(atServer: clock.serverTime(atLocal: localClock.now()) + (inputs.latencyNanoseconds ?? latencyNanoseconds))?.frame ?? -1
         if let reading = controller.position { self.inputs.chunks.discard(before: reading.frame - Int64(stream.sampleRate)) }
     }
 

@@ -23,6 +23,8 @@ public final class PlayoutInputs: Sendable {
         var epoch: UInt32 = 0
         var volume: Float = 1
         var volumeRampNanoseconds: Int64 = 0
+        /// The latency the house set for this room (`roomSettings`), replacing the speaker's own.
+        var latencyNanoseconds: Int64?
         var endFrame: Int64?
         /// Bumped by every flush the engine must honour (it drops decoded audio past the cut).
         var flushGeneration = 0
@@ -123,6 +125,12 @@ public final class PlayoutInputs: Sendable {
             $0.volumeRampNanoseconds = rampNanoseconds
         }
     }
+
+    /// The latency to compensate from now on, as the house set it.
+    public func setLatency(_ nanoseconds: Int64) { state.withLock { $0.latencyNanoseconds = nanoseconds } }
+
+    /// The latency the house set, if it set one.
+    public var latencyNanoseconds: Int64? { state.withLock { $0.latencyNanoseconds } }
 
     public func stop() {
         chunks.removeAll()

@@ -183,7 +183,7 @@ public final class SpeakerClient: Sendable {
         case .anchor(let m):
             let serverNow = clockSync.mapping?.serverTime(atLocal: clock.now()) ?? m.serverTime
             inputs.apply(TimelineAnchor(timelineFrame: m.timelineFrame, serverTime: m.serverTime, isPlaying: m.isPlaying), streamID: m.streamID, now: serverNow)
-            let spare = m.serverTime - serverNow - configuration.outputLeadNanoseconds - configuration.latencyNanoseconds
+            let spare = m.serverTime - serverNow - configuration.outputLeadNanoseconds - (inputs.latencyNanoseconds ?? configuration.latencyNanoseconds)
             if spare < 0 && clockSync.mapping != nil {
                 log("the anchor of timeline frame \(m.timelineFrame) arrived \(-spare / 1_000_000) ms too late for this room's output lead: its first \(-spare / 1_000_000) ms are not heard here")
             }
@@ -195,6 +195,13 @@ public final class SpeakerClient: Sendable {
             inputs.setVolume(m.level, rampNanoseconds: m.rampNanoseconds)
         case .goodbye(let reason):
             log("server said goodbye: \(reason)")
+        case .roomSettings(let m):
+            let latency = inputs.latencyNanoseconds ?? configuration.latencyNanoseconds
+            if m.latencyNanoseconds != latency {
+                log("the house set this room's latency to \(Double(m.latencyNanoseconds) / 1e6) ms (was \(Double(latency) / 1e6) ms)")
+            }
+            inputs.setLatency(m.latencyNanoseconds)
+            if m.name != configuration.name { log("the house calls this room '\(m.name)'") }
         }
     }
 

@@ -22,7 +22,7 @@ struct Ctl: AsyncParsableCommand {
               tutti ctl --server 127.0.0.1:7700 status --json
             """,
         subcommands: [CtlHouses.self, CtlPlay.self, CtlPause.self, CtlResume.self, CtlSeek.self, CtlNext.self, CtlPrevious.self, CtlRooms.self,
-                      CtlJoin.self, CtlLeave.self, CtlVolume.self, CtlGroupVolume.self, CtlQueue.self, CtlLibrary.self, CtlStatus.self])
+                      CtlJoin.self, CtlLeave.self, CtlVolume.self, CtlLatency.self, CtlRename.self, CtlGroupVolume.self, CtlQueue.self, CtlLibrary.self, CtlStatus.self])
 
     @Option(help: ArgumentHelp("The house server's address.",
                                discussion: "Without it: the house announced on the network through Avahi, else 127.0.0.1:7700."))
@@ -182,6 +182,27 @@ struct CtlVolume: AsyncParsableCommand {
     @Argument var percent: Int
     func validate() throws { guard (0...100).contains(percent) else { throw ValidationError("volume must be 0 to 100") } }
     func run() async throws { printReply(try await ctl.send(.volume(room: room, percent: percent)), json: false) }
+}
+
+struct CtlLatency: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "latency", abstract: "Set the delay a room compensates after its DAC (an amplifier, a soundbar), in ms.",
+        discussion: "The room plays that much earlier, so that it is heard with the others. It replaces the speaker's --latency-ms and is kept across restarts. Example: tutti ctl latency living-room 80")
+    @ParentCommand var ctl: Ctl
+    @Argument var room: String
+    @Argument var milliseconds: Double
+    func validate() throws { guard milliseconds >= 0 && milliseconds <= 2000 else { throw ValidationError("latency must be 0 to 2000 ms") } }
+    func run() async throws { printReply(try await ctl.send(.roomLatency(room: room, milliseconds: milliseconds)), json: false) }
+}
+
+struct CtlRename: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "rename", abstract: "Give a room another name; its volume, group and latency go with it.",
+        discussion: "The house remembers it for the room's speaker, across restarts of either. Example: tutti ctl rename kitchen \"Kitchen left\"")
+    @ParentCommand var ctl: Ctl
+    @Argument var room: String
+    @Argument(help: "The new name.") var name: String
+    func run() async throws { printReply(try await ctl.send(.roomRename(room: room, to: name)), json: false) }
 }
 
 struct CtlGroupVolume: AsyncParsableCommand {

@@ -130,6 +130,18 @@ try:
         fail("the sync plot's pixels did not change")
     report("plotted", samples_before=first, samples_after=int(plot.get_attribute("data-samples")))
 
+    # Set a room's latency: the house reports it back, and the box shows it.
+    latency = room(volume_room).find_element(By.CSS_SELECTOR, ".latency")
+    latency.clear()
+    latency.send_keys("25\n")
+    driver.find_element(By.ID, "title").click()  # leave the box: it shows what the house says
+    try:
+        wait.until(lambda d: room(volume_room).find_element(By.CSS_SELECTOR, ".latency").get_attribute("value") == "25"
+                   and d.execute_script("return document.activeElement.className") != "latency")
+    except Exception:
+        fail(f"the latency box of {volume_room} did not settle at 25")
+    report("latency", room=volume_room)
+
     for width, height in [(390, 844), (1280, 900)]:
         driver.set_window_size(width, height)
         viewport = driver.execute_script("return window.innerWidth")

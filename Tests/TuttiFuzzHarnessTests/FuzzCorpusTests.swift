@@ -143,6 +143,7 @@ struct FuzzSeedWriter {
             ("flush-all", .flush(.init(streamID: 7, fromFrame: .min, epoch: 4))),
             ("stream-end", .streamEnd(.init(streamID: 7, endFrame: 4_800_000))),
             ("volume", .volume(.init(level: 0.75, rampNanoseconds: 50_000_000))),
+            ("room-settings", .roomSettings(.init(name: "Küche links", latencyNanoseconds: 80_000_000))),
             ("speaker-status", .speakerStatus(.init(state: .playing, streamID: 7, playheadFrame: 4800, bufferedUntilFrame: 96000,
                                                     syncErrorNanoseconds: -1200, clockErrorNanoseconds: 300, underruns: 1,
                                                     fillRate: 3.5, problem: "chunk 12: CRC mismatch"))),

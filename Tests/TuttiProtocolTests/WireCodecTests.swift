@@ -20,6 +20,7 @@ import Testing
         .flush(.init(streamID: 3, fromFrame: 192_000, epoch: 3)),
         .streamEnd(.init(streamID: 3, endFrame: 12_345_678)),
         .volume(.init(level: 0.25, rampNanoseconds: 50_000_000)),
+        .roomSettings(.init(name: "Küche links", latencyNanoseconds: 80_000_000)),
         .speakerStatus(.init(state: .playing, streamID: 3, playheadFrame: 42, bufferedUntilFrame: 14_400_000,
                              syncErrorNanoseconds: -1234, clockErrorNanoseconds: 5600, underruns: 2)),
         .speakerStatus(.init(state: .buffering, streamID: 4, playheadFrame: -1, bufferedUntilFrame: -1, syncErrorNanoseconds: 0,
@@ -79,7 +80,7 @@ import Testing
 
     @Test(arguments: [
         (frame(type: 1, payload: [], magic: 0x4745), "not a Tutti stream (bad magic 0x4745)"),
-        (frame(type: 1, payload: [], version: 9), "protocol version 9 not supported (this build speaks 4)"),
+        (frame(type: 1, payload: [], version: 9), "protocol version 9 not supported (this build speaks 5)"),
         (frame(type: 99, payload: []), "unknown message type 99"),
         (frame(type: 4, payload: [], length: 100_000_000), "message of 100000000 bytes exceeds the limit of 4194304"),
         (frame(type: 6, payload: [0, 0, 0, 1, 0, 0]), "flush message is truncated"),
@@ -97,6 +98,8 @@ import Testing
             + [0, 0, 0, 0, 0, 0, 0, 5] + [0, 0, 0, 0, 0, 0, 0, 5]), "hello: held range 5..<5 is empty or out of order"),
         (frame(type: 5, payload: [UInt8](repeating: 0, count: 20) + [7]), "anchor message has an invalid flag 7"),
         (frame(type: 8, payload: [0x7F, 0xC0, 0, 0] + [UInt8](repeating: 0, count: 8)), "volume: invalid level nan"),
+        (frame(type: 13, payload: [0, 1, 0x41] + [0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF]), "roomSettings: invalid latency -1 ns"),
+        (frame(type: 13, payload: [0, 0] + [UInt8](repeating: 0, count: 8)), "roomSettings: a room name must be 1 to 64 bytes"),
         // The house reports a room's fill rate as JSON, which has no infinity.
         (frame(type: 9, payload: [2] + [UInt8](repeating: 0, count: 40) + [0x7F, 0x80, 0, 0] + [0, 0]), "speakerStatus: invalid fill rate inf"),
         (frame(type: 3, payload: [0, 0, 0, 1, 0, 4] + Array("flac".utf8) + [0, 0, 0, 0, 2, 0, 0, 0, 0]), "streamStart: invalid format 0 Hz × 2"),

@@ -184,8 +184,25 @@ function makeRoomView(name) {
     <label><input type="checkbox" class="in-group"> <span class="name"></span> <span class="subtle state"></span></label>
     <div class="volume"><input type="range" class="volume-slider" min="0" max="100" step="1"><output></output></div>
     <div class="health"></div>
+    <div class="room-settings">
+      <label>latency <input type="number" class="latency" min="0" max="2000" step="1" inputmode="decimal"> ms</label>
+      <button type="button" class="rename">Rename</button>
+    </div>
     <div class="problem"></div>`;
   item.querySelector(".name").textContent = name;
+  const latency = item.querySelector(".latency");
+  latency.setAttribute("aria-label", `${name} latency in milliseconds`);
+  latency.addEventListener("change", () => {
+    // Emptied while typing: nothing to send yet.
+    if (latency.value === "") return;
+    const milliseconds = Number(latency.value);
+    if (milliseconds >= 0 && milliseconds <= 2000) {
+      command("PUT", `/rooms/${encodeURIComponent(name)}/latency`, { milliseconds });
+    } else {
+      showMessage("A latency is 0 to 2000 ms.");
+    }
+  });
+  item.querySelector(".rename").addEventListener("click", () => startRename(item, name));
   const box = item.querySelector(".in-group");
   box.setAttribute("aria-label", `${name} in the group`);
   box.addEventListener("change", () => command("POST", `/rooms/${encodeURIComponent(name)}/${box.checked ? "join" : "leave"}`));
@@ -193,6 +210,29 @@ function makeRoomView(name) {
   slider.setAttribute("aria-label", `${name} volume`);
   sendsVolume(slider, item.querySelector("output"), () => command("PUT", `/rooms/${encodeURIComponent(name)}/volume`, { percent: Number(slider.value) }));
   return item;
+}
+
+/// The room's name becomes a text box: Enter renames, Escape or leaving it cancels.
+function startRename(item, name) {
+  const label = item.querySelector(".name");
+  const box = Object.assign(document.createElement("input"), { type: "text", value: name, className: "rename-box", maxLength: 64 });
+  box.setAttribute("aria-label", `New name for ${name}`);
+  label.replaceWith(box);
+  box.focus();
+  box.select();
+  let done = false;
+  const finish = async (rename) => {
+    if (done) return;
+    done = true;
+    const to = box.value.trim();
+    box.replaceWith(label);
+    if (rename && to && to !== name) await command("POST", `/rooms/${encodeURIComponent(name)}/rename`, { to });
+  };
+  box.addEventListener("keydown", (event) => {
+    if (event.key === "Enter") finish(true);
+    if (event.key === "Escape") finish(false);
+  });
+  box.addEventListener("blur", () => finish(false));
 }
 
 function renderRooms() {
@@ -225,7 +265,8 @@ function renderRooms() {
     if (room.syncErrorMicroseconds !== undefined) health.push(`sync ${room.syncErrorMicroseconds.toFixed(0)} µs`);
     health.push(room.clockErrorMicroseconds !== undefined ? `clock ±${room.clockErrorMicroseconds.toFixed(0)} µs` : "clock not settled");
     if (room.underruns) health.push(`${room.underruns} underrun${room.underruns === 1 ? "" : "s"}`);
-    if (room.latencyMs) health.push(`latency ${room.latencyMs} ms`);
+    const latency = view.querySelector(".latency");
+    if (document.activeElement !== latency) latency.value = room.latencyMs ?? 0;
     view.querySelector(".health").textContent = health.join(" · ");
     view.querySelector(".problem").textContent = room.problem ?? "";
   });

@@ -1,3 +1,5 @@
+import Foundation
+
 /// What a controller asks the house to do: the one definition of every control request, used
 /// by the house, `tutti ctl`, the tests and the benchmarks.
 ///
@@ -26,6 +28,12 @@ public enum ControlCommand: Sendable, Equatable {
     case leave(room: String)
     /// Set a room's volume, 0–100.
     case volume(room: String, percent: Int)
+    /// Set the latency a room compensates (an amplifier's or a soundbar's delay after the DAC),
+    /// 0–2000 ms, replacing its speaker's `--latency-ms`; the room plays that much earlier.
+    case roomLatency(room: String, milliseconds: Double)
+    /// Give a room another name; its volume, group membership and latency go with it, and its
+    /// speaker keeps it across restarts.
+    case roomRename(room: String, to: String)
     /// Set the group's volume, 0–100: the mean of its rooms' volumes, each scaled in proportion
     /// (as Sonos does), so the rooms keep their balance.
     case groupVolume(percent: Int)
@@ -62,6 +70,8 @@ public enum ControlCommand: Sendable, Equatable {
         case .leave: "leave"
         case .volume: "volume"
         case .groupVolume: "group-volume"
+        case .roomLatency: "room-latency"
+        case .roomRename: "room-rename"
         case .queue: "queue"
         case .queueAdd: "queue-add"
         case .queueRemove: "queue-remove"
@@ -86,7 +96,7 @@ public enum ControlCommand: Sendable, Equatable {
 
     /// Every command name, for error messages.
     public static let names = ["play", "pause", "resume", "seek", "next", "previous", "rooms", "join", "leave", "volume", "group-volume",
-                               "queue", "queue-add", "queue-remove", "queue-move", "queue-clear", "status",
+                               "room-latency", "room-rename", "queue", "queue-add", "queue-remove", "queue-move", "queue-clear", "status",
                                "library-search", "library-browse", "library-problems"]
 
     /// Far beyond any item (31 years), and far within what the timeline's frame arithmetic holds.
@@ -103,6 +113,10 @@ public enum ControlCommand: Sendable, Equatable {
             "volume needs a percentage from 0 to 100"
         case .groupVolume(let percent) where !(0...100).contains(percent):
             "group-volume needs a percentage from 0 to 100"
+        case .roomLatency(_, let milliseconds) where !(milliseconds >= 0 && milliseconds <= 2000):
+            "room-latency needs milliseconds from 0 to 2000"
+        case .roomRename(_, let name) where name.trimmingCharacters(in: .whitespaces).isEmpty || name.utf8.count > 64:
+            "room-rename needs a new name of 1 to 64 bytes"
         case .librarySearch(_, let limit?) where !(1...1000).contains(limit):
             "library-search needs a limit from 1 to 1000"
         case .libraryBrowse(nil, .some):
@@ -117,7 +131,7 @@ public enum ControlCommand: Sendable, Equatable {
 
 extension ControlCommand: Codable {
     private enum Key: String, CodingKey {
-        case command, files, rooms, seconds, room, percent, file, at, index, from, to, query, limit, artist, album
+        case command, files, rooms, seconds, room, percent, file, at, index, from, to, query, limit, artist, album, milliseconds
     }
 
     public init(from decoder: any Decoder) throws {
@@ -135,6 +149,8 @@ extension ControlCommand: Codable {
         case "leave": self = .leave(room: try c.decode(String.self, forKey: .room))
         case "volume": self = .volume(room: try c.decode(String.self, forKey: .room), percent: try c.decode(Int.self, forKey: .percent))
         case "group-volume": self = .groupVolume(percent: try c.decode(Int.self, forKey: .percent))
+        case "room-latency": self = .roomLatency(room: try c.decode(String.self, forKey: .room), milliseconds: try c.decode(Double.self, forKey: .milliseconds))
+        case "room-rename": self = .roomRename(room: try c.decode(String.self, forKey: .room), to: try c.decode(String.self, forKey: .to))
         case "queue": self = .queue
         case "queue-add": self = .queueAdd(file: try c.decode(String.self, forKey: .file), at: try c.decodeIfPresent(Int.self, forKey: .at))
         case "queue-remove": self = .queueRemove(index: try c.decode(Int.self, forKey: .index))
@@ -167,6 +183,12 @@ extension ControlCommand: Codable {
             try c.encode(percent, forKey: .percent)
         case .groupVolume(let percent):
             try c.encode(percent, forKey: .percent)
+        case .roomLatency(let room, let milliseconds):
+            try c.encode(room, forKey: .room)
+            try c.encode(milliseconds, forKey: .milliseconds)
+        case .roomRename(let room, let name):
+            try c.encode(room, forKey: .room)
+            try c.encode(name, forKey: .to)
         case .queueAdd(let file, let at):
             try c.encode(file, forKey: .file)
             try c.encodeIfPresent(at, forKey: .at)

@@ -65,7 +65,7 @@ public enum ControlJSON {
             case .seek, .next, .previous, .queueAdd, .queueRemove, .queueMove, .queueClear:
                 return .edited(try decoder.decode(EditReport.self, from: data))
             case .rooms: return .rooms(try decoder.decode(RoomsReport.self, from: data))
-            case .join, .leave, .volume: return .room(try decoder.decode(RoomChange.self, from: data))
+            case .join, .leave, .volume, .roomLatency, .roomRename: return .room(try decoder.decode(RoomChange.self, from: data))
             case .groupVolume: return .group(try decoder.decode(GroupVolumeReport.self, from: data))
             case .queue: return .queue(try decoder.decode(QueueReport.self, from: data))
             case .status: return .status(try decoder.decode(StatusReport.self, from: data))

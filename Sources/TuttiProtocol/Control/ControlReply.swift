@@ -223,10 +223,13 @@ public struct RoomChange: Codable, Sendable, Equatable {
     public var room: String
     public var inGroup: Bool
     public var volume: Int
-    public init(room: String, inGroup: Bool, volume: Int) {
+    /// The latency it compensates, in ms.
+    public var latencyMs: Double?
+    public init(room: String, inGroup: Bool, volume: Int, latencyMs: Double? = nil) {
         self.room = room
         self.inGroup = inGroup
         self.volume = volume
+        self.latencyMs = latencyMs
     }
 }
 
