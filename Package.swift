@@ -37,6 +37,7 @@ let package = Package(
         .library(name: "TuttiHouse", targets: ["TuttiHouse"]),
         .library(name: "TuttiHouseHTTP", targets: ["TuttiHouseHTTP"]),
         .library(name: "TuttiDiscovery", targets: ["TuttiDiscovery"]),
+        .library(name: "TuttiHouseMPD", targets: ["TuttiHouseMPD"]),
         .library(name: "TuttiSimulation", targets: ["TuttiSimulation"]),
     ],
     dependencies: [
@@ -113,6 +114,12 @@ let package = Package(
             .product(name: "Prometheus", package: "swift-prometheus"),
             .product(name: "NIOCore", package: "swift-nio"),
         ], resources: [.copy("WebUI")]),
+        // The house as an MPD server (docs/MPD.md): the same commands for MPD's clients.
+        .target(name: "TuttiHouseMPD", dependencies: [
+            "TuttiCore", "TuttiMedia", "TuttiProtocol", "TuttiHouse",
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+        ]),
         // Test clocks, the seeded generator, the network impairment proxy, the HTTP media server,
         // child processes and the simulated house: what tests, benchmarks and `tutti proxy`
         // drive the product with (like NIOEmbedded beside NIOCore). No product module depends on it.
@@ -128,7 +135,7 @@ let package = Package(
         .target(name: "TuttiDiagnostics", swiftSettings: optimizedEvenInDebug),
         .executableTarget(name: "tutti", dependencies: [
             "TuttiCore", "TuttiMedia", "TuttiMediaHTTP", "TuttiDevices", "TuttiEngine", "TuttiPlayer",
-            "TuttiProtocol", "TuttiSpeaker", "TuttiHouse", "TuttiHouseHTTP", "TuttiDiscovery", "TuttiSimulation",
+            "TuttiProtocol", "TuttiSpeaker", "TuttiHouse", "TuttiHouseHTTP", "TuttiHouseMPD", "TuttiDiscovery", "TuttiSimulation",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "NIOCore", package: "swift-nio"),
@@ -166,6 +173,7 @@ let package = Package(
                                                                  .product(name: "NIOCore", package: "swift-nio"),
                                                                  .product(name: "NIOHTTP1", package: "swift-nio"),
                                                                 .product(name: "NIOPosix", package: "swift-nio")]),
+        .testTarget(name: "TuttiHouseMPDTests", dependencies: ["TuttiHouseMPD", "TuttiSimulation", "TuttiTestSupport", "TuttiDiagnostics"]),
         .testTarget(name: "TuttiDiscoveryTests", dependencies: ["TuttiDiscovery", "TuttiProtocol", "TuttiSimulation", "TuttiTestSupport"]),
         .testTarget(name: "TuttiCLITests", dependencies: ["TuttiSimulation", "TuttiTestSupport"]),
         // Replays Fuzz/Corpus and Fuzz/FailCases through the fuzz harness; writes the seeds.

@@ -126,13 +126,21 @@ extension House {
             // A new stream from the item before: the engine's edits go forward only.
             try startPlaying(item: item.index - 1)
             return .edited(EditReport(item: item.index - 1, queueLength: state.queue.count))
-        case .queueClear:
-            state.queue = []
-            queueTags = []
-            saveState()
+        case .queuePlay(let index):
+            guard state.queue.indices.contains(index) else {
+                throw ControlRefusal("no queue item \(index) (the queue has \(state.queue.count))", kind: .notFound)
+            }
+            try startPlaying(item: index)
+            return .edited(EditReport(item: index, queueLength: state.queue.count))
+        case .queueClear, .stop:
+            if case .queueClear = command {
+                state.queue = []
+                queueTags = []
+                saveState()
+            }
             guard let stream, isPlaying else {
                 stopStream()
-                return .edited(EditReport(stopped: true, queueLength: 0))
+                return .edited(EditReport(stopped: true, queueLength: state.queue.count))
             }
             // Every room stops on the same sample (a pause anchor), and the stream ends once
             // they all have.
@@ -144,7 +152,7 @@ extension House {
                 self.stopStream()
                 self.noteChange()
             }
-            return .edited(EditReport(stopped: true, queueLength: 0))
+            return .edited(EditReport(stopped: true, queueLength: state.queue.count))
         case .groupVolume(let percent):
             let members = groupRooms
             guard !members.isEmpty else { throw ControlRefusal("no room of the group is connected", kind: .conflict) }
@@ -374,8 +382,10 @@ extension House {
         let current = currentItem?.index
         let entries = state.queue.enumerated().map { index, path in
             let info = items.last(where: { $0.tag == queueTags[index] })?.info
-            return QueueEntryReport(index: index, path: path, current: index == current, title: info?.displayTitle,
-                                    durationSeconds: info?.duration?.seconds)
+            var entry = QueueEntryReport(index: index, path: path, current: index == current, title: info?.displayTitle,
+                                         durationSeconds: info?.duration?.seconds)
+            entry.id = queueTags[index]
+            return entry
         }
         return QueueReport(items: entries, current: current.flatMap { $0 >= 0 ? $0 : nil })
     }

@@ -78,6 +78,16 @@ extension House {
                              scannedFiles: scan?.done ?? 0, foundFiles: scan?.total ?? 0)
     }
 
+    /// The library's tags of the files at `paths` (queue items, for front ends that show them:
+    /// MPD's `playlistinfo`), read off the loop; empty without a library.
+    /// Thread-safety: any thread.
+    public func libraryTracks(atPaths paths: [String]) async -> [String: LibraryTrack] {
+        guard let library, !paths.isEmpty else { return [:] }
+        return await withCheckedContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(returning: (try? library.tracks(atPaths: paths)) ?? [:]) }
+        }
+    }
+
     /// Answers a library command off the loop; `respond` is called on it.
     func queryLibrary(_ command: ControlCommand, _ respond: @escaping Respond) throws {
         guard let library else { throw ControlRefusal("the house has no library: start it with --music DIR", kind: .conflict) }

@@ -55,7 +55,7 @@ enum APISchemas {
                 property("stopped", .boolean), property("queueLength", integer),
             ]),
             "QueueEntryReport": .object([
-                property("index", integer), property("path", string), property("current", .boolean),
+                property("index", integer), property("id", integer, required: false), property("path", string), property("current", .boolean),
                 property("title", string, required: false), property("durationSeconds", number, required: false),
             ]),
             "QueueReport": .object([property("items", .array(of: .reference("QueueEntryReport"))), property("current", integer, required: false)]),

@@ -7,6 +7,7 @@ import TuttiMedia
 import TuttiHouse
 import TuttiHouseHTTP
 import TuttiDiscovery
+import TuttiHouseMPD
 import TuttiMediaHTTP
 import TuttiEngine
 import TuttiPlayer
@@ -41,6 +42,10 @@ struct Server: AsyncParsableCommand {
                                discussion: "If the default address is taken (another house on this machine), the house runs without it and says so."))
     var http: String?
 
+    @Option(help: ArgumentHelp("Address of the MPD protocol server (default 0.0.0.0:6600), or `off`.",
+                               discussion: "MPD's clients (mpc, ncmpcpp, M.A.L.P., Cantata) control the house there: rooms are its outputs, setvol the group's volume. If the default address is taken (a real MPD), the house runs without it and says so."))
+    var mpd: String?
+
     @Option(name: .customLong("music"), help: ArgumentHelp(
         "A directory of music for the library (repeatable): scanned at start (again only what changed), searchable from ctl, the API and the web UI."))
     var musicDirectories: [String] = []
@@ -66,6 +71,9 @@ struct Server: AsyncParsableCommand {
         }
         if let http, http != "off", HostPort(argument: http) == nil {
             throw ValidationError("--http \(http): use HOST:PORT (0.0.0.0:7780) or off")
+        }
+        if let mpd, mpd != "off", HostPort(argument: mpd) == nil {
+            throw ValidationError("--mpd \(mpd): use HOST:PORT (0.0.0.0:6600) or off")
         }
         for (option, directories) in [("--allow-dir", allowDirectories), ("--music", musicDirectories)] {
             for directory in directories {
@@ -101,15 +109,44 @@ struct Server: AsyncParsableCommand {
         Terminal.standardError("tutti server: playing files under \(allowedDirectories.joined(separator: ", ")) (add others with --allow-dir)\n")
         server.house.startLibraryScan()
         let http = try await startHTTP(house: server.house)
+        let mpdServer = try await startMPD(house: server.house)
         let announcer = startAnnouncing(port: port, httpPort: http?.port)
         await waitForTermination()
         announcer?.stop()
+        await mpdServer?.stop()
         await http?.server.stop()
         await server.stop()
         try? await client.shutdown()
     }
 
     static let defaultHTTP = HostPort(argument: "0.0.0.0:7780")!
+
+    /// The MPD protocol server, unless `--mpd off`. An address given and taken stops the house;
+    /// the default taken (a real MPD on this machine) only leaves it without.
+    private func startMPD(house: House) async throws -> MPDServer? {
+        if mpd == "off" { return nil }
+        guard let address = mpd.map({ HostPort(argument: $0) }) ?? HostPort(argument: "0.0.0.0:6600") else {
+            throw ValidationError("--mpd \(mpd!): use HOST:PORT (0.0.0.0:6600) or off")
+        }
+        var configuration = MPDServer.Configuration()
+        configuration.host = address.host
+        configuration.port = address.port
+        let server = MPDServer(house: house, configuration: configuration)
+        do {
+            let port = try await server.start()
+            Terminal.standardOutput("tutti server: MPD clients on \(HostPort(argument: "\(address.host):\(port)")!) (mpc -p \(port) status)\n")
+            return server
+        } catch {
+            await server.stop()
+            let reason = (error as? IOError).map { String(cString: strerror($0.errnoCode)).lowercased() } ?? "\(error)"
+            guard mpd == nil else {
+                Terminal.standardError("tutti server: cannot serve MPD clients on \(address): \(reason)\n")
+                throw ExitCode(2)
+            }
+            Terminal.standardError("tutti server: cannot serve MPD clients on \(address): \(reason); running without (choose another address with --mpd HOST:PORT)\n")
+            return nil
+        }
+    }
 
     /// Announces the house through Avahi unless told not to or it listens on loopback only; a
     /// machine without avahi-daemon gets one line and a house that works with --server.

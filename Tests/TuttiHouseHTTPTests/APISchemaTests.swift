@@ -34,7 +34,9 @@ import TuttiProtocol
                                                                  tracks: [LibraryTrack(path: "/m/a.flac", title: "A", artist: "B", album: "C", durationSeconds: 1, format: "flac 44100 Hz")],
                                                                  problems: [LibraryProblem(path: "/m/x.mp3", reason: "invalid data")]))),
             ("GroupVolumeReport", .group(GroupVolumeReport(percent: 40, rooms: [RoomChange(room: "kitchen", inGroup: true, volume: 40, latencyMs: 0)]))),
-            ("QueueReport", .queue(QueueReport(items: [QueueEntryReport(index: 0, path: "/m/a.flac", current: true, title: "A", durationSeconds: 200.25)],
+            ("QueueReport", .queue(QueueReport(items: [{ var entry = QueueEntryReport(index: 0, path: "/m/a.flac", current: true, title: "A", durationSeconds: 200.25)
+                                                            entry.id = 7
+                                                            return entry }()],
                                                current: 0))),
             ("StatusReport", .status(status)),
         ]

@@ -9,7 +9,7 @@ import Testing
         .pause, .resume, .seek(seconds: 42.5), .next, .rooms, .join(room: "attic"), .leave(room: "attic"),
         .volume(room: "kitchen", percent: 40), .queue, .queueAdd(file: "/m/c.ogg", at: 1), .queueAdd(file: "/m/d.ogg"),
         .queueRemove(index: 3), .queueMove(from: 4, to: 1), .status, .previous, .groupVolume(percent: 30), .queueClear,
-        .roomLatency(room: "living room", milliseconds: 82.5), .roomRename(room: "kitchen", to: "Küche links"),
+        .roomLatency(room: "living room", milliseconds: 82.5), .queuePlay(index: 2), .stop, .roomRename(room: "kitchen", to: "Küche links"),
         .librarySearch(query: "help beatles", limit: 20), .librarySearch(query: "x"), .libraryBrowse(), .libraryBrowse(artist: "A"),
         .libraryBrowse(artist: "A", album: "B"), .libraryProblems,
     ]

@@ -123,6 +123,19 @@ public final class MusicLibrary: Sendable {
         }
     }
 
+    /// The tracks the library knows at these paths, by path (files it does not know are absent).
+    public func tracks(atPaths paths: [String]) throws -> [String: LibraryTrack] {
+        try database.read { db in
+            var found: [String: LibraryTrack] = [:]
+            for path in Set(paths) {
+                if let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM track WHERE path = ?"), arguments: [path]) {
+                    found[path] = Self.track(row)
+                }
+            }
+            return found
+        }
+    }
+
     /// Tracks whose title, artist, album or path match every word of `query` (each as a
     /// prefix), best matches first.
     public func search(_ query: String, limit: Int) throws -> [LibraryTrack] {

@@ -47,6 +47,10 @@ public enum ControlCommand: Sendable, Equatable {
     case queueMove(from: Int, to: Int)
     /// Empty the queue; every room stops on the same sample.
     case queueClear
+    /// Stop playing, keeping the queue; every room stops on the same sample.
+    case stop
+    /// Play the queue from item `index` (MPD's `play POS`): a new stream from that item's start.
+    case queuePlay(index: Int)
     /// What the house is doing.
     case status
     /// Tracks of the library matching every word of `query` (as prefixes), best first.
@@ -77,6 +81,8 @@ public enum ControlCommand: Sendable, Equatable {
         case .queueRemove: "queue-remove"
         case .queueMove: "queue-move"
         case .queueClear: "queue-clear"
+        case .queuePlay: "queue-play"
+        case .stop: "stop"
         case .status: "status"
         case .librarySearch: "library-search"
         case .libraryBrowse: "library-browse"
@@ -96,7 +102,7 @@ public enum ControlCommand: Sendable, Equatable {
 
     /// Every command name, for error messages.
     public static let names = ["play", "pause", "resume", "seek", "next", "previous", "rooms", "join", "leave", "volume", "group-volume",
-                               "room-latency", "room-rename", "queue", "queue-add", "queue-remove", "queue-move", "queue-clear", "status",
+                               "room-latency", "room-rename", "queue", "queue-add", "queue-remove", "queue-move", "queue-clear", "queue-play", "stop", "status",
                                "library-search", "library-browse", "library-problems"]
 
     /// Far beyond any item (31 years), and far within what the timeline's frame arithmetic holds.
@@ -121,6 +127,8 @@ public enum ControlCommand: Sendable, Equatable {
             "library-search needs a limit from 1 to 1000"
         case .libraryBrowse(nil, .some):
             "library-browse needs an artist to list an album"
+        case .queuePlay(let index) where index < 0:
+            "queue position \(index) is negative"
         case .queueAdd(_, let at?) where at < 0:
             "queue position \(at) is negative"
         default:
@@ -156,6 +164,8 @@ extension ControlCommand: Codable {
         case "queue-remove": self = .queueRemove(index: try c.decode(Int.self, forKey: .index))
         case "queue-move": self = .queueMove(from: try c.decode(Int.self, forKey: .from), to: try c.decode(Int.self, forKey: .to))
         case "queue-clear": self = .queueClear
+        case "stop": self = .stop
+        case "queue-play": self = .queuePlay(index: try c.decode(Int.self, forKey: .index))
         case "status": self = .status
         case "library-search": self = .librarySearch(query: try c.decode(String.self, forKey: .query), limit: try c.decodeIfPresent(Int.self, forKey: .limit))
         case "library-browse": self = .libraryBrowse(artist: try c.decodeIfPresent(String.self, forKey: .artist),
@@ -192,7 +202,7 @@ extension ControlCommand: Codable {
         case .queueAdd(let file, let at):
             try c.encode(file, forKey: .file)
             try c.encodeIfPresent(at, forKey: .at)
-        case .queueRemove(let index):
+        case .queueRemove(let index), .queuePlay(let index):
             try c.encode(index, forKey: .index)
         case .queueMove(let from, let to):
             try c.encode(from, forKey: .from)
@@ -203,7 +213,7 @@ extension ControlCommand: Codable {
         case .libraryBrowse(let artist, let album):
             try c.encodeIfPresent(artist, forKey: .artist)
             try c.encodeIfPresent(album, forKey: .album)
-        case .pause, .resume, .next, .previous, .rooms, .queue, .queueClear, .status, .libraryProblems:
+        case .pause, .resume, .next, .previous, .rooms, .queue, .queueClear, .stop, .status, .libraryProblems:
             break
         }
     }

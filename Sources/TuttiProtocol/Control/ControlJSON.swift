@@ -62,7 +62,7 @@ public enum ControlJSON {
             case .play: return .started(try decoder.decode(PlayReport.self, from: data))
             case .pause: return .paused(try decoder.decode(PauseReport.self, from: data))
             case .resume: return .resumed(try decoder.decode(ResumeReport.self, from: data))
-            case .seek, .next, .previous, .queueAdd, .queueRemove, .queueMove, .queueClear:
+            case .seek, .next, .previous, .queueAdd, .queueRemove, .queueMove, .queueClear, .queuePlay, .stop:
                 return .edited(try decoder.decode(EditReport.self, from: data))
             case .rooms: return .rooms(try decoder.decode(RoomsReport.self, from: data))
             case .join, .leave, .volume, .roomLatency, .roomRename: return .room(try decoder.decode(RoomChange.self, from: data))

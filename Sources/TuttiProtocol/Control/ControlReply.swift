@@ -308,6 +308,9 @@ public struct LibraryStatus: Codable, Sendable, Equatable {
 
 public struct QueueEntryReport: Codable, Sendable, Equatable {
     public var index: Int
+    /// Stays the entry's while it is in the queue, whatever moves around it, and across
+    /// restarts (MPD's song id).
+    public var id: Int?
     public var path: String
     public var current: Bool
     public var title: String?

@@ -1,0 +1,491 @@
+import Foundation
+import TuttiHouse
+import TuttiMedia
+import TuttiProtocol
+
+/// MPD's commands, each performed through the house's typed control commands
+/// (`House.perform`), as every front end does: rooms are MPD's outputs (enabling one joins it to
+/// the group), `setvol` is the group's volume, and the queue and library are the house's.
+///
+/// Not thread-safe: one per connection, used by its session's task.
+struct MPDCommands {
+    let house: House
+    let uris: MPDSongURIs
+    let playlistVersion: MPDPlaylistVersion
+    /// The largest chunk of a picture sent at once (`binarylimit`).
+    var binaryLimit = 8192
+
+    /// Every command this server knows, for `commands`.
+    static let names = [
+        "add", "addid", "albumart", "binarylimit", "clear", "close", "commands", "consume", "count", "currentsong", "decoders",
+        "delete", "deleteid", "disableoutput", "enableoutput", "find", "getvol", "idle", "list", "listall", "listallinfo",
+        "listplaylists", "lsinfo", "move", "moveid", "next", "noidle", "notcommands", "outputs", "password", "pause", "ping",
+        "play", "playid", "playlistid", "playlistinfo", "plchanges", "plchangesposid", "previous", "random", "readpicture",
+        "repeat", "search", "seek", "seekcur", "seekid", "setvol", "single", "stats", "status", "stop", "tagtypes",
+        "toggleoutput", "urlhandlers", "volume",
+    ]
+
+    // MARK: The house
+
+    private func perform(_ command: ControlCommand, for name: String) async throws(MPDError) -> ControlReply {
+        switch await house.perform(command) {
+        case .success(let reply): return reply
+        case .failure(let refusal):
+            let code: MPDError.Code = switch refusal.kind {
+            case .notFound: .noExist
+            case .invalid: .argument
+            case .forbidden: .permission
+            case .conflict, .unplayable: .system
+            }
+            throw MPDError(code, refusal.error)
+        }
+    }
+
+    func snapshot() async -> MPDSnapshot? {
+        guard case .success(.status(let status)) = await house.perform(.status),
+              case .success(.queue(let queue)) = await house.perform(.queue) else { return nil }
+        return MPDSnapshot(status: status, queue: queue)
+    }
+
+    private func current() async throws(MPDError) -> MPDSnapshot {
+        guard let snapshot = await snapshot() else { throw MPDError(.system, "the house did not answer") }
+        playlistVersion.observe(snapshot.queue)
+        return snapshot
+    }
+
+    // MARK: Arguments
+
+    private static func integer(_ text: String, _ name: String) throws(MPDError) -> Int {
+        guard let value = Int(text) else { throw MPDError(.argument, "Integer expected: \(text)") }
+        return value
+    }
+
+    private static func number(_ text: String) throws(MPDError) -> Double {
+        guard let value = Double(text), value.isFinite else { throw MPDError(.argument, "Number expected: \(text)") }
+        return value
+    }
+
+    private static func bool(_ text: String) throws(MPDError) -> Bool {
+        switch text {
+        case "0": return false
+        case "1": return true
+        default: throw MPDError(.argument, "Boolean (0/1) expected: \(text)")
+        }
+    }
+
+    /// `START:END` or `POS` (END exclusive, open when absent).
+    private static func range(_ text: String, count: Int) throws(MPDError) -> Range<Int> {
+        if let colon = text.firstIndex(of: ":") {
+            let start = try integer(String(text[..<colon]), "start")
+            let endText = text[text.index(after: colon)...]
+            let end = endText.isEmpty ? count : try integer(String(endText), "end")
+            guard start >= 0, start <= end else { throw MPDError(.argument, "Bad range: \(text)") }
+            return start..<min(end, count)
+        }
+        let position = try integer(text, "position")
+        guard position >= 0 else { throw MPDError(.argument, "Number is negative: \(text)") }
+        return position..<position + 1
+    }
+
+    private static func expect(_ arguments: [String], _ range: ClosedRange<Int>, _ command: String) throws(MPDError) {
+        guard range.contains(arguments.count) else {
+            throw MPDError(.argument, arguments.count < range.lowerBound ? "too few arguments for \"\(command)\"" : "too many arguments for \"\(command)\"")
+        }
+    }
+
+    // MARK: Dispatch
+
+    /// Performs one command (not `idle`, `noidle`, `close` or command lists: the session's).
+    mutating func run(_ request: MPDRequest) async throws(MPDError) -> MPDResponse {
+        let a = request.arguments
+        var out = MPDResponse()
+        switch request.name {
+        case "ping":
+            try Self.expect(a, 0...0, "ping")
+        case "password":
+            try Self.expect(a, 1...1, "password")
+            throw MPDError(.password, "incorrect password")
+        case "commands":
+            for name in Self.names + ["command_list_begin", "command_list_ok_begin", "command_list_end"] { out.add("command", name) }
+        case "notcommands":
+            break
+        case "tagtypes":
+            if a.isEmpty { for tag in ["Artist", "Album", "Title"] { out.add("tagtype", tag) } }
+        case "urlhandlers":
+            out.add("handler", "http://")
+            out.add("handler", "https://")
+        case "decoders":
+            out.add("plugin", "ffmpeg")
+            for suffix in ["flac", "mp3", "ogg", "oga", "opus", "m4a", "mp4", "aac", "wav", "aif", "aiff", "wv", "ape", "mka", "webm"] { out.add("suffix", suffix) }
+        case "binarylimit":
+            try Self.expect(a, 1...1, "binarylimit")
+            let limit = try Self.integer(a[0], "limit")
+            guard limit >= 64 else { throw MPDError(.argument, "Value too small") }
+            binaryLimit = min(limit, 1 << 20)
+
+        case "status":
+            try await status(into: &out)
+        case "currentsong":
+            let now = try await current()
+            if let item = now.status.item, let entry = now.queue.items.first(where: { $0.index == item }) {
+                song(entry, status: now.status, tags: await house.libraryTracks(atPaths: [entry.path])[entry.path], into: &out)
+            }
+        case "stats":
+            let now = try await current()
+            let artists = (try? await perform(.libraryBrowse(), for: "stats")).flatMap { if case .library(let r) = $0 { r.artists?.count } else { nil } } ?? 0
+            out.add("artists", artists)
+            out.add("songs", now.status.library?.tracks ?? 0)
+            out.add("uptime", Int(ProcessInfo.processInfo.systemUptime - MPDServer.started))
+            out.add("playtime", 0)
+            out.add("db_playtime", 0)
+
+        case "play", "playid":
+            try Self.expect(a, 0...1, request.name)
+            let now = try await current()
+            if let argument = a.first {
+                let value = try Self.integer(argument, "position")
+                let index = request.name == "play" ? value : try Self.index(ofID: value, in: now.queue)
+                guard now.queue.items.indices.contains(index) else { throw MPDError(.argument, "Bad song index") }
+                _ = try await perform(.queuePlay(index: index), for: request.name)
+            } else if now.status.state == "paused" {
+                _ = try await perform(.resume, for: request.name)
+            } else if now.status.state == "stopped" {
+                guard !now.queue.items.isEmpty else { break }
+                _ = try await perform(.queuePlay(index: now.status.item ?? 0), for: request.name)
+            }
+        case "pause":
+            try Self.expect(a, 0...1, "pause")
+            let now = try await current()
+            let pause = try a.first.map(Self.bool) ?? (now.status.state == "playing" || now.status.state == "starting")
+            if pause, now.status.state == "playing" || now.status.state == "starting" {
+                _ = try await perform(.pause, for: "pause")
+            } else if !pause, now.status.state == "paused" {
+                _ = try await perform(.resume, for: "pause")
+            }
+        case "stop":
+            _ = try await perform(.stop, for: "stop")
+        case "next":
+            _ = try await perform(.next, for: "next")
+        case "previous":
+            _ = try await perform(.previous, for: "previous")
+        case "seek", "seekid":
+            try Self.expect(a, 2...2, request.name)
+            let now = try await current()
+            let value = try Self.integer(a[0], "position")
+            let index = request.name == "seek" ? value : try Self.index(ofID: value, in: now.queue)
+            let seconds = try Self.number(a[1])
+            if index != now.status.item || now.status.state == "stopped" {
+                guard now.queue.items.indices.contains(index) else { throw MPDError(.argument, "Bad song index") }
+                _ = try await perform(.queuePlay(index: index), for: request.name)
+            }
+            _ = try await perform(.seek(seconds: max(0, seconds)), for: request.name)
+        case "seekcur":
+            try Self.expect(a, 1...1, "seekcur")
+            let now = try await current()
+            var seconds = try Self.number(a[0])
+            if a[0].hasPrefix("+") || a[0].hasPrefix("-") { seconds += now.status.itemPositionSeconds ?? 0 }
+            _ = try await perform(.seek(seconds: max(0, seconds)), for: "seekcur")
+
+        case "setvol":
+            try Self.expect(a, 1...1, "setvol")
+            let percent = try Self.integer(a[0], "volume")
+            guard (0...100).contains(percent) else { throw MPDError(.argument, "Invalid volume value") }
+            _ = try await perform(.groupVolume(percent: percent), for: "setvol")
+        case "volume":
+            try Self.expect(a, 1...1, "volume")
+            let change = try Self.integer(a[0], "change")
+            let now = try await current()
+            guard let volume = now.status.groupVolume else { throw MPDError(.system, "No mixer: no room of the group is connected") }
+            _ = try await perform(.groupVolume(percent: min(100, max(0, volume + change))), for: "volume")
+        case "getvol":
+            let now = try await current()
+            if let volume = now.status.groupVolume { out.add("volume", volume) }
+        case "repeat", "random", "single", "consume":
+            try Self.expect(a, 1...1, request.name)
+            if request.name == "single", a[0] == "oneshot" { throw MPDError(.argument, "single oneshot is not supported yet") }
+            guard try !Self.bool(a[0]) else { throw MPDError(.argument, "\(request.name) is not supported yet") }
+
+        case "add", "addid":
+            try Self.expect(a, 1...(request.name == "addid" ? 2 : 1), request.name)
+            let at = try a.count > 1 ? Self.integer(a[1], "position") : nil
+            let before = try await current()
+            _ = try await perform(.queueAdd(file: uris.path(forURI: a[0]), at: at), for: request.name)
+            if request.name == "addid" {
+                let after = try await current()
+                let index = at ?? before.queue.items.count
+                if let id = after.queue.items.first(where: { $0.index == index })?.id { out.add("Id", id) }
+            }
+        case "delete":
+            try Self.expect(a, 1...1, "delete")
+            let now = try await current()
+            let range = try Self.range(a[0], count: now.queue.items.count)
+            guard range.upperBound <= now.queue.items.count, !range.isEmpty else { throw MPDError(.argument, "Bad song index") }
+            for index in range.reversed() { _ = try await perform(.queueRemove(index: index), for: "delete") }
+        case "deleteid":
+            try Self.expect(a, 1...1, "deleteid")
+            let now = try await current()
+            _ = try await perform(.queueRemove(index: try Self.index(ofID: Self.integer(a[0], "id"), in: now.queue)), for: "deleteid")
+        case "clear":
+            _ = try await perform(.queueClear, for: "clear")
+        case "move", "moveid":
+            try Self.expect(a, 2...2, request.name)
+            let now = try await current()
+            let from = request.name == "move" ? try Self.integer(a[0], "from") : try Self.index(ofID: Self.integer(a[0], "id"), in: now.queue)
+            _ = try await perform(.queueMove(from: from, to: try Self.integer(a[1], "to")), for: request.name)
+        case "playlistinfo", "playlistid", "plchanges", "plchangesposid":
+            try Self.expect(a, 0...2, request.name)
+            let now = try await current()
+            var items = now.queue.items
+            switch request.name {
+            case "playlistinfo":
+                if let argument = a.first {
+                    let range = try Self.range(argument, count: items.count)
+                    guard range.lowerBound < items.count || (range.isEmpty && argument.contains(":")) else { throw MPDError(.argument, "Bad song index") }
+                    items = Array(items[range.clamped(to: 0..<items.count)])
+                }
+            case "playlistid":
+                if let argument = a.first {
+                    let id = try Self.integer(argument, "id")
+                    items = items.filter { $0.id == id }
+                    guard !items.isEmpty else { throw MPDError(.noExist, "No such song") }
+                }
+            default:
+                // Every item changed since any version older than now's.
+                let version = try Self.integer(a.first ?? "0", "version")
+                if version >= playlistVersion.current { items = [] }
+            }
+            let tags = request.name == "plchangesposid" ? [:] : await house.libraryTracks(atPaths: items.map(\.path))
+            for item in items {
+                if request.name == "plchangesposid" {
+                    out.add("cpos", item.index)
+                    out.add("Id", item.id ?? item.index)
+                } else {
+                    song(item, status: now.status, tags: tags[item.path], into: &out)
+                }
+            }
+
+        case "outputs":
+            let now = try await current()
+            for (id, room) in Self.outputs(now.status).enumerated() {
+                out.add("outputid", id)
+                out.add("outputname", room.name)
+                out.add("plugin", "tutti")
+                out.add("outputenabled", room.inGroup ? 1 : 0)
+            }
+        case "enableoutput", "disableoutput", "toggleoutput":
+            try Self.expect(a, 1...1, request.name)
+            let now = try await current()
+            let rooms = Self.outputs(now.status)
+            let id = try Self.integer(a[0], "id")
+            guard rooms.indices.contains(id) else { throw MPDError(.noExist, "No such audio output") }
+            let join = request.name == "enableoutput" || (request.name == "toggleoutput" && !rooms[id].inGroup)
+            _ = try await perform(join ? .join(room: rooms[id].name) : .leave(room: rooms[id].name), for: request.name)
+
+        case "lsinfo", "listall", "listallinfo":
+            try Self.expect(a, 0...1, request.name)
+            try list(a.first ?? "", recursive: request.name != "lsinfo", withTags: request.name != "listall", into: &out)
+        case "find", "search", "count":
+            guard a.count >= 2, a.count % 2 == 0 else { throw MPDError(.argument, "Incorrect number of filter arguments") }
+            let tracks = try await matching(a, exact: request.name != "search")
+            if request.name == "count" {
+                out.add("songs", tracks.count)
+                out.add("playtime", Int(tracks.compactMap(\.durationSeconds).reduce(0, +).rounded()))
+            } else {
+                for found in tracks { describe(found, into: &out) }
+            }
+        case "list":
+            try await listTag(a, into: &out)
+        case "listplaylists":
+            break
+        case "albumart", "readpicture":
+            try Self.expect(a, 2...2, request.name)
+            let offset = try Self.integer(a[1], "offset")
+            guard offset >= 0 else { throw MPDError(.argument, "Number is negative: \(a[1])") }
+            let artwork: Artwork
+            switch await house.artwork(forTrack: uris.path(forURI: a[0])) {
+            case .success(let found): artwork = found
+            case .failure(let refusal) where refusal.kind == .notFound:
+                if request.name == "readpicture" { return out }  // MPD: an empty reply
+                throw MPDError(.noExist, "No file exists")
+            case .failure(let refusal):
+                throw MPDError(refusal.kind == .forbidden ? .permission : .noExist, refusal.error)
+            }
+            guard offset <= artwork.bytes.count else { throw MPDError(.argument, "Offset too large") }
+            let chunk = Array(artwork.bytes[offset..<min(artwork.bytes.count, offset + binaryLimit)])
+            out.add("size", artwork.bytes.count)
+            if request.name == "readpicture" { out.add("type", artwork.mimeType) }
+            out.add("binary", chunk.count)
+            out.binary = chunk
+        default:
+            throw MPDError(.unknown, "unknown command \"\(request.name)\"")
+        }
+        return out
+    }
+
+    // MARK: Replies
+
+    private func status(into out: inout MPDResponse) async throws(MPDError) {
+        let now = try await current()
+        let status = now.status
+        out.add("volume", status.groupVolume ?? -1)
+        for option in ["repeat", "random", "single", "consume"] { out.add(option, 0) }
+        out.add("playlist", playlistVersion.current)
+        out.add("playlistlength", now.queue.items.count)
+        let state = switch status.state {
+        case "playing", "starting": "play"
+        case "paused": "pause"
+        default: "stop"
+        }
+        out.add("state", state)
+        if let item = status.item, let entry = now.queue.items.first(where: { $0.index == item }) {
+            out.add("song", item)
+            out.add("songid", entry.id ?? item)
+            if state != "stop" {
+                let elapsed = status.itemPositionSeconds ?? 0
+                out.add("time", "\(Int(elapsed)):\(Int((status.itemDurationSeconds ?? 0).rounded()))")
+                out.add("elapsed", String(format: "%.3f", elapsed))
+                if let duration = status.itemDurationSeconds { out.add("duration", String(format: "%.3f", duration)) }
+                // The house's timeline: 48 kHz, 24-bit FLAC chunks, stereo.
+                out.add("audio", "48000:24:2")
+            }
+            if let next = now.queue.items.first(where: { $0.index == item + 1 }) {
+                out.add("nextsong", next.index)
+                out.add("nextsongid", next.id ?? next.index)
+            }
+        }
+        if status.library?.scanning == true { out.add("updating_db", 1) }
+    }
+
+    static func outputs(_ status: StatusReport) -> [RoomReport] {
+        status.rooms.sorted { $0.name < $1.name }
+    }
+
+    static func index(ofID id: Int, in queue: QueueReport) throws(MPDError) -> Int {
+        guard let item = queue.items.first(where: { $0.id == id }) else { throw MPDError(.noExist, "No such song") }
+        return item.index
+    }
+
+    /// A queue entry as MPD describes a song: its tags from the library, else from what the
+    /// house read of it while playing it.
+    private func song(_ entry: QueueEntryReport, status: StatusReport?, tags: LibraryTrack?, into out: inout MPDResponse) {
+        out.add("file", uris.uri(forPath: entry.path))
+        if let tags {
+            if let artist = tags.artist { out.add("Artist", artist) }
+            if let album = tags.album { out.add("Album", album) }
+            if let title = tags.title { out.add("Title", title) }
+        } else if let status, status.path == entry.path {
+            if let artist = status.artist { out.add("Artist", artist) }
+            if let album = status.album { out.add("Album", album) }
+            let title = status.title.map { title in status.artist.map { title.hasPrefix($0 + " – ") ? String(title.dropFirst($0.count + 3)) : title } ?? title }
+            if let title { out.add("Title", title) }
+        } else if let title = entry.title {
+            out.add("Title", title)
+        }
+        if let duration = entry.durationSeconds ?? tags?.durationSeconds {
+            out.add("Time", Int(duration.rounded()))
+            out.add("duration", String(format: "%.3f", duration))
+        }
+        out.add("Pos", entry.index)
+        out.add("Id", entry.id ?? entry.index)
+    }
+
+    private func describe(_ track: LibraryTrack, into out: inout MPDResponse) {
+        out.add("file", uris.uri(forPath: track.path))
+        if let artist = track.artist { out.add("Artist", artist) }
+        if let album = track.album { out.add("Album", album) }
+        if let title = track.title { out.add("Title", title) }
+        if let duration = track.durationSeconds {
+            out.add("Time", Int(duration.rounded()))
+            out.add("duration", String(format: "%.3f", duration))
+        }
+    }
+
+    /// `lsinfo`/`listall`: the music directory's entries, as MPD lists its database.
+    private func list(_ uri: String, recursive: Bool, withTags: Bool, into out: inout MPDResponse) throws(MPDError) {
+        guard !uri.contains("://") else { throw MPDError(.noExist, "Unsupported URI scheme") }
+        guard !uri.split(separator: "/").contains(".."), let directory = uris.directory(forURI: uri) else {
+            throw MPDError(.noExist, "No such directory")
+        }
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory) else { throw MPDError(.noExist, "No such directory") }
+        guard isDirectory.boolValue else {
+            out.add("file", uri)
+            return
+        }
+        func walk(_ directory: String) {
+            let names = ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).filter { !$0.hasPrefix(".") }.sorted()
+            for name in names {
+                let path = directory + "/" + name
+                var isDirectory: ObjCBool = false
+                guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else { continue }
+                if isDirectory.boolValue {
+                    out.add("directory", uris.uri(forPath: path))
+                    if recursive { walk(path) }
+                } else if Self.musicExtensions.contains((name as NSString).pathExtension.lowercased()) {
+                    out.add("file", uris.uri(forPath: path))
+                }
+            }
+        }
+        walk(directory)
+        _ = withTags
+    }
+
+    static let musicExtensions: Set<String> = ["flac", "mp3", "ogg", "oga", "opus", "m4a", "mp4", "aac", "wav", "aif", "aiff", "wv", "ape", "mka", "webm", "alac"]
+
+    /// The library's tracks matching MPD's `TYPE VALUE` pairs: `find` exactly (case and all),
+    /// `search` as a case-insensitive substring.
+    private func matching(_ arguments: [String], exact: Bool) async throws(MPDError) -> [LibraryTrack] {
+        var filters: [(tag: String, value: String)] = []
+        for pair in stride(from: 0, to: arguments.count, by: 2) {
+            let tag = arguments[pair].lowercased()
+            guard ["artist", "album", "title", "any", "file", "albumartist"].contains(tag) else {
+                throw MPDError(.argument, "Unknown filter type: \(arguments[pair])")
+            }
+            filters.append((tag, arguments[pair + 1]))
+        }
+        let words = filters.map(\.value).joined(separator: " ")
+        guard case .library(let found) = try await perform(.librarySearch(query: words, limit: 1000), for: exact ? "find" : "search") else { return [] }
+        func field(_ track: LibraryTrack, _ tag: String) -> [String] {
+            switch tag {
+            case "artist", "albumartist": [track.artist ?? ""]
+            case "album": [track.album ?? ""]
+            case "title": [track.title ?? ""]
+            case "file": [uris.uri(forPath: track.path)]
+            default: [track.artist ?? "", track.album ?? "", track.title ?? "", uris.uri(forPath: track.path)]
+            }
+        }
+        return (found.tracks ?? []).filter { track in
+            filters.allSatisfy { filter in
+                field(track, filter.tag).contains { exact ? $0 == filter.value : $0.localizedCaseInsensitiveContains(filter.value) }
+            }
+        }
+    }
+
+    /// `list Artist`, `list Album [Artist X]`, `list Title …`.
+    private func listTag(_ arguments: [String], into out: inout MPDResponse) async throws(MPDError) {
+        guard let type = arguments.first?.lowercased() else { throw MPDError(.argument, "too few arguments for \"list\"") }
+        let filters = Array(arguments.dropFirst())
+        switch type {
+        case "artist", "albumartist":
+            guard case .library(let report) = try await perform(.libraryBrowse(), for: "list") else { return }
+            for artist in report.artists ?? [] where !artist.isEmpty { out.add(type == "artist" ? "Artist" : "AlbumArtist", artist) }
+        case "album":
+            let artists: [String]
+            if filters.count == 2, filters[0].lowercased() == "artist" {
+                artists = [filters[1]]
+            } else if filters.count == 1 {
+                artists = [filters[0]]  // the old form: list album ARTIST
+            } else {
+                guard case .library(let report) = try await perform(.libraryBrowse(), for: "list") else { return }
+                artists = report.artists ?? []
+            }
+            var seen = Set<String>()
+            for artist in artists {
+                guard case .library(let report) = try await perform(.libraryBrowse(artist: artist), for: "list") else { continue }
+                for album in report.albums ?? [] where !album.isEmpty && seen.insert(album).inserted { out.add("Album", album) }
+            }
+        default:
+            throw MPDError(.argument, "Unknown tag type: \(arguments[0])")
+        }
+    }
+}

@@ -1,0 +1,159 @@
+import NIOCore
+import TuttiHouse
+
+/// One MPD client's connection: the greeting, then each line as it comes, command lists, and
+/// `idle`, which answers when the house changes in one of the subsystems asked for.
+///
+/// A malformed line or a refused command gets MPD's `ACK` line and the connection goes on; a
+/// line too long, or anything but `noidle` while idle, closes it, as MPD does.
+struct MPDSession {
+    let house: House
+    var commands: MPDCommands
+
+    init(house: House, uris: MPDSongURIs, playlistVersion: MPDPlaylistVersion) {
+        self.house = house
+        commands = MPDCommands(house: house, uris: uris, playlistVersion: playlistVersion)
+    }
+
+    /// The protocol version this server speaks (what MPD 0.23 says).
+    static let greeting = "OK MPD 0.23.5\n"
+
+    private enum Event: Sendable {
+        case line(ByteBuffer)
+        case changed
+        case closed
+    }
+
+    mutating func run(_ connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>) async {
+        let (events, continuation) = AsyncStream<Event>.makeStream()
+        let house = self.house
+        let token = await house.observeChanges { continuation.yield(.changed) }
+        defer { house.stopObservingChanges(token) }
+        do {
+            try await connection.executeThenClose { inbound, outbound in
+                let reader = Task {
+                    do { for try await line in inbound { continuation.yield(.line(line)) } } catch {}
+                    continuation.yield(.closed)
+                }
+                // What only time changes (the next item starting) raises no change: look again.
+                let ticker = Task {
+                    while !Task.isCancelled {
+                        try? await Task.sleep(for: .milliseconds(500))
+                        continuation.yield(.changed)
+                    }
+                }
+                defer {
+                    reader.cancel()
+                    ticker.cancel()
+                    continuation.finish()
+                }
+                try await outbound.write(ByteBuffer(string: Self.greeting))
+                try await serve(events, outbound)
+            }
+        } catch {
+            // The client went away or wrote something this connection cannot go on from.
+        }
+    }
+
+    private mutating func serve(_ events: AsyncStream<Event>, _ outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>) async throws {
+        var last = await commands.snapshot()
+        var pending = Set<String>()
+        var idleFor: Set<String>?
+        var list: [MPDRequest]?
+        var listOK = false
+        for await event in events {
+            switch event {
+            case .closed:
+                return
+            case .changed:
+                guard let now = await commands.snapshot() else { continue }
+                if let last { pending.formUnion(last.changes(to: now)) }
+                last = now
+                if let wanted = idleFor {
+                    let hit = pending.intersection(wanted)
+                    guard !hit.isEmpty else { continue }
+                    try await outbound.write(ByteBuffer(string: hit.sorted().map { "changed: \($0)\n" }.joined() + "OK\n"))
+                    pending.subtract(hit)
+                    idleFor = nil
+                }
+            case .line(let buffer):
+                var line = String(decoding: buffer.readableBytesView, as: UTF8.self)
+                if line.hasSuffix("\r") { line.removeLast() }
+                if idleFor != nil {
+                    // Only noidle may interrupt idle; anything else ends the connection.
+                    guard line == "noidle" else { return }
+                    idleFor = nil
+                    try await outbound.write(ByteBuffer(string: "OK\n"))
+                    continue
+                }
+                let request: MPDRequest
+                do { request = try MPDRequest.parse(line) } catch {
+                    try await outbound.write(ByteBuffer(string: error.line(command: "", index: 0)))
+                    continue
+                }
+                if var pendingList = list {
+                    if request.name == "command_list_end" {
+                        list = nil
+                        try await runList(pendingList, verbose: listOK, outbound)
+                    } else {
+                        pendingList.append(request)
+                        list = pendingList
+                    }
+                    continue
+                }
+                switch request.name {
+                case "command_list_begin", "command_list_ok_begin":
+                    list = []
+                    listOK = request.name == "command_list_ok_begin"
+                case "command_list_end":
+                    try await outbound.write(ByteBuffer(string: MPDError(.notList, "not in command list mode").line(command: "command_list_end", index: 0)))
+                case "close":
+                    return
+                case "idle":
+                    let wanted = request.arguments.isEmpty ? MPDSnapshot.subsystems : Set(request.arguments.map { $0.lowercased() })
+                    if let unknown = wanted.first(where: { !MPDSnapshot.subsystems.contains($0) }) {
+                        try await outbound.write(ByteBuffer(string: MPDError(.argument, "Unrecognized idle event: \(unknown)").line(command: "idle", index: 0)))
+                        continue
+                    }
+                    let hit = pending.intersection(wanted)
+                    if hit.isEmpty {
+                        idleFor = wanted
+                    } else {
+                        try await outbound.write(ByteBuffer(string: hit.sorted().map { "changed: \($0)\n" }.joined() + "OK\n"))
+                        pending.subtract(hit)
+                    }
+                case "noidle":
+                    try await outbound.write(ByteBuffer(string: "OK\n"))
+                default:
+                    try await runList([request], verbose: false, outbound)
+                }
+            }
+        }
+    }
+
+    /// Runs commands in order, stopping at the first refused; `list_OK` after each if `verbose`.
+    private mutating func runList(_ requests: [MPDRequest], verbose: Bool, _ outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>) async throws {
+        var reply = ByteBuffer()
+        for (index, request) in requests.enumerated() {
+            do throws(MPDError) {
+                if ["idle", "noidle", "close", "command_list_begin", "command_list_ok_begin"].contains(request.name) {
+                    throw MPDError(.argument, "\(request.name) is not allowed in a command list")
+                }
+                let response = try await commands.run(request)
+                reply.writeString(response.text)
+                if let binary = response.binary {
+                    reply.writeBytes(binary)
+                    reply.writeString("\n")
+                }
+                if verbose { reply.writeString("list_OK\n") }
+            } catch {
+                // MPD names no command it does not know.
+                reply.writeString(error.line(command: error.code == .unknown ? "" : request.name, index: index))
+                try await outbound.write(reply)
+                return
+            }
+        }
+        reply.writeString("OK\n")
+        try await outbound.write(reply)
+    }
+}

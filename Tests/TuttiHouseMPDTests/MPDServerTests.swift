@@ -1,0 +1,173 @@
+import Foundation
+import Testing
+import TuttiCore
+import TuttiDiagnostics
+import TuttiSimulation
+import TuttiTestSupport
+
+/// The house as an MPD server, driven by Debian's real `mpc` against a real `tutti server` with
+/// a real speaker on a virtual card: the library listed and searched, the queue built, idle
+/// woken by a change, outputs as rooms, `volume` as the group's (checked on the card's output),
+/// album art, and MPD's ACK lines for bad input on a raw connection that then goes on.
+@Suite(.serialized) struct MPDServerTests {
+    struct Run {
+        var status: Int32
+        var output: String
+        var errors: String
+        var bytes: Data = Data()
+    }
+
+    /// Runs a program to its end (guarded by `timeout`).
+    static func run(_ executable: String, _ arguments: [String], in directory: TemporaryDirectory, timeout: Double = 30) throws -> Run {
+        let label = UUID().uuidString.prefix(8)
+        let out = directory.file("run-\(label).out"), err = directory.file("run-\(label).err")
+        _ = FileManager.default.createFile(atPath: out, contents: nil)
+        _ = FileManager.default.createFile(atPath: err, contents: nil)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = [executable] + arguments
+        process.standardOutput = FileHandle(forWritingAtPath: out)
+        process.standardError = FileHandle(forWritingAtPath: err)
+        try process.run()
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning && Date() < deadline { usleep(10_000) }
+        if process.isRunning { process.send(SIGKILL); process.waitUntilExit(); throw TestTimeout("\(executable) \(arguments) did not end within \(timeout) s") }
+        let bytes = FileManager.default.contents(atPath: out) ?? Data()
+        return Run(status: process.terminationStatus, output: String(decoding: bytes, as: UTF8.self),
+                   errors: (try? String(contentsOfFile: err, encoding: .utf8)) ?? "", bytes: bytes)
+    }
+
+    /// One line-oriented conversation on a raw TCP connection: sends `lines`, reads until the
+    /// last command's reply (`OK` or `ACK`) has come, returns what came after the greeting.
+    static func converse(port: Int, _ lines: [String], replies: Int) throws -> String {
+        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(socket) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var timeout = timeval(tv_sec: 10, tv_usec: 0)
+        setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        let connected = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        guard connected == 0 else { throw TestTimeout("cannot connect to the MPD port \(port)") }
+        let request = lines.map { $0 + "\n" }.joined()
+        _ = request.withCString { send(socket, $0, strlen($0), 0) }
+        var received = [UInt8]()
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        func endings() -> Int {
+            String(decoding: received, as: UTF8.self).split(separator: "\n").filter { $0 == "OK" || $0.hasPrefix("ACK ") }.count
+        }
+        // The greeting's line is "OK MPD …", not "OK": it is not counted.
+        while endings() < replies {
+            let count = recv(socket, &buffer, buffer.count, 0)
+            guard count > 0 else { break }
+            received += buffer[0..<count]
+        }
+        let text = String(decoding: received, as: UTF8.self)
+        return String(text.drop { $0 != "\n" }.dropFirst())
+    }
+
+    @Test(.timeLimit(.minutes(2)))
+    func mpcDrivesTheHouse() async throws {
+        let directory = try TemporaryDirectory("mpd")
+        defer { directory.preserveLogs(as: "mpd"); directory.remove() }
+        let album = directory.file("music/Test Artist/Test Album")
+        try FileManager.default.createDirectory(atPath: album, withIntermediateDirectories: true)
+        let cover = directory.file("cover.png")
+        try TestMedia.ffmpeg(["-f", "lavfi", "-i", "color=red:s=48x48", "-frames:v", "1", cover])
+        for (number, frequency) in [(1, 440), (2, 660)] {
+            let picture = number == 1 ? ["-i", cover, "-map", "0:a", "-map", "1:v", "-c:v", "png", "-disposition:v", "attached_pic"] : []
+            try TestMedia.ffmpeg(["-f", "lavfi", "-i", "sine=frequency=\(frequency):sample_rate=48000:duration=20"] + picture
+                                 + ["-ac", "2", "-metadata", "title=Song \(number)", "-metadata", "artist=Test Artist", "-metadata", "album=Test Album",
+                                    album + "/\(number).flac"])
+        }
+        let server = try ChildProcess(name: "server", arguments: ["server", "--listen", "127.0.0.1:0", "--http", "off", "--mpd", "127.0.0.1:0",
+                                                                  "--music", directory.file("music"), "--state-dir", directory.file("state")],
+                                      standardError: directory.file("server.log"))
+        defer { server.interrupt() }
+        let housePort = Int(try server.waitForLine(containing: "listening on").split(separator: ":").last!.split(separator: " ").first!)!
+        let mpdLine = try server.waitForLine(containing: "MPD clients on")
+        let port = Int(mpdLine.split(separator: ":")[2].prefix { $0.isNumber })!
+        let speaker = try ChildProcess(name: "a", arguments: ["speaker", "--server", "127.0.0.1:\(housePort)", "--name", "a",
+                                                              "--output", "virtual:" + directory.file("a.wav")], standardError: directory.file("a.log"))
+        defer { speaker.interrupt() }
+        func mpc(_ arguments: String...) throws -> Run {
+            try Self.run("mpc", ["-p", "\(port)"] + arguments, in: directory)
+        }
+        // The room appears as an output once it has connected.
+        let deadline = Date().addingTimeInterval(30)
+        while try !mpc("outputs").output.contains("Output 1 (a) is enabled") {
+            guard Date() < deadline else { throw TestTimeout("room a never showed as an output") }
+            try await Task.sleep(nanoseconds: 100_000_000)
+        }
+        // The library, as MPD lists and searches its database (the scan ran at start).
+        let listed = try mpc("listall").output
+        #expect(listed == "Test Artist/Test Album/1.flac\nTest Artist/Test Album/2.flac\n", "\(listed)")
+        #expect(try mpc("ls").output == "Test Artist\n")
+        #expect(try mpc("list", "album").output == "Test Album\n")
+        #expect(try mpc("search", "title", "song 2").output == "Test Artist/Test Album/2.flac\n")
+        #expect(try mpc("find", "title", "song 2").output == "")  // find is exact: "Song 2"
+
+        // The queue; an idle client is woken by the play.
+        #expect(try mpc("add", "Test Artist/Test Album/1.flac").status == 0)
+        #expect(try mpc("add", "Test Artist/Test Album/2.flac").status == 0)
+        #expect(try mpc("-f", "%artist% - %title%", "playlist").output == "Test Artist - Song 1\nTest Artist - Song 2\n")
+        let idle = try ChildProcess(name: "idle", executable: "/usr/bin/env", arguments: ["mpc", "-p", "\(port)", "idle", "player"])
+        try await Task.sleep(nanoseconds: 300_000_000)  // let it reach idle; it is woken whatever the timing
+        let played = MonotonicClock().now()
+        #expect(try mpc("play").status == 0)
+        _ = try idle.waitForLine(containing: "player", timeout: 10)
+        let wokenMs = Double(MonotonicClock().now() - played) / 1e6
+        print("MPD: mpc idle woke \(String(format: "%.0f", wokenMs)) ms after mpc play was started")
+        let playing = try mpc("status").output
+        #expect(playing.contains("[playing] #1/2"), "\(playing)")
+        #expect(try mpc("current", "-f", "%title%").output == "Song 1\n")
+
+        // setvol is the group's volume: the card's tone falls 30 dB at 50 %.
+        try await Task.sleep(nanoseconds: 2_000_000_000)
+        let turned = MonotonicClock().now()
+        #expect(try mpc("volume", "50").status == 0)
+        #expect(try mpc("volume").output.contains("volume: 50%"))
+        try await Task.sleep(nanoseconds: 1_500_000_000)
+        #expect(try mpc("next").status == 0)
+        // The skip is cut into the stream a fraction of a second ahead, so every room changes together.
+        let skipped = Date().addingTimeInterval(10)
+        while try !mpc("status").output.contains("[playing] #2/2") {
+            guard Date() < skipped else { throw TestTimeout("mpc next never reached song 2: \(try mpc("status").output)") }
+            try await Task.sleep(nanoseconds: 50_000_000)
+        }
+        // An output disabled leaves the group; enabled, it joins again.
+        #expect(try mpc("disable", "1").output.contains("Output 1 (a) is disabled"))
+        #expect(try mpc("enable", "1").output.contains("Output 1 (a) is enabled"))
+
+        // Album art: the embedded picture's bytes, paged by the client.
+        let art = try mpc("readpicture", "Test Artist/Test Album/1.flac")
+        let coverBytes = try Data(contentsOf: URL(fileURLWithPath: cover))
+        #expect(art.status == 0 && art.bytes == coverBytes, "\(art.bytes.count) bytes of \(coverBytes.count)")
+
+        // Bad lines get MPD's ACKs, and the connection goes on.
+        let reply = try Self.converse(port: port, ["foo", "setvol abc", "play \"unterminated", "command_list_ok_begin", "ping", "status",
+                                                   "command_list_end", "deleteid 999", "ping"], replies: 6)
+        print("MPD: raw conversation:\n\(reply)")
+        let lines = reply.split(separator: "\n").map(String.init)
+        #expect(lines.first == "ACK [5@0] {} unknown command \"foo\"", "\(lines)")
+        #expect(lines.contains("ACK [2@0] {setvol} Integer expected: abc"))
+        #expect(lines.contains("ACK [2@0] {} Missing closing '\"'"))
+        #expect(lines.filter { $0 == "list_OK" }.count == 2)
+        #expect(lines.contains("ACK [50@0] {deleteid} No such song"))
+        #expect(lines.last == "OK")
+        speaker.interrupt()
+
+        // The card: the first song at full level, then 30 dB down after `mpc volume 50`.
+        let capture = try VirtualCapture(path: directory.file("a.wav"))
+        let first = try #require(capture.firstSoundFrame())
+        func rms(from start: Int) -> Double {
+            SignalCheck.rms(capture.samples, channels: capture.channelCount, frames: start..<min(capture.frameCount, start + 24000))
+        }
+        let before = rms(from: first + 24000)
+        let after = rms(from: Int(capture.frame(atEmissionTime: Double(turned) + 0.6e9)))
+        print("MPD: card RMS \(before) before mpc volume 50, \(after) after (ratio \(after / before))")
+        #expect(abs(before - 0.0625) < 0.002)
+        #expect(abs(after / before - pow(10, -1.5)) < 0.005)
+    }
+}
