@@ -1,7 +1,7 @@
 # Tutti: `make demo` and `make test` install what is missing, build, and run.
 SHELL := /bin/bash
 APT_PACKAGES := libsqlite3-dev libavformat-dev libavcodec-dev libavutil-dev libswresample-dev libsoxr-dev libogg-dev libasound2-dev pkg-config ffmpeg gdb chromium chromium-driver \
-	libavahi-client-dev avahi-daemon dbus-daemon iproute2 mpc
+	libavahi-client-dev avahi-daemon dbus-daemon iproute2 mpc gcc
 # For Tests/TuttiHouseHTTPTests: schemathesis checks the HTTP API against its /openapi.json;
 # websockets is the event feed's client; prometheus_client parses /metrics; selenium drives
 # Chromium through the web UI (4.51: 4.52 needs a certifi newer than PyPI's mirror here has).
@@ -9,7 +9,7 @@ PIP_PACKAGES := schemathesis==4.32.5 websockets==17.4 prometheus_client==0.26.0 
 SWIFT_BUILD_FLAGS ?=
 DEMO_DIR ?= out/demo
 
-.PHONY: deps build release test demo bench clean fuzz-build fuzz-smoke fuzz
+.PHONY: deps build release test demo bench clean fuzz-build fuzz-smoke fuzz alsa-virtual
 
 # Installs the Debian packages that are not there yet (needs root or sudo).
 deps:
@@ -24,8 +24,17 @@ deps:
 		{ echo "Installing: $$p"; python3 -m pip install -q --disable-pip-version-check "$$p"; }; \
 	done
 
-build: deps
+build: deps alsa-virtual
 	swift build $(SWIFT_BUILD_FLAGS)
+
+# The ALSA virtual sound card (docs/ALSA-VIRTUAL.md): an ioplug plugin any ALSA program plays to,
+# writing what it emitted and when, as `virtual:` does. Not installed: a PCM definition names the
+# library by path (`pcm_type.tutti_virtual { lib "…" }`), so tests need no root.
+ALSA_VIRTUAL := .build/alsa/libasound_module_pcm_tutti_virtual.so
+alsa-virtual: $(ALSA_VIRTUAL)
+$(ALSA_VIRTUAL): Devices/alsa-virtual/tutti_virtual.c
+	@mkdir -p $(dir $@)
+	gcc -O2 -Wall -Wextra -Werror -DPIC -fPIC -shared -o $@ $< -lasound
 
 release: deps
 	swift build -c release $(SWIFT_BUILD_FLAGS)
@@ -47,12 +56,12 @@ release: deps
 # running and every thread's stack, stops, and fails, so a test that waits forever cannot hang CI.
 SOLO_TESTS := MultiRoomEndToEndTests
 DISCOVERY_TESTS := DiscoveryTests
-REALTIME_TESTS := PlayoutEngineTests|HouseAPITests|MPDServerTests|NetworkPlaybackTests|HLSPlaybackTests|HLSSegmentBufferTests|HTTPSourceTests|URLPlayTests|MediaHTTPServerTests|ImpairmentProxyTests|QueueEditingTests|QueuePlayerControlTests|SampleBufferRendererPlaybackTests|RendererDemandTests|RendererPacketTests|PlayerRealTimeTests|RenderAllocationTests|EventsTests
+REALTIME_TESTS := PlayoutEngineTests|HouseAPITests|MPDServerTests|ALSAVirtualCardTests|NetworkPlaybackTests|HLSPlaybackTests|HLSSegmentBufferTests|HTTPSourceTests|URLPlayTests|MediaHTTPServerTests|ImpairmentProxyTests|QueueEditingTests|QueuePlayerControlTests|SampleBufferRendererPlaybackTests|RendererDemandTests|RendererPacketTests|PlayerRealTimeTests|RenderAllocationTests|EventsTests
 SUITES_DEADLINE ?= 1200
 REALTIME_DEADLINE ?= 900
 SOLO_DEADLINE ?= 600
 DISCOVERY_DEADLINE ?= 300
-test: deps
+test: deps alsa-virtual
 	swift build --build-tests $(SWIFT_BUILD_FLAGS)
 	scripts/run-bounded.sh $(SUITES_DEADLINE) suites -- swift test --skip-build --skip '$(SOLO_TESTS)|$(REALTIME_TESTS)|$(DISCOVERY_TESTS)' $(SWIFT_BUILD_FLAGS)
 	scripts/run-bounded.sh $(REALTIME_DEADLINE) realtime -- swift test --skip-build --filter '$(REALTIME_TESTS)' $(SWIFT_BUILD_FLAGS)
