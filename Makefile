@@ -4,8 +4,9 @@ APT_PACKAGES := libsqlite3-dev libavformat-dev libavcodec-dev libavutil-dev libs
 	libavahi-client-dev avahi-daemon dbus-daemon iproute2 mpc gcc
 # For Tests/TuttiHouseHTTPTests: schemathesis checks the HTTP API against its /openapi.json;
 # websockets is the event feed's client; prometheus_client parses /metrics; selenium drives
-# Chromium through the web UI (4.51: 4.52 needs a certifi newer than PyPI's mirror here has).
-PIP_PACKAGES := schemathesis==4.32.5 websockets==17.4 prometheus_client==0.26.0 selenium==4.51.0
+# Chromium through the web UI (4.51: 4.52 needs a certifi newer than PyPI's mirror here has);
+# snapcast is Home Assistant's Snapcast library, a controller of the house's Snapcast control API.
+PIP_PACKAGES := schemathesis==4.32.5 websockets==17.4 prometheus_client==0.26.0 selenium==4.51.0 snapcast==2.3.8
 SWIFT_BUILD_FLAGS ?=
 DEMO_DIR ?= out/demo
 
@@ -56,7 +57,7 @@ release: deps
 # running and every thread's stack, stops, and fails, so a test that waits forever cannot hang CI.
 SOLO_TESTS := MultiRoomEndToEndTests
 DISCOVERY_TESTS := DiscoveryTests
-REALTIME_TESTS := PlayoutEngineTests|HouseAPITests|MPDServerTests|ALSAVirtualCardTests|NetworkPlaybackTests|HLSPlaybackTests|HLSSegmentBufferTests|HTTPSourceTests|URLPlayTests|MediaHTTPServerTests|ImpairmentProxyTests|QueueEditingTests|QueuePlayerControlTests|SampleBufferRendererPlaybackTests|RendererDemandTests|RendererPacketTests|PlayerRealTimeTests|RenderAllocationTests|EventsTests
+REALTIME_TESTS := PlayoutEngineTests|HouseAPITests|MPDServerTests|SnapcastControlTests|ALSAVirtualCardTests|NetworkPlaybackTests|HLSPlaybackTests|HLSSegmentBufferTests|HTTPSourceTests|URLPlayTests|MediaHTTPServerTests|ImpairmentProxyTests|QueueEditingTests|QueuePlayerControlTests|SampleBufferRendererPlaybackTests|RendererDemandTests|RendererPacketTests|PlayerRealTimeTests|RenderAllocationTests|EventsTests
 SUITES_DEADLINE ?= 1200
 REALTIME_DEADLINE ?= 900
 SOLO_DEADLINE ?= 600

@@ -38,6 +38,7 @@ let package = Package(
         .library(name: "TuttiHouseHTTP", targets: ["TuttiHouseHTTP"]),
         .library(name: "TuttiDiscovery", targets: ["TuttiDiscovery"]),
         .library(name: "TuttiHouseMPD", targets: ["TuttiHouseMPD"]),
+        .library(name: "TuttiHouseSnapcast", targets: ["TuttiHouseSnapcast"]),
         .library(name: "TuttiSimulation", targets: ["TuttiSimulation"]),
     ],
     dependencies: [
@@ -120,6 +121,12 @@ let package = Package(
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
         ]),
+        // The house as Snapcast's control API (docs/SNAPCAST.md), for Snapcast's controllers.
+        .target(name: "TuttiHouseSnapcast", dependencies: [
+            "TuttiCore", "TuttiProtocol", "TuttiHouse",
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+        ]),
         // Test clocks, the seeded generator, the network impairment proxy, the HTTP media server,
         // child processes and the simulated house: what tests, benchmarks and `tutti proxy`
         // drive the product with (like NIOEmbedded beside NIOCore). No product module depends on it.
@@ -135,7 +142,7 @@ let package = Package(
         .target(name: "TuttiDiagnostics", swiftSettings: optimizedEvenInDebug),
         .executableTarget(name: "tutti", dependencies: [
             "TuttiCore", "TuttiMedia", "TuttiMediaHTTP", "TuttiDevices", "TuttiEngine", "TuttiPlayer",
-            "TuttiProtocol", "TuttiSpeaker", "TuttiHouse", "TuttiHouseHTTP", "TuttiHouseMPD", "TuttiDiscovery", "TuttiSimulation",
+            "TuttiProtocol", "TuttiSpeaker", "TuttiHouse", "TuttiHouseHTTP", "TuttiHouseMPD", "TuttiHouseSnapcast", "TuttiDiscovery", "TuttiSimulation",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "NIOCore", package: "swift-nio"),
@@ -173,6 +180,8 @@ let package = Package(
                                                                  .product(name: "NIOCore", package: "swift-nio"),
                                                                  .product(name: "NIOHTTP1", package: "swift-nio"),
                                                                 .product(name: "NIOPosix", package: "swift-nio")]),
+        .testTarget(name: "TuttiHouseSnapcastTests", dependencies: ["TuttiHouseSnapcast", "TuttiProtocol", "TuttiSimulation", "TuttiTestSupport", "TuttiDiagnostics",
+                                                                    .product(name: "NIOPosix", package: "swift-nio")]),
         .testTarget(name: "TuttiHouseMPDTests", dependencies: ["TuttiHouseMPD", "TuttiSimulation", "TuttiTestSupport", "TuttiDiagnostics"]),
         .testTarget(name: "TuttiDiscoveryTests", dependencies: ["TuttiDiscovery", "TuttiProtocol", "TuttiSimulation", "TuttiTestSupport"]),
         .testTarget(name: "TuttiCLITests", dependencies: ["TuttiSimulation", "TuttiTestSupport"]),

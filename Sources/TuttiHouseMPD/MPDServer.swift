@@ -3,6 +3,7 @@ import NIOCore
 import NIOPosix
 import Synchronization
 import TuttiHouse
+import TuttiProtocol
 
 /// The house as an MPD server (`tutti server --mpd HOST:PORT`, 6600 by default), so that the
 /// clients people already use (mpc, ncmpcpp, M.A.L.P., Cantata) control it: the queue, the
@@ -45,7 +46,7 @@ public final class MPDServer: Sendable {
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
             .bind(host: configuration.host, port: configuration.port) { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(MPDLineDecoder(maximumLength: maximumLine)))
+                    try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(LineFrameDecoder(maximumLength: maximumLine)))
                     return try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
                 }
             }

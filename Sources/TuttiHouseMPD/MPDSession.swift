@@ -18,44 +18,15 @@ struct MPDSession {
     /// The protocol version this server speaks (what MPD 0.23 says).
     static let greeting = "OK MPD 0.23.5\n"
 
-    private enum Event: Sendable {
-        case line(ByteBuffer)
-        case changed
-        case closed
-    }
-
     mutating func run(_ connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>) async {
-        let (events, continuation) = AsyncStream<Event>.makeStream()
-        let house = self.house
-        let token = await house.observeChanges { continuation.yield(.changed) }
-        defer { house.stopObservingChanges(token) }
-        do {
-            try await connection.executeThenClose { inbound, outbound in
-                let reader = Task {
-                    do { for try await line in inbound { continuation.yield(.line(line)) } } catch {}
-                    continuation.yield(.closed)
-                }
-                // What only time changes (the next item starting) raises no change: look again.
-                let ticker = Task {
-                    while !Task.isCancelled {
-                        try? await Task.sleep(for: .milliseconds(500))
-                        continuation.yield(.changed)
-                    }
-                }
-                defer {
-                    reader.cancel()
-                    ticker.cancel()
-                    continuation.finish()
-                }
-                try await outbound.write(ByteBuffer(string: Self.greeting))
-                try await serve(events, outbound)
-            }
-        } catch {
-            // The client went away or wrote something this connection cannot go on from.
+        // What only time changes (the next item starting) raises no change: look again.
+        await house.serveLines(connection, lookAgain: .milliseconds(500)) { events, outbound in
+            try await outbound.write(ByteBuffer(string: Self.greeting))
+            try await serve(events, outbound)
         }
     }
 
-    private mutating func serve(_ events: AsyncStream<Event>, _ outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>) async throws {
+    private mutating func serve(_ events: AsyncStream<FrontEndEvent>, _ outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>) async throws {
         var last = await commands.snapshot()
         var pending = Set<String>()
         var idleFor: Set<String>?

@@ -8,6 +8,7 @@ import TuttiHouse
 import TuttiHouseHTTP
 import TuttiDiscovery
 import TuttiHouseMPD
+import TuttiHouseSnapcast
 import TuttiMediaHTTP
 import TuttiEngine
 import TuttiPlayer
@@ -46,6 +47,10 @@ struct Server: AsyncParsableCommand {
                                discussion: "MPD's clients (mpc, ncmpcpp, M.A.L.P., Cantata) control the house there: rooms are its outputs, setvol the group's volume. If the default address is taken (a real MPD), the house runs without it and says so."))
     var mpd: String?
 
+    @Option(name: .customLong("snapcast-control"), help: ArgumentHelp("Address of Snapcast's control API (JSON-RPC, default 0.0.0.0:1705), or `off`.",
+                               discussion: "Snapcast's controllers (Snapweb, Snapdroid, Home Assistant's Snapcast integration) see the rooms as clients there. If the default address is taken (a real snapserver), the house runs without it and says so."))
+    var snapcastControl: String?
+
     @Option(name: .customLong("music"), help: ArgumentHelp(
         "A directory of music for the library (repeatable): scanned at start (again only what changed), searchable from ctl, the API and the web UI."))
     var musicDirectories: [String] = []
@@ -72,8 +77,10 @@ struct Server: AsyncParsableCommand {
         if let http, http != "off", HostPort(argument: http) == nil {
             throw ValidationError("--http \(http): use HOST:PORT (0.0.0.0:7780) or off")
         }
-        if let mpd, mpd != "off", HostPort(argument: mpd) == nil {
-            throw ValidationError("--mpd \(mpd): use HOST:PORT (0.0.0.0:6600) or off")
+        for (option, value, example) in [("--mpd", mpd, "0.0.0.0:6600"), ("--snapcast-control", snapcastControl, "0.0.0.0:1705")] {
+            if let value, value != "off", HostPort(argument: value) == nil {
+                throw ValidationError("\(option) \(value): use HOST:PORT (\(example)) or off")
+            }
         }
         for (option, directories) in [("--allow-dir", allowDirectories), ("--music", musicDirectories)] {
             for directory in directories {
@@ -110,10 +117,12 @@ struct Server: AsyncParsableCommand {
         server.house.startLibraryScan()
         let http = try await startHTTP(house: server.house)
         let mpdServer = try await startMPD(house: server.house)
+        let snapcastControlServer = try await startSnapcastControl(house: server.house)
         let announcer = startAnnouncing(port: port, httpPort: http?.port)
         await waitForTermination()
         announcer?.stop()
         await mpdServer?.stop()
+        await snapcastControlServer?.stop()
         await http?.server.stop()
         await server.stop()
         try? await client.shutdown()
@@ -121,29 +130,52 @@ struct Server: AsyncParsableCommand {
 
     static let defaultHTTP = HostPort(argument: "0.0.0.0:7780")!
 
-    /// The MPD protocol server, unless `--mpd off`. An address given and taken stops the house;
-    /// the default taken (a real MPD on this machine) only leaves it without.
+    /// The MPD protocol server, unless `--mpd off`.
     private func startMPD(house: House) async throws -> MPDServer? {
-        if mpd == "off" { return nil }
-        guard let address = mpd.map({ HostPort(argument: $0) }) ?? HostPort(argument: "0.0.0.0:6600") else {
-            throw ValidationError("--mpd \(mpd!): use HOST:PORT (0.0.0.0:6600) or off")
+        try await startFrontEnd("MPD clients", option: "--mpd", value: mpd, defaultAddress: "0.0.0.0:6600",
+                                hint: { "mpc -p \($0) status" }) { address in
+            var configuration = MPDServer.Configuration()
+            configuration.host = address.host
+            configuration.port = address.port
+            let server = MPDServer(house: house, configuration: configuration)
+            return (server, { try await server.start() }, { await server.stop() })
         }
-        var configuration = MPDServer.Configuration()
-        configuration.host = address.host
-        configuration.port = address.port
-        let server = MPDServer(house: house, configuration: configuration)
+    }
+
+    /// Snapcast's control API, unless `--snapcast-control off`.
+    private func startSnapcastControl(house: House) async throws -> SnapcastControlServer? {
+        try await startFrontEnd("Snapcast controllers", option: "--snapcast-control", value: snapcastControl, defaultAddress: "0.0.0.0:1705",
+                                hint: { "JSON-RPC on TCP port \($0)" }) { address in
+            var configuration = SnapcastControlServer.Configuration()
+            configuration.host = address.host
+            configuration.port = address.port
+            let server = SnapcastControlServer(house: house, configuration: configuration)
+            return (server, { try await server.start() }, { await server.stop() })
+        }
+    }
+
+    /// Starts a front end at the address given (`value`) or its default, unless `off`. An address
+    /// given and taken stops the house; the default taken (the real MPD or snapserver on this
+    /// machine) only leaves the house without it, and says so.
+    private func startFrontEnd<Server>(_ what: String, option: String, value: String?, defaultAddress: String, hint: (Int) -> String,
+                                       make: (HostPort) -> (Server, () async throws -> Int, () async -> Void)) async throws -> Server? {
+        if value == "off" { return nil }
+        guard let address = HostPort(argument: value ?? defaultAddress) else {
+            throw ValidationError("\(option) \(value ?? ""): use HOST:PORT (\(defaultAddress)) or off")
+        }
+        let (server, start, stop) = make(address)
         do {
-            let port = try await server.start()
-            Terminal.standardOutput("tutti server: MPD clients on \(HostPort(argument: "\(address.host):\(port)")!) (mpc -p \(port) status)\n")
+            let port = try await start()
+            Terminal.standardOutput("tutti server: \(what) on \(HostPort(argument: "\(address.host):\(port)")!) (\(hint(port)))\n")
             return server
         } catch {
-            await server.stop()
+            await stop()
             let reason = (error as? IOError).map { String(cString: strerror($0.errnoCode)).lowercased() } ?? "\(error)"
-            guard mpd == nil else {
-                Terminal.standardError("tutti server: cannot serve MPD clients on \(address): \(reason)\n")
+            guard value == nil else {
+                Terminal.standardError("tutti server: cannot serve \(what) on \(address): \(reason)\n")
                 throw ExitCode(2)
             }
-            Terminal.standardError("tutti server: cannot serve MPD clients on \(address): \(reason); running without (choose another address with --mpd HOST:PORT)\n")
+            Terminal.standardError("tutti server: cannot serve \(what) on \(address): \(reason); running without (choose another address with \(option) HOST:PORT)\n")
             return nil
         }
     }

@@ -1,14 +1,17 @@
 import NIOCore
 
-/// Splits a connection's bytes into lines (without their `\n`). A line longer than
+/// Splits a connection's bytes into lines (without their `\n`), for the line protocols the
+/// house speaks to other systems' clients (MPD, Snapcast's control API). A line longer than
 /// `maximumLength` is an error that closes the connection, as MPD drops a client that sends one.
-struct MPDLineDecoder: ByteToMessageDecoder {
-    typealias InboundOut = ByteBuffer
-    let maximumLength: Int
+public struct LineFrameDecoder: ByteToMessageDecoder {
+    public typealias InboundOut = ByteBuffer
+    public let maximumLength: Int
 
-    struct LineTooLong: Error {}
+    public init(maximumLength: Int) { self.maximumLength = maximumLength }
 
-    mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
+    public struct LineTooLong: Error {}
+
+    public mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
         guard let newline = buffer.readableBytesView.firstIndex(of: UInt8(ascii: "\n")) else {
             if buffer.readableBytes > maximumLength { throw LineTooLong() }
             return .needMoreData
@@ -21,7 +24,7 @@ struct MPDLineDecoder: ByteToMessageDecoder {
         return .continue
     }
 
-    mutating func decodeLast(context: ChannelHandlerContext, buffer: inout ByteBuffer, seenEOF: Bool) throws -> DecodingState {
+    public mutating func decodeLast(context: ChannelHandlerContext, buffer: inout ByteBuffer, seenEOF: Bool) throws -> DecodingState {
         // A last line without its newline is not a command.
         buffer.moveReaderIndex(to: buffer.writerIndex)
         return .needMoreData

@@ -1,0 +1,137 @@
+import Foundation
+import NIOPosix
+import Testing
+import TuttiCore
+import TuttiDiagnostics
+import TuttiProtocol
+import TuttiSimulation
+import TuttiTestSupport
+
+/// Snapcast's control API for real: Home Assistant's Snapcast library (PyPI `snapcast`) drives a
+/// real `tutti server` with two speakers on virtual cards. The volume it sets is what room a's
+/// card then plays at; rooms leave and rejoin the group; a change made by another controller
+/// reaches it as Server.OnUpdate; and bad JSON-RPC gets JSON-RPC errors.
+@Suite(.serialized) struct SnapcastControlTests {
+    struct TestFailure: Error, CustomStringConvertible {
+        var description: String
+        init(_ description: String) { self.description = description }
+    }
+
+    @Test(.timeLimit(.minutes(2)))
+    func homeAssistantsLibraryControlsTheHouse() async throws {
+        let directory = try TemporaryDirectory("snapcast-control")
+        defer { directory.preserveLogs(as: "snapcast-control"); directory.remove() }
+        let music = directory.file("tone.flac")
+        try TestMedia.ffmpeg(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=20", "-ac", "2", music])
+        let server = try ChildProcess(name: "server", arguments: ["server", "--listen", "127.0.0.1:0", "--http", "off", "--mpd", "off",
+                                                                  "--snapcast-control", "127.0.0.1:0"],
+                                      standardError: directory.file("server.log"))
+        defer { server.interrupt() }
+        let port = Int(try server.waitForLine(containing: "listening on").split(separator: ":").last!.split(separator: " ").first!)!
+        let controlLine = try server.waitForLine(containing: "Snapcast controllers on")
+        let controlPort = Int(controlLine.split(separator: ":")[2].prefix { $0.isNumber })!
+        var speakers: [ChildProcess] = []
+        defer { for speaker in speakers { speaker.interrupt() } }
+        for name in ["a", "b"] {
+            speakers.append(try ChildProcess(name: name, arguments: ["speaker", "--server", "127.0.0.1:\(port)", "--name", name,
+                                                                     "--output", "virtual:" + directory.file("\(name).wav")],
+                                             standardError: directory.file("\(name).log")))
+        }
+        func send(_ command: ControlCommand) async throws -> ControlReply {
+            try await ControlClient.send(command, host: "127.0.0.1", port: port, group: MultiThreadedEventLoopGroup.singleton)
+        }
+        let deadline = Date().addingTimeInterval(30)
+        while true {
+            if case .rooms(let report) = try await send(.rooms), report.rooms.count == 2,
+               report.rooms.allSatisfy({ ($0.clockErrorMicroseconds ?? 1000) < 100 }) { break }
+            guard Date() < deadline else { throw TestFailure("rooms did not connect") }
+            try await Task.sleep(nanoseconds: 100_000_000)
+        }
+        _ = try await send(.play(files: [music], rooms: nil))
+        while true {
+            if case .status(let status) = try await send(.status), (status.positionSeconds ?? 0) > 1.5 { break }
+            try await Task.sleep(nanoseconds: 50_000_000)
+        }
+
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Python/snapcast_controller.py").path
+        let controller = try ChildProcess(name: "snapcast", executable: "/usr/bin/env", arguments: ["python3", script, "\(controlPort)"],
+                                          standardError: directory.file("snapcast.log"))
+        _ = try controller.waitForLine(containing: "\"waiting\"", timeout: 30)
+        _ = try await send(.volume(room: "b", percent: 70))
+        let status = await Task.detached { controller.waitForExit(timeout: 30) }.value
+        let steps = controller.outputLines.compactMap { (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any] }
+        for step in steps { print("Snapcast: \(step)") }
+        #expect(status == 0, "see out/test-logs/snapcast-control/snapcast.log")
+        func step(_ name: String) -> [String: Any]? { steps.first { $0["step"] as? String == name } }
+        let connected = try #require(step("connected"))
+        #expect(connected["clients"] as? [String] == ["a", "b"] && connected["version"] as? String == "0.26.0")
+        #expect((connected["groups"] as? [String: [String]])?["tutti"] == ["a", "b"])
+        #expect(step("set")?["volume"] as? Int == 40 && step("set")?["latency"] as? Int == 25)
+        #expect((step("removed")?["groups"] as? [String: [String]]) == ["tutti": ["a"], "b": ["b"]])
+        #expect((step("added")?["groups"] as? [String: [String]]) == ["tutti": ["a", "b"]])
+        #expect(step("updated")?["b"] as? Int == 70)
+
+        // The house did what the library asked: a at 40 with 25 ms latency, b back in the group.
+        guard case .rooms(let report) = try await send(.rooms) else { throw TestFailure("no rooms") }
+        let a = report.rooms.first { $0.name == "a" }, b = report.rooms.first { $0.name == "b" }
+        #expect(a?.volume == 40 && a?.latencyMs == 25 && b?.inGroup == true && b?.volume == 70)
+
+        // Bad requests get JSON-RPC errors, and the connection goes on.
+        let socket = try Socket(port: controlPort)
+        #expect(try socket.exchange("{oops").contains("\"code\":-32700"))
+        #expect(try socket.exchange(#"{"id":1,"jsonrpc":"2.0","method":"Client.SetVolume","params":{"id":"zz","volume":{"percent":10}}}"#).contains("-32602"))
+        #expect(try socket.exchange(#"{"id":2,"jsonrpc":"2.0","method":"Client.SetLatency","params":{"id":"a","latency":"soon"}}"#).contains("-32602"))
+        #expect(try socket.exchange(#"{"id":3,"jsonrpc":"2.0","method":"Server.GetRPCVersion"}"#).contains("\"major\":2"))
+        // A second and a half more of the rooms, at their new volumes.
+        guard case .status(let now) = try await send(.status) else { throw TestFailure("no status") }
+        while true {
+            if case .status(let status) = try await send(.status), (status.positionSeconds ?? 0) > (now.positionSeconds ?? 0) + 1.5 { break }
+            try await Task.sleep(nanoseconds: 50_000_000)
+        }
+        for speaker in speakers { speaker.interrupt() }
+
+        // Room a's card: the tone at full level, then at 40 % (−36 dB on the house's 60 dB scale).
+        let capture = try VirtualCapture(path: directory.file("a.wav"))
+        let first = try #require(capture.firstSoundFrame())
+        let before = SignalCheck.rms(capture.samples, channels: 2, frames: (first + 12000)..<(first + 36000))
+        let end = capture.frameCount
+        let after = SignalCheck.rms(capture.samples, channels: 2, frames: (end - 36000)..<(end - 12000))
+        print("Snapcast: room a's card RMS \(before) before, \(after) at the end (ratio \(after / before), expected \(pow(10, -36.0 / 20)))")
+        #expect(abs(after / before - pow(10, -36.0 / 20)) < 0.001)
+    }
+}
+
+/// A blocking line-oriented TCP client for a few requests.
+struct Socket {
+    let descriptor: Int32
+
+    init(port: Int) throws {
+        descriptor = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var timeout = timeval(tv_sec: 10, tv_usec: 0)
+        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        let connected = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        guard connected == 0 else { throw SnapcastControlTests.TestFailure("cannot connect to port \(port)") }
+    }
+
+    /// Sends one line and returns the next line received that is not a notification.
+    func exchange(_ line: String) throws -> String {
+        _ = (line + "\n").withCString { send(descriptor, $0, strlen($0), 0) }
+        var received = [UInt8]()
+        var byte: UInt8 = 0
+        while true {
+            guard recv(descriptor, &byte, 1, 0) == 1 else { throw SnapcastControlTests.TestFailure("no reply to \(line)") }
+            if byte == UInt8(ascii: "\n") {
+                let text = String(decoding: received, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+                if !text.contains("\"method\"") { return text }
+                received.removeAll()
+            } else {
+                received.append(byte)
+            }
+        }
+    }
+}
