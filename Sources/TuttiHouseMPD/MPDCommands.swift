@@ -283,7 +283,7 @@ struct MPDCommands {
 
         case "lsinfo", "listall", "listallinfo":
             try Self.expect(a, 0...1, request.name)
-            try list(a.first ?? "", recursive: request.name != "lsinfo", withTags: request.name != "listall", into: &out)
+            try await list(a.first ?? "", recursive: request.name != "lsinfo", withTags: request.name != "listall", into: &out)
         case "find", "search", "count":
             guard a.count >= 2, a.count % 2 == 0 else { throw MPDError(.argument, "Incorrect number of filter arguments") }
             let tracks = try await matching(a, exact: request.name != "search")
@@ -401,17 +401,15 @@ struct MPDCommands {
     }
 
     /// `lsinfo`/`listall`: the music directory's entries, as MPD lists its database.
-    private func list(_ uri: String, recursive: Bool, withTags: Bool, into out: inout MPDResponse) throws(MPDError) {
+    private func list(_ uri: String, recursive: Bool, withTags: Bool, into out: inout MPDResponse) async throws(MPDError) {
         guard !uri.contains("://") else { throw MPDError(.noExist, "Unsupported URI scheme") }
         guard !uri.split(separator: "/").contains(".."), let directory = uris.directory(forURI: uri) else {
             throw MPDError(.noExist, "No such directory")
         }
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory) else { throw MPDError(.noExist, "No such directory") }
-        guard isDirectory.boolValue else {
-            out.add("file", uri)
-            return
-        }
+        /// Directories and music files, in the order MPD lists them.
+        var entries: [(isDirectory: Bool, path: String)] = []
         func walk(_ directory: String) {
             let names = ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).filter { !$0.hasPrefix(".") }.sorted()
             for name in names {
@@ -419,15 +417,25 @@ struct MPDCommands {
                 var isDirectory: ObjCBool = false
                 guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else { continue }
                 if isDirectory.boolValue {
-                    out.add("directory", uris.uri(forPath: path))
+                    entries.append((true, path))
                     if recursive { walk(path) }
                 } else if Self.musicExtensions.contains((name as NSString).pathExtension.lowercased()) {
-                    out.add("file", uris.uri(forPath: path))
+                    entries.append((false, path))
                 }
             }
         }
-        walk(directory)
-        _ = withTags
+        if isDirectory.boolValue { walk(directory) } else { entries = [(false, directory)] }
+        // lsinfo and listallinfo give each song's tags, as the library knows them.
+        let tags = withTags ? await house.libraryTracks(atPaths: entries.filter { !$0.isDirectory }.map(\.path)) : [:]
+        for entry in entries {
+            if entry.isDirectory {
+                out.add("directory", uris.uri(forPath: entry.path))
+            } else if let track = tags[entry.path] {
+                describe(track, into: &out)
+            } else {
+                out.add("file", uris.uri(forPath: entry.path))
+            }
+        }
     }
 
     static let musicExtensions: Set<String> = ["flac", "mp3", "ogg", "oga", "opus", "m4a", "mp4", "aac", "wav", "aif", "aiff", "wv", "ape", "mka", "webm", "alac"]

@@ -146,6 +146,9 @@ import TuttiTestSupport
         #expect(art.status == 0 && art.bytes == coverBytes, "\(art.bytes.count) bytes of \(coverBytes.count)")
 
         // Bad lines get MPD's ACKs, and the connection goes on.
+        // lsinfo gives each song's tags, as ncmpcpp and M.A.L.P. show them.
+        let listing = try Self.converse(port: port, ["lsinfo \"Test Artist/Test Album\""], replies: 1)
+        #expect(listing.contains("file: Test Artist/Test Album/1.flac\nArtist: Test Artist\nAlbum: Test Album\nTitle: Song 1\nTime: 20\n"), "\(listing)")
         let reply = try Self.converse(port: port, ["foo", "setvol abc", "play \"unterminated", "command_list_ok_begin", "ping", "status",
                                                    "command_list_end", "deleteid 999", "ping"], replies: 6)
         print("MPD: raw conversation:\n\(reply)")
