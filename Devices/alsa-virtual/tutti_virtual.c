@@ -51,6 +51,9 @@ typedef struct {
     /* A simulated route change: calls fail with -fail_error until fail_until_ns. */
     int64_t fail_until_ns;
     int fail_error;
+    /* When `<path>.fail` was last looked for: at most every 10 ms, not at every call of the
+     * program's audio thread. */
+    int64_t checked_ns;
     /* Where the program let the card run dry, to be recorded at its next start. */
     int64_t dry_since_ns;
     uint64_t dry_frame;
@@ -121,6 +124,13 @@ static int advance(tv_t *tv) {
 }
 
 static int failing(tv_t *tv) {
+    int64_t t = now_ns();
+    if (tv->fail_until_ns > t) {
+        tv->running = 0;
+        return -tv->fail_error;
+    }
+    if (t - tv->checked_ns < 10000000) return 0;
+    tv->checked_ns = t;
     char control[4096];
     snprintf(control, sizeof control, "%s.fail", tv->path);
     FILE *f = fopen(control, "r");
@@ -129,12 +139,12 @@ static int failing(tv_t *tv) {
         long ms = 0;
         if (fscanf(f, "%31s %ld", name, &ms) == 2 && ms > 0) {
             tv->fail_error = strcmp(name, "ESTRPIPE") == 0 ? ESTRPIPE : ENODEV;
-            tv->fail_until_ns = now_ns() + ms * 1000000;
+            tv->fail_until_ns = t + ms * 1000000;
         }
         fclose(f);
         unlink(control);
     }
-    if (tv->fail_until_ns > now_ns()) {
+    if (tv->fail_until_ns > t) {
         tv->running = 0;
         return -tv->fail_error;
     }
