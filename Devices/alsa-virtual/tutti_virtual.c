@@ -15,8 +15,13 @@
  *   pcm.room { type tutti_virtual  path "/tmp/room.wav"  ppm 25  period 480  buffer 1920 }
  *
  * A route change on command: writing `ENODEV 2000` (or `ESTRPIPE 1500`) to `<path>.fail` makes
- * the device fail with that error for that many ms from its next call; writing a number of
- * frames to `<path>.period` makes every later open use that period size.
+ * the device fail with that error for that many ms from its next call (an ENODEV card cannot be
+ * opened either until then); writing a number of bytes to `<path>.period` makes it the smallest
+ * period of every later open, as hardware that comes back on another route may demand.
+ *
+ * The recording outlives the PCM: a program that closes and reopens the card (after a route
+ * change, or a restart) goes on at the end of the same WAV, and every stretch the card was not
+ * running is marked in the timing file by a line at its last frame and one at its next.
  */
 #define _GNU_SOURCE
 #include <alsa/asoundlib.h>
@@ -59,6 +64,10 @@ typedef struct {
     uint64_t dry_frame;
 } tv_t;
 
+/* `<path>.failing` holds a route change in progress ("ENODEV <until_ns>"), so that it holds for
+ * every open of the card, not only the one that read the command. */
+static void failing_path(const char *path, char *out, size_t size) { snprintf(out, size, "%s.failing", path); }
+
 static int64_t now_ns(void) {
     struct timespec ts;
     /* Not clock_gettime(): libfaketime interposes that, never the system call. */
@@ -98,6 +107,16 @@ static void wav_header(tv_t *tv, uint64_t frames) {
     fseek(tv->wav, 0, SEEK_END);
 }
 
+/* Marks the end of a run: the time the next frame would have left. With the line at the first
+ * frame of the next run (same frame, a later time), readers place every frame of both runs, and
+ * the gap between them, exactly. */
+static void end_run(tv_t *tv) {
+    if (!tv->running) return;
+    fprintf(tv->timing, "{\"frame\":%llu,\"mono_ns\":%lld}\n", (unsigned long long)tv->emitted, (long long)time_of(tv, tv->base + tv->hw));
+    fflush(tv->timing);
+    tv->running = 0;
+}
+
 /* Emits the program's frames up to the schedule's position now; past what it wrote, the card
  * runs dry (an xrun). Returns 0, or -EPIPE on running dry. */
 static int advance(tv_t *tv) {
@@ -108,13 +127,13 @@ static int advance(tv_t *tv) {
     unsigned int channels = tv->io.channels;
     while (tv->hw < target) {
         if (tv->hw >= tv->appl) {
-            tv->running = 0;
             tv->dry_since_ns = time_of(tv, tv->base + tv->hw);
             tv->dry_frame = tv->emitted;
+            end_run(tv);
             return -EPIPE;
         }
         uint64_t frame = tv->base + tv->hw;
-        if (tv->emitted % tv->io.period_size == 0)
+        if (tv->hw % tv->io.period_size == 0)
             fprintf(tv->timing, "{\"frame\":%llu,\"mono_ns\":%lld}\n", (unsigned long long)tv->emitted, (long long)time_of(tv, frame));
         fwrite(tv->ring + (tv->hw % tv->io.buffer_size) * channels, sizeof(float), channels, tv->wav);
         tv->emitted++;
@@ -123,12 +142,27 @@ static int advance(tv_t *tv) {
     return 0;
 }
 
+/* The route change in effect for `path` (its error, or 0), read from `<path>.failing`. */
+static int route_failure(const char *path, int64_t now, int64_t *until) {
+    char state[4096];
+    failing_path(path, state, sizeof state);
+    FILE *f = fopen(state, "r");
+    if (!f) return 0;
+    char name[32] = {0};
+    long long end = 0;
+    int error = 0;
+    if (fscanf(f, "%31s %lld", name, &end) == 2 && end > now) {
+        error = strcmp(name, "ESTRPIPE") == 0 ? ESTRPIPE : ENODEV;
+        *until = end;
+    }
+    fclose(f);
+    if (!error) unlink(state);
+    return error;
+}
+
 static int failing(tv_t *tv) {
     int64_t t = now_ns();
-    if (tv->fail_until_ns > t) {
-        tv->running = 0;
-        return -tv->fail_error;
-    }
+    if (tv->fail_until_ns > t) return -tv->fail_error;
     if (t - tv->checked_ns < 10000000) return 0;
     tv->checked_ns = t;
     char control[4096];
@@ -138,15 +172,28 @@ static int failing(tv_t *tv) {
         char name[32] = {0};
         long ms = 0;
         if (fscanf(f, "%31s %ld", name, &ms) == 2 && ms > 0) {
-            tv->fail_error = strcmp(name, "ESTRPIPE") == 0 ? ESTRPIPE : ENODEV;
-            tv->fail_until_ns = t + ms * 1000000;
+            int error = strcmp(name, "ESTRPIPE") == 0 ? ESTRPIPE : ENODEV;
+            char state[4096];
+            failing_path(tv->path, state, sizeof state);
+            FILE *out = fopen(state, "w");
+            if (out) {
+                fprintf(out, "%s %lld\n", error == ESTRPIPE ? "ESTRPIPE" : "ENODEV", (long long)(t + ms * 1000000));
+                fclose(out);
+            }
         }
         fclose(f);
         unlink(control);
     }
-    if (tv->fail_until_ns > t) {
-        tv->running = 0;
-        return -tv->fail_error;
+    int64_t until = 0;
+    int error = route_failure(tv->path, t, &until);
+    if (error) {
+        /* The route goes: what was due has left, nothing more will until the program reopens
+         * or restarts the card after the failure. */
+        advance(tv);
+        end_run(tv);
+        tv->fail_error = error;
+        tv->fail_until_ns = until;
+        return -error;
     }
     return 0;
 }
@@ -179,7 +226,7 @@ static int tv_start(snd_pcm_ioplug_t *io) {
 static int tv_stop(snd_pcm_ioplug_t *io) {
     tv_t *tv = io->private_data;
     advance(tv);
-    tv->running = 0;
+    end_run(tv);
     struct itimerspec off = {0};
     timerfd_settime(tv->timer, 0, &off, NULL);
     fflush(tv->timing);
@@ -232,18 +279,48 @@ static int tv_prepare(snd_pcm_ioplug_t *io) {
     tv_t *tv = io->private_data;
     int bad = failing(tv);
     if (bad) return bad;
-    tv->running = 0;
+    end_run(tv);
     tv->hw = 0;
     tv->appl = 0;
     free(tv->ring);
     tv->ring = calloc(io->buffer_size * io->channels, sizeof(float));
     if (!tv->wav) {
-        tv->wav = fopen(tv->path, "w+b");
+        /* Go on with the recording at this path if it holds the same stream (a reopen after a
+         * route change, or the program restarted); start it afresh otherwise. */
         char timing[4096];
         snprintf(timing, sizeof timing, "%s.timing.jsonl", tv->path);
-        tv->timing = fopen(timing, "w");
+        tv->wav = fopen(tv->path, "r+b");
+        if (tv->wav) {
+            uint8_t h[58];
+            uint16_t tag = 0, ch = 0;
+            uint32_t rate = 0;
+            int same = fread(h, 1, sizeof h, tv->wav) == sizeof h && access(timing, F_OK) == 0;
+            if (same) {
+                memcpy(&tag, h + 20, 2);
+                memcpy(&ch, h + 22, 2);
+                memcpy(&rate, h + 24, 4);
+                same = memcmp(h + 50, "data", 4) == 0 && tag == 3 && ch == io->channels && rate == io->rate;
+            }
+            if (same) {
+                fseek(tv->wav, 0, SEEK_END);
+                long size = ftell(tv->wav);
+                tv->emitted = (uint64_t)(size - 58) / (io->channels * 4);
+                /* A program killed mid-write may leave part of a frame: cut it. */
+                if (ftruncate(fileno(tv->wav), 58 + (off_t)(tv->emitted * io->channels * 4)) != 0) { /* the header still says */ }
+                fseek(tv->wav, 0, SEEK_END);
+                tv->timing = fopen(timing, "a");
+            } else {
+                fclose(tv->wav);
+                tv->wav = NULL;
+            }
+        }
+        if (!tv->wav) {
+            tv->wav = fopen(tv->path, "w+b");
+            tv->timing = fopen(timing, "w");
+            tv->emitted = 0;
+            if (tv->wav) wav_header(tv, 0);
+        }
         if (!tv->wav || !tv->timing) return -errno;
-        wav_header(tv, 0);
     }
     return tv->ring ? 0 : -ENOMEM;
 }
@@ -261,7 +338,7 @@ static int tv_poll_revents(snd_pcm_ioplug_t *io, struct pollfd *pfd, unsigned in
 
 static int tv_close(snd_pcm_ioplug_t *io) {
     tv_t *tv = io->private_data;
-    if (tv->running) advance(tv);
+    if (tv->running) { advance(tv); end_run(tv); }
     if (tv->wav) {
         wav_header(tv, tv->emitted);
         fclose(tv->wav);
@@ -310,17 +387,21 @@ SND_PCM_PLUGIN_DEFINE_FUNC(tutti_virtual) {
         SNDERR("tutti_virtual: give the WAV file's path (path \"/tmp/room.wav\")");
         return -EINVAL;
     }
+    int64_t until = 0;
+    if (route_failure(path, now_ns(), &until) == ENODEV) return -ENODEV;
     tv_t *tv = calloc(1, sizeof *tv);
     if (!tv) return -ENOMEM;
     tv->path = strdup(path);
     tv->ppm = ppm;
-    /* A period size set on command (a route change) holds for every later open. */
+    /* The smallest period in bytes: twice the configured frames (16-bit mono, the smallest
+     * frame), unless a route change set it. */
+    long min_period_bytes = 2 * period;
     char override[4096];
     snprintf(override, sizeof override, "%s.period", path);
     FILE *f = fopen(override, "r");
     if (f) {
-        long frames;
-        if (fscanf(f, "%ld", &frames) == 1 && frames >= 32) { buffer = buffer / period * frames; period = frames; }
+        long bytes;
+        if (fscanf(f, "%ld", &bytes) == 1 && bytes >= 64) min_period_bytes = bytes;
         fclose(f);
     }
     tv->period = (unsigned int)period;
@@ -343,7 +424,8 @@ SND_PCM_PLUGIN_DEFINE_FUNC(tutti_virtual) {
         (err = snd_pcm_ioplug_set_param_list(&tv->io, SND_PCM_IOPLUG_HW_FORMAT, 3, formats)) < 0 ||
         (err = snd_pcm_ioplug_set_param_minmax(&tv->io, SND_PCM_IOPLUG_HW_CHANNELS, 1, 8)) < 0 ||
         (err = snd_pcm_ioplug_set_param_minmax(&tv->io, SND_PCM_IOPLUG_HW_RATE, 8000, 192000)) < 0 ||
-        (err = snd_pcm_ioplug_set_param_minmax(&tv->io, SND_PCM_IOPLUG_HW_PERIOD_BYTES, 2 * (unsigned)period, bytes_max * 8 * (unsigned)period)) < 0 ||
+        (err = snd_pcm_ioplug_set_param_minmax(&tv->io, SND_PCM_IOPLUG_HW_PERIOD_BYTES, (unsigned)min_period_bytes,
+                                                bytes_max * 8 * (unsigned)(min_period_bytes / 2 > period ? min_period_bytes / 2 : period))) < 0 ||
         (err = snd_pcm_ioplug_set_param_minmax(&tv->io, SND_PCM_IOPLUG_HW_PERIODS, (unsigned)(buffer / period), (unsigned)(buffer / period))) < 0) {
         snd_pcm_ioplug_delete(&tv->io);
         return err;

@@ -39,6 +39,22 @@ public protocol OutputDevice: AnyObject, Sendable {
     func position() -> DevicePosition
     /// Periods that were not fully ready by their deadline and were completed with silence.
     var underrunCount: Int { get }
+
+    /// Counts restarts of the device's timing (an xrun it recovered from, a reopen after it
+    /// vanished). `position()` readings from before a restart need not lie on one line with
+    /// later ones, so whoever fits them starts again.
+    var timingEpoch: Int { get }
+    /// Set while the device is gone and being looked for.
+    var interruption: DeviceInterruption? { get }
+    /// How the device came back from its latest restart, if it ever restarted.
+    var lastRecovery: DeviceRecovery? { get }
+}
+
+extension OutputDevice {
+    /// Devices that never restart their timing.
+    public var timingEpoch: Int { 0 }
+    public var interruption: DeviceInterruption? { nil }
+    public var lastRecovery: DeviceRecovery? { nil }
 }
 
 /// A device's reading of its own progress.

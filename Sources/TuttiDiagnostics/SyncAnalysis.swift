@@ -100,6 +100,7 @@ public struct SyncAnalysis: Sendable {
         }
         var checkpoint = max(edgeFrames, 0)
         var previousLag: [String: Double] = [:]
+        var previousCheckpoint: [String: Int] = [:]
         var matched: [Int] = []
         while checkpoint + 4096 < referenceFrames - edgeFrames {
             var heard: [Double] = []
@@ -126,6 +127,14 @@ public struct SyncAnalysis: Sendable {
                     // 100 ms either way; the jump is counted below.
                     located = locate(checkpoint, in: room.capture, reference: reference, guess: guess, search: 4800)
                 }
+                if located == nil && previousLag[room.name] != nil && !heard.isEmpty {
+                    // Back after a silent stretch of its card (a device that vanished and
+                    // returned): its capture skips what it missed, so find it where the other
+                    // rooms are heard; the skip is counted as a jump below.
+                    let pilot = heard.reduce(0, +) / Double(heard.count)
+                    let rejoin = Int((room.capture.frame(atEmissionTime: pilot - room.latencyNanoseconds) - Double(checkpoint)).rounded())
+                    located = locate(checkpoint, in: room.capture, reference: reference, guess: rejoin, search: 480)
+                }
                 guard let found = located else {
                     result.unmatched[room.name, default: 0] += 1
                     continue
@@ -134,13 +143,14 @@ public struct SyncAnalysis: Sendable {
                     // Steering moves the lag by at most the ±500 ppm correction plus the clocks'
                     // and crystal's drifts; anything faster is a jump (a resync is ≥ 480 frames,
                     // a stall ≥ 240).
-                    let allowed = Double(interval) * 0.0011 + 1.0
+                    let allowed = Double(checkpoint - previousCheckpoint[room.name, default: checkpoint - interval]) * 0.0011 + 1.0
                     if abs(found.lag - previous) > allowed {
                         result.discontinuities[room.name, default: 0] += 1
                         result.jumps.append((room.name, checkpoint, found.lag - previous))
                     }
                 }
                 previousLag[room.name] = found.lag
+                previousCheckpoint[room.name] = checkpoint
                 lags[room.name] = found.lag
                 let deviceFrame = Double(checkpoint) + found.lag
                 heard.append(room.capture.emissionTime(ofFrame: deviceFrame) + room.latencyNanoseconds)

@@ -57,13 +57,21 @@ public struct VirtualCapture: Sendable {
     }
 
     /// Emission time (CLOCK_MONOTONIC ns, fractional) of a possibly fractional device frame.
+    ///
+    /// The timing points need not be evenly spaced: a card that stopped (a route change, a
+    /// reopen at another period) marks the end of one run and the start of the next with two
+    /// points at the same frame, and a frame belongs to the run it starts or continues.
     public func emissionTime(ofFrame frame: Double) -> Double {
-        // Periods are equally spaced in frames; find the one holding `frame`.
-        let period = Double(periodFrames[1] - periodFrames[0])
-        var index = Int(frame / period)
-        index = max(0, min(index, periodFrames.count - 2))
-        let f0 = Double(periodFrames[index]), f1 = Double(periodFrames[index + 1])
-        let t0 = Double(periodTimes[index]), t1 = Double(periodTimes[index + 1])
+        // The last point at or before `frame`, and the next one.
+        var low = 0, high = periodFrames.count - 1
+        while high - low > 1 {
+            let mid = (low + high) / 2
+            if Double(periodFrames[mid]) <= frame { low = mid } else { high = mid }
+        }
+        if Double(periodFrames[high]) <= frame { low = max(0, high - 1) }
+        let f0 = Double(periodFrames[low]), f1 = Double(periodFrames[high])
+        let t0 = Double(periodTimes[low]), t1 = Double(periodTimes[high])
+        guard f1 > f0 else { return t0 }
         return t0 + (frame - f0) * (t1 - t0) / (f1 - f0)
     }
 
@@ -76,6 +84,7 @@ public struct VirtualCapture: Sendable {
         }
         let f0 = Double(periodFrames[low]), f1 = Double(periodFrames[high])
         let t0 = Double(periodTimes[low]), t1 = Double(periodTimes[high])
+        guard t1 > t0 else { return f0 }
         return f0 + (time - t0) * (f1 - f0) / (t1 - t0)
     }
 

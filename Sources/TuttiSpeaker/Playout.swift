@@ -58,6 +58,13 @@ public final class Playout {
         block = [Float](repeating: 0, count: blockFrames * format.channelCount)
     }
 
+    /// The device stopped and started again (an xrun, a reopen): the frames it did not emit
+    /// are gone, so the next block starts reading afresh where the timeline is then, rather
+    /// than counting the gap as drift to correct.
+    public func deviceRestarted() {
+        controller.stopReading()
+    }
+
     /// Fills `block` with what device frames `firstFrame ..< firstFrame + blockFrames` must
     /// emit, given when the device emits them (`device`: device frame → local time; nil while
     /// unknown, which plays silence).

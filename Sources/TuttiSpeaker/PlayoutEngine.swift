@@ -30,6 +30,8 @@ public final class PlayoutEngine: @unchecked Sendable {
     // Engine-thread state.
     private var deviceTiming: DeviceTimingEstimator
     private var lastPositionRead: Int64 = 0
+    private var deviceEpoch = 0
+    private var interruptionLogged = false
 
     /// Notable events (a stall, a resync), one line each; called on the engine thread. Set
     /// before `start`.
@@ -75,8 +77,24 @@ public final class PlayoutEngine: @unchecked Sendable {
         try device.waitUntilFinished()
     }
 
+    /// Logs, once, that the device went and is being looked for.
+    private func noteDeviceInterruption() {
+        guard !interruptionLogged, let interruption = device.interruption else { return }
+        interruptionLogged = true
+        let every = Self.seconds(ALSADevice.reopenIntervalNanoseconds)
+        onEvent?("\(device.name) failed (\(interruption.reason)); reopening it every \(every) s, silent until it returns")
+    }
+
+    /// Seconds with two decimals, e.g. "2.04".
+    private static func seconds(_ nanoseconds: Int64) -> String {
+        let hundredths = (max(0, nanoseconds) + 5_000_000) / 10_000_000
+        let fraction = hundredths % 100
+        return "\(hundredths / 100).\(fraction < 10 ? "0" : "")\(fraction)"
+    }
+
     private func run() {
         while running.load(ordering: .acquiring) {
+            if device.interruption != nil { noteDeviceInterruption() }
             if source.ring.readableFrames >= configuration.leadFrames || source.ring.writableFrames < configuration.blockFrames {
                 source.consumed.prepareToWait()
                 if source.ring.readableFrames >= configuration.leadFrames { source.consumed.wait(timeoutNanoseconds: 20_000_000) }
@@ -92,8 +110,23 @@ public final class PlayoutEngine: @unchecked Sendable {
     }
 
     private func refreshDeviceTiming() {
+        noteDeviceInterruption()
+        let epoch = device.timingEpoch
+        if epoch != deviceEpoch {
+            // The device restarted: its earlier positions are on another line.
+            deviceEpoch = epoch
+            deviceTiming = DeviceTimingEstimator(sampleRate: device.format.sampleRate)
+            lastPositionRead = .min
+            playout.deviceRestarted()
+            if let recovery = device.lastRecovery {
+                let what = interruptionLogged ? "is back after \(Self.seconds(recovery.gapNanoseconds)) s with a period of \(recovery.periodFrames) frames"
+                                              : "ran dry (an xrun) and restarted after \(Self.seconds(recovery.gapNanoseconds)) s"
+                onEvent?("\(device.name) \(what); \(recovery.missedFrames) frames missed, playing in sync again")
+            }
+            interruptionLogged = false
+        }
         let position = device.position()
-        if position.framesEmitted >= lastPositionRead + 480 {
+        if lastPositionRead == .min || position.framesEmitted >= lastPositionRead + 480 {
             deviceTiming.add(frame: position.framesEmitted, time: position.hostTime)
             lastPositionRead = position.framesEmitted
         }

@@ -19,6 +19,13 @@ public final class PlayoutRenderSource: RenderSource, @unchecked Sendable {
     }
 
     public func render(into buffer: UnsafeMutablePointer<Float>, frameCount: Int, deviceFrame: Int64) -> RenderResult {
+        // Each ring frame is emitted at the device frame it was planned for, or not at all: when
+        // the device moved on (silence it inserted, frames it missed while gone), what was
+        // planned for the frames it skipped is dropped rather than played late.
+        let due = Int64(ring.totalFramesRead) + shift.load(ordering: .relaxed)
+        if deviceFrame > due {
+            _ = ring.discard(frames: Int(min(deviceFrame - due, Int64(ring.readableFrames))))
+        }
         shift.store(deviceFrame - Int64(ring.totalFramesRead), ordering: .releasing)
         let frames = ring.read(into: buffer, frames: frameCount)
         consumed.signal()

@@ -50,13 +50,65 @@ import TuttiTestSupport
         let mismatched = (0..<frames * 2).filter { capture.samples[first * 2 + $0] != reference[referenceFirst * 2 + $0] }.count
         print("ALSA virtual card: \(frames) frames played, \(mismatched) samples differ from the file; \(capture.underruns.count) underruns")
         #expect(frames > 95_000 && mismatched == 0 && capture.underruns.isEmpty)
-        // Each period leaves 480 / (48000 × (1 + 150 ppm)) s after the one before: 9 998 500.2 ns.
-        let spacing = zip(capture.periodTimes.dropFirst(), capture.periodTimes).map { Double($0 - $1) }
-        let expected = 480 / (48000 * (1 + 150e-6)) * 1e9
-        #expect(spacing.allSatisfy { abs($0 - expected) <= 1 }, "\(spacing.prefix(5))")
+        // Each frame leaves 1 / (48000 × (1 + 150 ppm)) s after the one before: a period of
+        // 480 frames, 9 998 500.2 ns (the last point, where the card stopped, is a part period).
+        let nanosecondsPerFrame: Double = 1e9 / (48000 * (1 + 150e-6))
+        var spacing: [Double] = []
+        for index in 1..<capture.periodTimes.count {
+            let elapsed = Double(capture.periodTimes[index] - capture.periodTimes[index - 1])
+            let frames = Double(capture.periodFrames[index] - capture.periodFrames[index - 1])
+            spacing.append(elapsed - frames * nanosecondsPerFrame)
+        }
+        #expect(capture.periodFrames.dropLast().allSatisfy { $0 % 480 == 0 })
+        #expect(spacing.allSatisfy { abs($0) <= 1 }, "\(spacing.prefix(5))")
         // It started when the program started it, on the machine's monotonic clock.
         let startedAfterMs = (Double(capture.periodTimes[0]) - Double(started)) / 1e6
         #expect(startedAfterMs > 0 && startedAfterMs < 5000)
+    }
+
+    /// A house with room a on `virtual:` (+40 ppm) and room b through Tutti's ALSA output to
+    /// the card, both connected with settled clocks.
+    struct TwoRooms {
+        let server: ChildProcess, a: ChildProcess, b: ChildProcess
+        let port: Int
+
+        init(directory: TemporaryDirectory, environment: String) async throws {
+            server = try ChildProcess(name: "server", arguments: ["server", "--listen", "127.0.0.1:0", "--http", "off", "--mpd", "off"],
+                                      standardError: directory.file("server.log"))
+            port = Int(try server.waitForLine(containing: "listening on").split(separator: ":").last!.split(separator: " ").first!)!
+            a = try ChildProcess(name: "a", arguments: ["speaker", "--server", "127.0.0.1:\(port)", "--name", "a", "--output", "virtual:" + directory.file("a.wav"),
+                                                        "--device-drift-ppm", "40"], standardError: directory.file("a.log"))
+            b = try ChildProcess(name: "b", executable: "/usr/bin/env",
+                                 arguments: [environment, ChildProcess.tuttiExecutable, "speaker", "--server", "127.0.0.1:\(port)", "--name", "b",
+                                             "--output", "alsa:room"], standardError: directory.file("b.log"))
+            let deadline = Date().addingTimeInterval(30)
+            while true {
+                guard case .rooms(let report) = try await send(.rooms) else { continue }
+                if report.rooms.count == 2 && report.rooms.allSatisfy({ ($0.clockErrorMicroseconds ?? 1000) < 100 }) { break }
+                guard Date() < deadline else { throw TestFailure("rooms not settled: \(report.rooms.map { "\($0.name) \($0.state)" })") }
+                try await Task.sleep(nanoseconds: 100_000_000)
+            }
+        }
+
+        func send(_ command: ControlCommand) async throws -> ControlReply {
+            try await ControlClient.send(command, host: "127.0.0.1", port: port, group: MultiThreadedEventLoopGroup.singleton)
+        }
+
+        /// Returns once the house's position passed `seconds` into the track.
+        func waitForPosition(_ seconds: Double) async throws {
+            let deadline = Date().addingTimeInterval(seconds + 30)
+            while Date() < deadline {
+                if case .status(let status) = try await send(.status), (status.positionSeconds ?? 0) > seconds { return }
+                try await Task.sleep(nanoseconds: 50_000_000)
+            }
+            throw TestFailure("the house never reached \(seconds) s")
+        }
+
+        func stopAll() {
+            a.interrupt()
+            b.interrupt()
+            server.interrupt()
+        }
     }
 
     /// A room playing through Tutti's own ALSA output to the card, beside a room on `virtual:`:
@@ -68,32 +120,11 @@ import TuttiTestSupport
         let music = directory.file("music.flac")
         try TestMedia.ffmpeg(["-f", "lavfi", "-i", "anoisesrc=d=10:c=pink:a=0.3:seed=7", "-af", "pan=stereo|c0=c0|c1=0.8*c0,aresample=48000", music])
         let environment = try Self.card(in: directory, path: directory.file("b.wav"), ppm: -80)
-        let server = try ChildProcess(name: "server", arguments: ["server", "--listen", "127.0.0.1:0", "--http", "off", "--mpd", "off"],
-                                      standardError: directory.file("server.log"))
-        defer { server.interrupt() }
-        let port = Int(try server.waitForLine(containing: "listening on").split(separator: ":").last!.split(separator: " ").first!)!
-        let a = try ChildProcess(name: "a", arguments: ["speaker", "--server", "127.0.0.1:\(port)", "--name", "a", "--output", "virtual:" + directory.file("a.wav"),
-                                                        "--device-drift-ppm", "40"], standardError: directory.file("a.log"))
-        defer { a.interrupt() }
-        let b = try ChildProcess(name: "b", executable: "/usr/bin/env",
-                                 arguments: [environment, ChildProcess.tuttiExecutable, "speaker", "--server", "127.0.0.1:\(port)", "--name", "b",
-                                             "--output", "alsa:room"], standardError: directory.file("b.log"))
-        defer { b.interrupt() }
-        // Both connected with settled clocks.
-        let deadline = Date().addingTimeInterval(30)
-        while true {
-            guard case .rooms(let report) = try await ControlClient.send(.rooms, host: "127.0.0.1", port: port, group: MultiThreadedEventLoopGroup.singleton) else { continue }
-            if report.rooms.count == 2 && report.rooms.allSatisfy({ ($0.clockErrorMicroseconds ?? 1000) < 100 }) { break }
-            guard Date() < deadline else { throw TestFailure("rooms not settled: \(report.rooms.map { "\($0.name) \($0.state)" })") }
-            try await Task.sleep(nanoseconds: 100_000_000)
-        }
-        _ = try await ControlClient.send(.play(files: [music], rooms: nil), host: "127.0.0.1", port: port, group: MultiThreadedEventLoopGroup.singleton)
-        while true {
-            guard case .status(let status) = try await ControlClient.send(.status, host: "127.0.0.1", port: port, group: MultiThreadedEventLoopGroup.singleton) else { continue }
-            if (status.positionSeconds ?? 0) > 8 { break }
-            try await Task.sleep(nanoseconds: 100_000_000)
-        }
-        #expect(a.interrupt() == 0 && b.interrupt() == 0)
+        let house = try await TwoRooms(directory: directory, environment: environment)
+        defer { house.stopAll() }
+        _ = try await house.send(.play(files: [music], rooms: nil))
+        try await house.waitForPosition(8)
+        #expect(house.a.interrupt() == 0 && house.b.interrupt() == 0)
 
         let reference = try TestMedia.decodeWithFFmpeg(music)
         let analysis = SyncAnalysis.analyse(rooms: [SyncAnalysis.Room(name: "a", capture: try VirtualCapture(path: directory.file("a.wav")), latencyNanoseconds: 0),
@@ -106,5 +137,91 @@ import TuttiTestSupport
         // Wherever room a was heard, b was too (but for the last checkpoint, as each stopped).
         let aOnly = analysis.series.filter { $0.heard["a"] != nil && $0.heard["b"] == nil }.count
         #expect(aOnly <= 1, "\(aOnly) checkpoints heard in a and not in b")
+    }
+
+    /// Room b's card goes through what cards go through in a home, while a plays on:
+    /// - it vanishes for 2 s (`ENODEV`: unplugged) and comes back with periods of 1024 frames
+    ///   instead of 480;
+    /// - it is suspended for 1.5 s (`ESTRPIPE`);
+    /// - the speaker is stopped for 300 ms (SIGSTOP), so the card runs dry: an xrun.
+    /// After each, b must emit the timeline in sync with a again, having skipped exactly what
+    /// it missed: its card's silent stretches are where a went on alone.
+    @Test(.timeLimit(.minutes(3)))
+    func anALSARoomRecoversInSyncFromRouteChangesAndXruns() async throws {
+        let directory = try TemporaryDirectory("alsa-recovery")
+        defer { directory.preserveLogs(as: "alsa-recovery"); directory.remove() }
+        let music = directory.file("music.flac")
+        try TestMedia.ffmpeg(["-f", "lavfi", "-i", "anoisesrc=d=26:c=pink:a=0.3:seed=11", "-af", "pan=stereo|c0=c0|c1=0.8*c0,aresample=48000", music])
+        let card = directory.file("b.wav")
+        let environment = try Self.card(in: directory, path: card, ppm: -80)
+        let house = try await TwoRooms(directory: directory, environment: environment)
+        defer { house.stopAll() }
+        _ = try await house.send(.play(files: [music], rooms: nil))
+        try await house.waitForPosition(4)
+        // 8192 bytes: 1024 frames of 32-bit stereo.
+        try "8192".write(toFile: card + ".period", atomically: true, encoding: .utf8)
+        try "ENODEV 2000".write(toFile: card + ".fail", atomically: true, encoding: .utf8)
+        try await house.waitForPosition(11)
+        try "ESTRPIPE 1500".write(toFile: card + ".fail", atomically: true, encoding: .utf8)
+        try await house.waitForPosition(17)
+        house.b.process.send(SIGSTOP)
+        try await Task.sleep(nanoseconds: 300_000_000)  // the fault itself: a stalled process
+        house.b.process.send(SIGCONT)
+        try await house.waitForPosition(23)
+        #expect(house.a.interrupt() == 0 && house.b.interrupt() == 0)
+
+        let a = try VirtualCapture(path: directory.file("a.wav")), b = try VirtualCapture(path: card)
+        // The card's own record of its silent stretches: where one run ended and the next began.
+        var gaps: [(frame: Int64, nanoseconds: Int64)] = []
+        for index in 1..<b.periodFrames.count where b.periodFrames[index] == b.periodFrames[index - 1] {
+            gaps.append((b.periodFrames[index], b.periodTimes[index] - b.periodTimes[index - 1]))
+        }
+        let reference = try TestMedia.decodeWithFFmpeg(music)
+        let analysis = SyncAnalysis.analyse(rooms: [SyncAnalysis.Room(name: "a", capture: a, latencyNanoseconds: 0),
+                                                    SyncAnalysis.Room(name: "b", capture: b, latencyNanoseconds: 0)],
+                                            reference: reference, interval: 4800)
+        // Skew where both played, leaving out the first checkpoint after each of b's gaps (the
+        // 100 ms after a return, when b may still be refilling).
+        var skews: [Double] = [], bHeard = 0, bMissing = 0
+        var previousHadB = false
+        for point in analysis.series {
+            guard let heardA = point.heard["a"] else { continue }
+            if let heardB = point.heard["b"] {
+                bHeard += 1
+                if previousHadB { skews.append(abs(heardB - heardA)) }
+                previousHadB = true
+            } else {
+                bMissing += 1
+                previousHadB = false
+            }
+        }
+        skews.sort()
+        let p50 = nearestRankPercentile(skews, 50) / 1000, p99 = nearestRankPercentile(skews, 99) / 1000
+        let jumps = analysis.jumps.filter { $0.room == "b" }.map(\.frames)
+        print("ALSA recovery: card gaps \(gaps.map { "\(Double($0.nanoseconds / 10_000) / 100) ms at frame \($0.frame)" }); b's jumps \(jumps.map { Int($0) }) frames; "
+              + "skew p50 \(p50) µs, p99 \(p99) µs, max \((skews.last ?? 0) / 1000) µs over \(skews.count) checkpoints; b missing at \(bMissing) of \(bHeard + bMissing); "
+              + "card periods \(Set(zip(b.periodFrames.dropFirst(), b.periodFrames).map { $0 - $1 }.filter { $0 >= 480 }).sorted())")
+        // Three stretches of silence: the 2 s unplug, the 1.5 s suspend, the stall.
+        #expect(gaps.count == 3, "\(gaps)")
+        if gaps.count == 3 {
+            #expect(gaps[0].nanoseconds > 1_900_000_000 && gaps[0].nanoseconds < 2_600_000_000)
+            #expect(gaps[1].nanoseconds > 1_400_000_000 && gaps[1].nanoseconds < 2_100_000_000)
+            #expect(gaps[2].nanoseconds > 150_000_000 && gaps[2].nanoseconds < 1_000_000_000)
+        }
+        // b skipped the timeline by exactly the time its card was silent: what it missed was
+        // accounted from time stamps (the content jumps by the gap at 48 kHz, within 5 frames).
+        #expect(jumps.count == gaps.count)
+        for (jump, gap) in zip(jumps, gaps) {
+            #expect(abs(jump + Double(gap.nanoseconds) * 48000 / 1e9) <= 5, "jump \(jump) frames over a gap of \(gap.nanoseconds) ns")
+        }
+        // It came back with the new period: points 1024 frames apart after the first gap.
+        let spacingAfter = zip(b.periodFrames.dropFirst(), b.periodFrames).map { $0 - $1 }.filter { $0 > 0 }
+        #expect(spacingAfter.contains(1024) && spacingAfter.contains(480))
+        // In sync after each return, and heard again at once: b misses only the checkpoints of
+        // its silent stretches (2 + 1.5 + 0.3 s of 0.1 s checkpoints, and one either side).
+        #expect(skews.count > 120)
+        #expect(p99 < 200, "skew p99 \(p99) µs")
+        #expect(bMissing <= 46, "b missing at \(bMissing) checkpoints")
+        #expect(analysis.jumps.filter { $0.room == "a" }.isEmpty)
     }
 }
