@@ -1,12 +1,13 @@
 # Tutti: `make demo` and `make test` install what is missing, build, and run.
 SHELL := /bin/bash
 APT_PACKAGES := libsqlite3-dev libavformat-dev libavcodec-dev libavutil-dev libswresample-dev libsoxr-dev libogg-dev libasound2-dev pkg-config ffmpeg gdb chromium chromium-driver \
-	libavahi-client-dev avahi-daemon dbus-daemon iproute2 mpc gcc
+	libavahi-client-dev avahi-daemon dbus-daemon iproute2 mpc gcc alsa-utils ncmpcpp tmux
 # For Tests/TuttiHouseHTTPTests: schemathesis checks the HTTP API against its /openapi.json;
 # websockets is the event feed's client; prometheus_client parses /metrics; selenium drives
 # Chromium through the web UI (4.51: 4.52 needs a certifi newer than PyPI's mirror here has);
 # snapcast is Home Assistant's Snapcast library, a controller of the house's Snapcast control API.
-PIP_PACKAGES := schemathesis==4.32.5 websockets==17.4 prometheus_client==0.26.0 selenium==4.51.0 snapcast==2.3.8
+# python-mpd2 is the MPD client library of many MPD front ends (MPDServerTests).
+PIP_PACKAGES := schemathesis==4.32.5 websockets==17.4 prometheus_client==0.26.0 selenium==4.51.0 snapcast==2.3.8 python-mpd2==3.1.1
 SWIFT_BUILD_FLAGS ?=
 DEMO_DIR ?= out/demo
 

@@ -66,6 +66,44 @@ import TuttiTestSupport
         #expect(startedAfterMs > 0 && startedAfterMs < 5000)
     }
 
+    /// `aplay` (alsa-utils), a program that is not Tutti's, plays 60 s to the card with a
+    /// crystal 5000 ppm slow: the card emits the file bit for bit at exactly 48000 × 0.995
+    /// frames per second of true time, so aplay, which waits for the last frame to leave, takes
+    /// the 60.3 s that schedule gives, measured here on this process's own monotonic clock.
+    @Test(.timeLimit(.minutes(2)))
+    func aplayPlaysSixtySecondsAtTheCardsRate() throws {
+        let directory = try TemporaryDirectory("alsa-aplay")
+        defer { directory.remove() }
+        let music = directory.file("noise.wav")
+        try TestMedia.ffmpeg(["-f", "lavfi", "-i", "anoisesrc=d=60:c=white:a=0.2:seed=5", "-af", "pan=stereo|c0=c0|c1=-0.5*c0", "-ar", "48000", "-c:a", "pcm_f32le", music])
+        let ppm = -5000.0
+        let environment = try Self.card(in: directory, path: directory.file("room.wav"), ppm: ppm)
+        let launched = MonotonicClock().now()
+        let aplay = try ChildProcess(name: "aplay", executable: "/usr/bin/env", arguments: [environment, "aplay", "-q", "-D", "room", music],
+                                     standardError: directory.file("aplay.log"))
+        #expect(aplay.waitForExit(timeout: 90) == 0, "\((try? String(contentsOfFile: directory.file("aplay.log"), encoding: .utf8)) ?? "")")
+        let exited = MonotonicClock().now()
+        let capture = try VirtualCapture(path: directory.file("room.wav"))
+        let reference = try TestMedia.decodeWithFFmpeg(music)
+        let mismatched = zip(capture.samples, reference).filter { $0 != $1 }.count
+        #expect(capture.frameCount == reference.count / 2 && mismatched == 0, "\(capture.frameCount) frames, \(mismatched) samples differ")
+        #expect(capture.underruns.isEmpty)
+        // The schedule the card wrote: first to last frame at 48000 × (1 + ppm) frames a second.
+        let frames = Double(capture.periodFrames.last! - capture.periodFrames.first!)
+        let seconds = Double(capture.periodTimes.last! - capture.periodTimes.first!) / 1e9
+        let rate = frames / seconds, expectedRate = 48000 * (1 + ppm * 1e-6)
+        // And the truth: aplay ran from launch until the last frame left, on our clock.
+        let expectedSeconds = Double(reference.count / 2) / expectedRate
+        let wallSeconds = Double(exited - launched) / 1e9
+        let startedAfter = Double(capture.periodTimes.first! - launched) / 1e9
+        print("aplay: \(capture.frameCount) frames, bit-exact \(mismatched == 0); card rate \(rate) frames/s (expected \(expectedRate)); "
+              + "aplay took \(wallSeconds) s of true time against \(expectedSeconds) s, starting \(startedAfter * 1000) ms after launch")
+        #expect(abs(rate - expectedRate) < 0.001)
+        // Launch and exit add a little; a card at its nominal rate would have taken 0.3 s less.
+        #expect(wallSeconds - expectedSeconds > 0 && wallSeconds - expectedSeconds < 0.15)
+        #expect(capture.periodTimes.last! <= exited && startedAfter > 0)
+    }
+
     /// A house with room a on `virtual:` (+40 ppm) and room b through Tutti's ALSA output to
     /// the card, both connected with settled clocks.
     struct TwoRooms {
