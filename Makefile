@@ -1,7 +1,7 @@
 # Tutti: `make demo` and `make test` install what is missing, build, and run.
 SHELL := /bin/bash
 APT_PACKAGES := libsqlite3-dev libavformat-dev libavcodec-dev libavutil-dev libswresample-dev libsoxr-dev libogg-dev libasound2-dev pkg-config ffmpeg gdb chromium chromium-driver \
-	libavahi-client-dev avahi-daemon dbus-daemon iproute2 mpc gcc alsa-utils ncmpcpp tmux
+	libavahi-client-dev avahi-daemon dbus-daemon iproute2 mpc gcc alsa-utils ncmpcpp tmux snapclient
 # For Tests/TuttiHouseHTTPTests: schemathesis checks the HTTP API against its /openapi.json;
 # websockets is the event feed's client; prometheus_client parses /metrics; selenium drives
 # Chromium through the web UI (4.51: 4.52 needs a certifi newer than PyPI's mirror here has);
@@ -58,7 +58,7 @@ release: deps
 # running and every thread's stack, stops, and fails, so a test that waits forever cannot hang CI.
 SOLO_TESTS := MultiRoomEndToEndTests
 DISCOVERY_TESTS := DiscoveryTests
-REALTIME_TESTS := PlayoutEngineTests|HouseAPITests|MPDServerTests|SnapcastControlTests|ALSAVirtualCardTests|NetworkPlaybackTests|HLSPlaybackTests|HLSSegmentBufferTests|HTTPSourceTests|URLPlayTests|MediaHTTPServerTests|ImpairmentProxyTests|QueueEditingTests|QueuePlayerControlTests|SampleBufferRendererPlaybackTests|RendererDemandTests|RendererPacketTests|PlayerRealTimeTests|RenderAllocationTests|EventsTests
+REALTIME_TESTS := PlayoutEngineTests|HouseAPITests|MPDServerTests|SnapcastControlTests|SnapclientRoomTests|ALSAVirtualCardTests|NetworkPlaybackTests|HLSPlaybackTests|HLSSegmentBufferTests|HTTPSourceTests|URLPlayTests|MediaHTTPServerTests|ImpairmentProxyTests|QueueEditingTests|QueuePlayerControlTests|SampleBufferRendererPlaybackTests|RendererDemandTests|RendererPacketTests|PlayerRealTimeTests|RenderAllocationTests|EventsTests
 SUITES_DEADLINE ?= 1200
 REALTIME_DEADLINE ?= 900
 SOLO_DEADLINE ?= 600

@@ -39,6 +39,7 @@ let package = Package(
         .library(name: "TuttiDiscovery", targets: ["TuttiDiscovery"]),
         .library(name: "TuttiHouseMPD", targets: ["TuttiHouseMPD"]),
         .library(name: "TuttiHouseSnapcast", targets: ["TuttiHouseSnapcast"]),
+        .library(name: "TuttiSnapcastRooms", targets: ["TuttiSnapcastRooms"]),
         .library(name: "TuttiSimulation", targets: ["TuttiSimulation"]),
     ],
     dependencies: [
@@ -127,6 +128,13 @@ let package = Package(
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
         ]),
+        // Snapcast's clients as rooms (docs/SNAPCAST.md): Snapcast's binary stream protocol, each
+        // snapclient a speaker of the house whose sound card is the client.
+        .target(name: "TuttiSnapcastRooms", dependencies: [
+            "TuttiCore", "TuttiDevices", "TuttiProtocol", "TuttiSpeaker",
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+        ]),
         // Test clocks, the seeded generator, the network impairment proxy, the HTTP media server,
         // child processes and the simulated house: what tests, benchmarks and `tutti proxy`
         // drive the product with (like NIOEmbedded beside NIOCore). No product module depends on it.
@@ -142,7 +150,7 @@ let package = Package(
         .target(name: "TuttiDiagnostics", swiftSettings: optimizedEvenInDebug),
         .executableTarget(name: "tutti", dependencies: [
             "TuttiCore", "TuttiMedia", "TuttiMediaHTTP", "TuttiDevices", "TuttiEngine", "TuttiPlayer",
-            "TuttiProtocol", "TuttiSpeaker", "TuttiHouse", "TuttiHouseHTTP", "TuttiHouseMPD", "TuttiHouseSnapcast", "TuttiDiscovery", "TuttiSimulation",
+            "TuttiProtocol", "TuttiSpeaker", "TuttiHouse", "TuttiHouseHTTP", "TuttiHouseMPD", "TuttiHouseSnapcast", "TuttiSnapcastRooms", "TuttiDiscovery", "TuttiSimulation",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "NIOCore", package: "swift-nio"),
@@ -182,6 +190,9 @@ let package = Package(
                                                                 .product(name: "NIOPosix", package: "swift-nio")]),
         .testTarget(name: "TuttiHouseSnapcastTests", dependencies: ["TuttiHouseSnapcast", "TuttiProtocol", "TuttiSimulation", "TuttiTestSupport", "TuttiDiagnostics",
                                                                     .product(name: "NIOPosix", package: "swift-nio")]),
+        .testTarget(name: "TuttiSnapcastRoomsTests", dependencies: ["TuttiSnapcastRooms", "TuttiProtocol", "TuttiSimulation", "TuttiTestSupport", "TuttiDiagnostics",
+                                                                    .product(name: "NIOCore", package: "swift-nio"),
+                                                                    .product(name: "NIOPosix", package: "swift-nio")]),
         .testTarget(name: "TuttiHouseMPDTests", dependencies: ["TuttiHouseMPD", "TuttiSimulation", "TuttiTestSupport", "TuttiDiagnostics"]),
         .testTarget(name: "TuttiDiscoveryTests", dependencies: ["TuttiDiscovery", "TuttiProtocol", "TuttiSimulation", "TuttiTestSupport"]),
         .testTarget(name: "TuttiCLITests", dependencies: ["TuttiSimulation", "TuttiTestSupport"]),
@@ -190,7 +201,7 @@ let package = Package(
                                                                   .product(name: "NIOCore", package: "swift-nio")]),
         // Shared test helpers: media generation with the ffmpeg CLI, WAV reading, signal checks.
         .target(name: "TuttiTestSupport", dependencies: [
-            "TuttiCore", "TuttiDiagnostics", "TuttiMedia", "TuttiMediaHTTP", "TuttiSimulation",
+            "TuttiCore", "TuttiDiagnostics", "TuttiMedia", "TuttiMediaHTTP", "TuttiProtocol", "TuttiSimulation",
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),

@@ -1,5 +1,6 @@
 /// What a room's playout reports about itself (for status messages and `tutti ctl rooms`).
 public struct PlayoutReport: Sendable, Equatable {
+    public init() {}
     public var isPlaying = false
     public var streamID: UInt32 = 0
     /// Timeline frame being heard now (approximately: at the last block), or -1.

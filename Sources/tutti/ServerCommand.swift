@@ -9,6 +9,7 @@ import TuttiHouseHTTP
 import TuttiDiscovery
 import TuttiHouseMPD
 import TuttiHouseSnapcast
+import TuttiSnapcastRooms
 import TuttiMediaHTTP
 import TuttiEngine
 import TuttiPlayer
@@ -51,6 +52,10 @@ struct Server: AsyncParsableCommand {
                                discussion: "Snapcast's controllers (Snapweb, Snapdroid, Home Assistant's Snapcast integration) see the rooms as clients there. If the default address is taken (a real snapserver), the house runs without it and says so."))
     var snapcastControl: String?
 
+    @Option(help: ArgumentHelp("Address of the Snapcast stream port (default 0.0.0.0:1704), or `off`.",
+                               discussion: "snapclient (Debian's, a Raspberry Pi's, the Android app) connects there as it would to snapserver and becomes a room: listed, grouped and given a volume like Tutti's own, in sync with them. If the default address is taken (a real snapserver), the house runs without it and says so."))
+    var snapcast: String?
+
     @Option(name: .customLong("music"), help: ArgumentHelp(
         "A directory of music for the library (repeatable): scanned at start (again only what changed), searchable from ctl, the API and the web UI."))
     var musicDirectories: [String] = []
@@ -77,7 +82,7 @@ struct Server: AsyncParsableCommand {
         if let http, http != "off", HostPort(argument: http) == nil {
             throw ValidationError("--http \(http): use HOST:PORT (0.0.0.0:7780) or off")
         }
-        for (option, value, example) in [("--mpd", mpd, "0.0.0.0:6600"), ("--snapcast-control", snapcastControl, "0.0.0.0:1705")] {
+        for (option, value, example) in [("--mpd", mpd, "0.0.0.0:6600"), ("--snapcast", snapcast, "0.0.0.0:1704"), ("--snapcast-control", snapcastControl, "0.0.0.0:1705")] {
             if let value, value != "off", HostPort(argument: value) == nil {
                 throw ValidationError("\(option) \(value): use HOST:PORT (\(example)) or off")
             }
@@ -118,11 +123,13 @@ struct Server: AsyncParsableCommand {
         let http = try await startHTTP(house: server.house)
         let mpdServer = try await startMPD(house: server.house)
         let snapcastControlServer = try await startSnapcastControl(house: server.house)
+        let snapcastStreamServer = try await startSnapcastStream(housePort: port)
         let announcer = startAnnouncing(port: port, httpPort: http?.port)
         await waitForTermination()
         announcer?.stop()
         await mpdServer?.stop()
         await snapcastControlServer?.stop()
+        await snapcastStreamServer?.stop()
         await http?.server.stop()
         await server.stop()
         try? await client.shutdown()
@@ -151,6 +158,21 @@ struct Server: AsyncParsableCommand {
             configuration.port = address.port
             let server = SnapcastControlServer(house: house, configuration: configuration)
             return (server, { try await server.start() }, { await server.stop() })
+        }
+    }
+
+    /// Snapcast's stream port for snapclients, unless `--snapcast off`. Their rooms reach the
+    /// house as speakers do, on its wire port (on loopback when it listens on every address).
+    private func startSnapcastStream(housePort: Int) async throws -> SnapcastStreamServer? {
+        try await startFrontEnd("snapclients", option: "--snapcast", value: snapcast, defaultAddress: "0.0.0.0:1704",
+                                hint: { "snapclient -h HOST -p \($0)" }) { address in
+            let houseHost = ["0.0.0.0", "::", "*"].contains(listen.host) ? "127.0.0.1" : listen.host
+            var configuration = SnapcastStreamServer.Configuration(houseHost: houseHost, housePort: housePort)
+            configuration.sampleRate = 48000
+            let server = SnapcastStreamServer(configuration: configuration, clock: MonotonicClock()) { line in
+                Terminal.standardError("tutti server: \(line)\n")
+            }
+            return (server, { try await server.start(host: address.host, port: address.port) }, { await server.stop() })
         }
     }
 

@@ -198,7 +198,3 @@ extension DiscoveryTests {
     }
 }
 
-struct TestFailure: Error, CustomStringConvertible {
-    var description: String
-    init(_ description: String) { self.description = description }
-}

@@ -451,10 +451,6 @@ import TuttiTestSupport
     }
 }
 
-struct TestFailure: Error, CustomStringConvertible {
-    var description: String
-    init(_ description: String) { self.description = description }
-}
 
 func status(_ message: [String: Any]) -> [String: Any]? {
     message["event"] as? String == "status" ? message["status"] as? [String: Any] : nil

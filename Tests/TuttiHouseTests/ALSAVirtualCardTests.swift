@@ -108,38 +108,19 @@ import TuttiTestSupport
     /// the card, both connected with settled clocks.
     struct TwoRooms {
         let server: ChildProcess, a: ChildProcess, b: ChildProcess
-        let port: Int
+        let control: HouseControlPort
 
         init(directory: TemporaryDirectory, environment: String) async throws {
             server = try ChildProcess(name: "server", arguments: ["server", "--listen", "127.0.0.1:0", "--http", "off", "--mpd", "off"],
                                       standardError: directory.file("server.log"))
-            port = Int(try server.waitForLine(containing: "listening on").split(separator: ":").last!.split(separator: " ").first!)!
+            let port = Int(try server.waitForLine(containing: "listening on").split(separator: ":").last!.split(separator: " ").first!)!
+            control = HouseControlPort(port: port)
             a = try ChildProcess(name: "a", arguments: ["speaker", "--server", "127.0.0.1:\(port)", "--name", "a", "--output", "virtual:" + directory.file("a.wav"),
                                                         "--device-drift-ppm", "40"], standardError: directory.file("a.log"))
             b = try ChildProcess(name: "b", executable: "/usr/bin/env",
                                  arguments: [environment, ChildProcess.tuttiExecutable, "speaker", "--server", "127.0.0.1:\(port)", "--name", "b",
                                              "--output", "alsa:room"], standardError: directory.file("b.log"))
-            let deadline = Date().addingTimeInterval(30)
-            while true {
-                guard case .rooms(let report) = try await send(.rooms) else { continue }
-                if report.rooms.count == 2 && report.rooms.allSatisfy({ ($0.clockErrorMicroseconds ?? 1000) < 100 }) { break }
-                guard Date() < deadline else { throw TestFailure("rooms not settled: \(report.rooms.map { "\($0.name) \($0.state)" })") }
-                try await Task.sleep(nanoseconds: 100_000_000)
-            }
-        }
-
-        func send(_ command: ControlCommand) async throws -> ControlReply {
-            try await ControlClient.send(command, host: "127.0.0.1", port: port, group: MultiThreadedEventLoopGroup.singleton)
-        }
-
-        /// Returns once the house's position passed `seconds` into the track.
-        func waitForPosition(_ seconds: Double) async throws {
-            let deadline = Date().addingTimeInterval(seconds + 30)
-            while Date() < deadline {
-                if case .status(let status) = try await send(.status), (status.positionSeconds ?? 0) > seconds { return }
-                try await Task.sleep(nanoseconds: 50_000_000)
-            }
-            throw TestFailure("the house never reached \(seconds) s")
+            try await control.waitForRooms(["a", "b"])
         }
 
         func stopAll() {
@@ -160,8 +141,8 @@ import TuttiTestSupport
         let environment = try Self.card(in: directory, path: directory.file("b.wav"), ppm: -80)
         let house = try await TwoRooms(directory: directory, environment: environment)
         defer { house.stopAll() }
-        _ = try await house.send(.play(files: [music], rooms: nil))
-        try await house.waitForPosition(8)
+        _ = try await house.control.send(.play(files: [music], rooms: nil))
+        try await house.control.waitForPosition(8)
         #expect(house.a.interrupt() == 0 && house.b.interrupt() == 0)
 
         let reference = try TestMedia.decodeWithFFmpeg(music)
@@ -194,18 +175,18 @@ import TuttiTestSupport
         let environment = try Self.card(in: directory, path: card, ppm: -80)
         let house = try await TwoRooms(directory: directory, environment: environment)
         defer { house.stopAll() }
-        _ = try await house.send(.play(files: [music], rooms: nil))
-        try await house.waitForPosition(4)
+        _ = try await house.control.send(.play(files: [music], rooms: nil))
+        try await house.control.waitForPosition(4)
         // 8192 bytes: 1024 frames of 32-bit stereo.
         try "8192".write(toFile: card + ".period", atomically: true, encoding: .utf8)
         try "ENODEV 2000".write(toFile: card + ".fail", atomically: true, encoding: .utf8)
-        try await house.waitForPosition(11)
+        try await house.control.waitForPosition(11)
         try "ESTRPIPE 1500".write(toFile: card + ".fail", atomically: true, encoding: .utf8)
-        try await house.waitForPosition(17)
+        try await house.control.waitForPosition(17)
         house.b.process.send(SIGSTOP)
         try await Task.sleep(nanoseconds: 300_000_000)  // the fault itself: a stalled process
         house.b.process.send(SIGCONT)
-        try await house.waitForPosition(23)
+        try await house.control.waitForPosition(23)
         #expect(house.a.interrupt() == 0 && house.b.interrupt() == 0)
 
         let a = try VirtualCapture(path: directory.file("a.wav")), b = try VirtualCapture(path: card)

@@ -135,11 +135,6 @@ final class HouseHarness: @unchecked Sendable {
     }
 }
 
-struct TestFailure: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
-}
-
 final class ReplyBox: @unchecked Sendable {
     private let lock = NSLock()
     private var reply: (ok: Bool, json: String)?

@@ -1,0 +1,43 @@
+import Foundation
+import NIOPosix
+import TuttiProtocol
+
+/// A running house's control port, as tests drive it: commands, and waits on what the house
+/// reports (with timeouts only as guards).
+public struct HouseControlPort: Sendable {
+    public let host: String
+    public let port: Int
+
+    public init(host: String = "127.0.0.1", port: Int) {
+        self.host = host
+        self.port = port
+    }
+
+    public func send(_ command: ControlCommand) async throws -> ControlReply {
+        try await ControlClient.send(command, host: host, port: port, group: MultiThreadedEventLoopGroup.singleton)
+    }
+
+    /// Returns once exactly `names` are connected, each with its clock within 100 µs.
+    public func waitForRooms(_ names: Set<String>, timeout: Double = 30) async throws {
+        let deadline = Date().addingTimeInterval(timeout)
+        var seen: [String] = []
+        while Date() < deadline {
+            if case .rooms(let report) = try await send(.rooms) {
+                seen = report.rooms.map { "\($0.name) \($0.state)" }
+                if Set(report.rooms.map(\.name)) == names && report.rooms.allSatisfy({ ($0.clockErrorMicroseconds ?? 1000) < 100 }) { return }
+            }
+            try await Task.sleep(nanoseconds: 100_000_000)
+        }
+        throw TestFailure("rooms \(names.sorted()) not connected and settled within \(Int(timeout)) s: \(seen)")
+    }
+
+    /// Returns once the house's position passed `seconds` into what it plays.
+    public func waitForPosition(_ seconds: Double) async throws {
+        let deadline = Date().addingTimeInterval(seconds + 30)
+        while Date() < deadline {
+            if case .status(let status) = try await send(.status), (status.positionSeconds ?? 0) > seconds { return }
+            try await Task.sleep(nanoseconds: 50_000_000)
+        }
+        throw TestFailure("the house never reached \(seconds) s")
+    }
+}
