@@ -60,7 +60,8 @@ public enum DeviceSpec: Sendable, Equatable, CustomStringConvertible {
     public func makeDevice(format: AudioFormat, options: Options) throws(DeviceError) -> any OutputDevice {
         switch self {
         case .alsa(let name):
-            return try ALSADevice(clock: options.clock, pcmName: name, format: format, periodFrames: options.periodFrames, bufferPeriods: options.bufferPeriods)
+            // It reports in the clock the player reads (a simulated skew included), like `virtual:`.
+            return try ALSADevice(clock: options.reportingClock ?? options.clock, pcmName: name, format: format, periodFrames: options.periodFrames, bufferPeriods: options.bufferPeriods)
         case .wav(let path):
             return WAVFileDevice(clock: options.clock, path: path, format: format)
         case .virtual(let path):

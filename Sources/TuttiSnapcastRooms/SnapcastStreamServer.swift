@@ -107,6 +107,7 @@ final class SnapclientConnectionHandler: ChannelInboundHandler, @unchecked Senda
     private var room: SnapclientRoom?
     private var peer = "?"
     private var reportedClientInfo = false
+    private var clockMirror = SnapclientClockMirror()
 
     init(configuration: SnapcastStreamServer.Configuration, clock: any HostClock, group: any EventLoopGroup, log: @escaping @Sendable (String) -> Void) {
         self.configuration = configuration
@@ -127,6 +128,7 @@ final class SnapclientConnectionHandler: ChannelInboundHandler, @unchecked Senda
         case .time:
             // Snapcast's probe: the answer carries this side's receive time less the client's
             // send time; its header, the time it is sent.
+            clockMirror.add(sentByClient: message.sent.nanoseconds, receivedAt: received.receivedAt)
             let latency = received.receivedAt - message.sent.nanoseconds
             context.writeAndFlush(wrapOutboundOut(SnapcastMessage(refersTo: message.id, payload: .time(latency: .init(nanoseconds: latency)))), promise: nil)
         case .hello(let hello):
@@ -142,6 +144,8 @@ final class SnapclientConnectionHandler: ChannelInboundHandler, @unchecked Senda
             do {
                 let room = try SnapclientRoom(configuration: roomConfiguration, channel: context.channel, clock: clock, log: log)
                 self.room = room
+                room.clientClockError = { [unowned self] time in clockMirror.estimateError(at: time) }
+                room.clientClockDrift = { [unowned self] in clockMirror.drift }
                 room.start(group: group)
                 log("snapclient \(hello.roomName) (\(hello.clientName ?? "?") \(hello.version ?? "?"), \(hello.os ?? "?")) connected from \(peer); it plays room \(hello.roomName)")
             } catch {

@@ -49,6 +49,11 @@ final class SnapclientRoom: @unchecked Sendable {
     private var nextFrame: Int64 = 0
     private var pcm: [UInt8]
     private var ticker: RepeatedTask?
+    /// How far the client's clock estimate is off at a time (`SnapclientClockMirror`); its
+    /// chunks are stamped that much earlier. Set by the connection, on the event loop.
+    var clientClockError: (Int64) -> Int64 = { _ in 0 }
+    /// How fast the client's clock drifts from ours (`SnapclientClockMirror.drift`).
+    var clientClockDrift: () -> Double = { 0 }
     private var running: Task<Void, Never>?
 
     init(configuration: Configuration, channel: any Channel, clock: any HostClock, log: @escaping @Sendable (String) -> Void) throws {
@@ -71,9 +76,16 @@ final class SnapclientRoom: @unchecked Sendable {
 
     private static func nanoseconds(frames: Int, rate: Int) -> Int64 { Int64(frames) * 1_000_000_000 / Int64(rate) }
 
-    /// Local time at which device frame `frame` is heard.
-    private func time(ofFrame frame: Int64) -> Int64 {
-        origin + WideMath.multiplyDivide(frame, 1_000_000_000, Int64(configuration.format.sampleRate))
+    /// The time (our clock) at which `nextFrame` is heard. Frames are spaced at the client's
+    /// idea of our clock's rate, not ours: then its chunks are exactly 20 ms apart to the
+    /// client, which has only its own sound card's drift left to correct (snapclient corrects
+    /// by dropping and duplicating frames, in proportion to a median error, and a clock-rate
+    /// difference left to it is heard as a standing error of ~2 µs per ppm and hunting).
+    private var nextFrameTime: Double = 0
+
+    /// Nanoseconds (our clock) of one frame as the client hears it.
+    private var nanosecondsPerFrame: Double {
+        1e9 / Double(configuration.format.sampleRate) / (1 - clientClockDrift())
     }
 
     func start(group: any EventLoopGroup) {
@@ -91,17 +103,19 @@ final class SnapclientRoom: @unchecked Sendable {
     /// Renders and sends every block due within the send-ahead.
     private func tick() {
         let now = clock.now()
-        let rate = configuration.format.sampleRate
-        let block = Int64(configuration.blockFrames)
+        let block = configuration.blockFrames
+        if nextFrameTime == 0 { nextFrameTime = Double(origin) }
         // A loop that fell behind (a stalled machine) skips what is already too late to send.
-        let earliest = now + configuration.sendAheadNanoseconds / 2
-        if time(ofFrame: nextFrame) < earliest {
-            let frames = WideMath.multiplyDivide(earliest - origin, Int64(rate), 1_000_000_000)
-            nextFrame = (frames / block + 1) * block
+        let earliest = Double(now + configuration.sendAheadNanoseconds / 2)
+        while nextFrameTime < earliest {
+            nextFrameTime += Double(block) * nanosecondsPerFrame
+            nextFrame += Int64(block)
         }
         var sent = false
-        while time(ofFrame: nextFrame) < now + configuration.sendAheadNanoseconds {
-            let device = LinearTimeMap(referenceFrame: 0, referenceTime: origin, nanosecondsPerFrame: 1e9 / Double(rate))
+        while nextFrameTime < Double(now + configuration.sendAheadNanoseconds) {
+            let spacing = nanosecondsPerFrame
+            let heard = Int64(nextFrameTime.rounded())
+            let device = LinearTimeMap(referenceFrame: nextFrame, referenceTime: heard, nanosecondsPerFrame: spacing)
             playout.render(firstFrame: nextFrame, device: device)
             let report = playout.report
             latestReport.report.withLock { $0 = report }
@@ -113,11 +127,12 @@ final class SnapclientRoom: @unchecked Sendable {
                         SampleConversion.convert(samples.baseAddress!, count: samples.count, to: .int16, into: bytes.baseAddress!)
                     }
                 }
-                let stamp = time(ofFrame: nextFrame) - Int64(configuration.bufferMilliseconds) * 1_000_000
+                let stamp = heard - Int64(configuration.bufferMilliseconds) * 1_000_000 - clientClockError(heard)
                 channel.write(SnapcastMessage(payload: .wireChunk(timestamp: .init(nanoseconds: stamp), data: pcm)), promise: nil)
                 sent = true
             }
-            nextFrame += block
+            nextFrame += Int64(block)
+            nextFrameTime += Double(block) * spacing
         }
         if sent { channel.flush() }
     }

@@ -68,6 +68,10 @@ struct Server: AsyncParsableCommand {
     @Option(name: .customLong("state-dir"), help: "Directory of the house's store (house.sqlite): the queue, volumes, group and the playing stream, so a restarted house resumes where it was.")
     var stateDirectory: String?
 
+    @Option(name: .customLong("clock-drift-ppm"), parsing: .unconditional,
+            help: ArgumentHelp("Simulated drift of the house's clock, in ppm: for tests on one machine, like the speaker's.", visibility: .hidden))
+    var clockDriftPPM: Double = 0
+
     @Option(name: .customLong("buffer-seconds"), help: "How far ahead of the playhead rooms are filled.")
     var bufferSeconds: Double = 300
 
@@ -109,7 +113,9 @@ struct Server: AsyncParsableCommand {
         configuration.musicDirectories = musicDirectories.map { $0.hasPrefix("/") ? $0 : cwd + "/" + $0 }
         guard let codec = StreamCodec(wireName: codec) else { throw ValidationError("--codec \(codec): use flac or pcm-f32le") }
         configuration.codec = codec
-        let server = HouseServer(clock: MonotonicClock(), host: listen.host, port: listen.port, configuration: configuration) { line in
+        guard abs(clockDriftPPM) <= 1000 else { throw ValidationError("--clock-drift-ppm beyond ±1000 is not a clock") }
+        let clock: any HostClock = clockDriftPPM == 0 ? MonotonicClock() : SkewedClock(base: MonotonicClock(), offsetNanoseconds: 0, driftPPM: clockDriftPPM)
+        let server = HouseServer(clock: clock, host: listen.host, port: listen.port, configuration: configuration) { line in
             Terminal.standardError("tutti server: \(line)\n")
         }
         let port: Int
@@ -123,7 +129,7 @@ struct Server: AsyncParsableCommand {
         let http = try await startHTTP(house: server.house)
         let mpdServer = try await startMPD(house: server.house)
         let snapcastControlServer = try await startSnapcastControl(house: server.house)
-        let snapcastStreamServer = try await startSnapcastStream(housePort: port)
+        let snapcastStreamServer = try await startSnapcastStream(housePort: port, clock: clock)
         let announcer = startAnnouncing(port: port, httpPort: http?.port)
         await waitForTermination()
         announcer?.stop()
@@ -163,13 +169,13 @@ struct Server: AsyncParsableCommand {
 
     /// Snapcast's stream port for snapclients, unless `--snapcast off`. Their rooms reach the
     /// house as speakers do, on its wire port (on loopback when it listens on every address).
-    private func startSnapcastStream(housePort: Int) async throws -> SnapcastStreamServer? {
+    private func startSnapcastStream(housePort: Int, clock: any HostClock) async throws -> SnapcastStreamServer? {
         try await startFrontEnd("snapclients", option: "--snapcast", value: snapcast, defaultAddress: "0.0.0.0:1704",
                                 hint: { "snapclient -h HOST -p \($0)" }) { address in
             let houseHost = ["0.0.0.0", "::", "*"].contains(listen.host) ? "127.0.0.1" : listen.host
             var configuration = SnapcastStreamServer.Configuration(houseHost: houseHost, housePort: housePort)
             configuration.sampleRate = 48000
-            let server = SnapcastStreamServer(configuration: configuration, clock: MonotonicClock()) { line in
+            let server = SnapcastStreamServer(configuration: configuration, clock: clock) { line in
                 Terminal.standardError("tutti server: \(line)\n")
             }
             return (server, { try await server.start(host: address.host, port: address.port) }, { await server.stop() })
