@@ -67,6 +67,96 @@ import TuttiTestSupport
         return String(text.drop { $0 != "\n" }.dropFirst())
     }
 
+    /// A house with an MPD port, a library of two tagged tones (440 and 660 Hz, 30 s) and room
+    /// a on a virtual card.
+    struct HouseWithLibrary {
+        let server: ChildProcess, speaker: ChildProcess
+        let port: Int
+
+        init(directory: TemporaryDirectory) throws {
+            let album = directory.file("music/Test Artist/Test Album")
+            try FileManager.default.createDirectory(atPath: album, withIntermediateDirectories: true)
+            for (number, frequency) in [(1, 440), (2, 660)] {
+                try TestMedia.ffmpeg(["-f", "lavfi", "-i", "sine=frequency=\(frequency):sample_rate=48000:duration=30", "-ac", "2",
+                                      "-metadata", "title=Song \(number)", "-metadata", "artist=Test Artist", "-metadata", "album=Test Album",
+                                      album + "/\(number).flac"])
+            }
+            server = try ChildProcess(name: "server", arguments: ["server", "--listen", "127.0.0.1:0", "--http", "off", "--mpd", "127.0.0.1:0",
+                                                                  "--snapcast", "off", "--snapcast-control", "off", "--music", directory.file("music")],
+                                      standardError: directory.file("server.log"))
+            let housePort = Int(try server.waitForLine(containing: "listening on").split(separator: ":").last!.split(separator: " ").first!)!
+            port = Int(try server.waitForLine(containing: "MPD clients on").split(separator: ":")[2].prefix { $0.isNumber })!
+            speaker = try ChildProcess(name: "a", arguments: ["speaker", "--server", "127.0.0.1:\(housePort)", "--name", "a",
+                                                              "--output", "virtual:" + directory.file("a.wav")], standardError: directory.file("a.log"))
+        }
+
+        func stop() {
+            speaker.interrupt()
+            server.interrupt()
+        }
+    }
+
+    /// Zero crossings a second of channel 0 over `seconds` from `frame`: twice the tone's frequency.
+    static func frequency(_ capture: VirtualCapture, from frame: Int, seconds: Double = 0.5) -> Double {
+        let frames = Int(seconds * Double(capture.sampleRate))
+        var crossings = 0
+        for index in frame..<min(capture.frameCount - 1, frame + frames) {
+            let a = capture.samples[index * capture.channelCount], b = capture.samples[(index + 1) * capture.channelCount]
+            if (a < 0) != (b < 0) { crossings += 1 }
+        }
+        return Double(crossings) / 2 / seconds
+    }
+
+    /// python-mpd2 (PyPI), the library many MPD front ends are built on, drives a session
+    /// (Tests/Python/mpd_session.py): library, queue, play with an idle client woken, setvol,
+    /// pause and resume, next, seekcur, outputs, a bad id. The room's card shows each effect.
+    @Test(.timeLimit(.minutes(2)))
+    func pythonMPD2DrivesTheHouse() async throws {
+        let directory = try TemporaryDirectory("mpd-python")
+        defer { directory.preserveLogs(as: "mpd-python"); directory.remove() }
+        let house = try HouseWithLibrary(directory: directory)
+        defer { house.stop() }
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Python/mpd_session.py").path
+        let session = try ChildProcess(name: "python-mpd2", executable: "/usr/bin/env", arguments: ["python3", script, "\(house.port)"],
+                                       standardError: directory.file("session.log"))
+        #expect(session.waitForExit(timeout: 90) == 0, "\((try? String(contentsOfFile: directory.file("session.log"), encoding: .utf8)) ?? "")")
+        var steps: [String: [String: Any]] = [:]
+        for line in session.outputLines {
+            guard let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], let name = object["step"] as? String else { continue }
+            steps[name] = object
+        }
+        print("python-mpd2: \(session.outputLines.joined(separator: "\n"))")
+        #expect((steps["library"]?["files"] as? [String]) == ["Test Artist/Test Album/1.flac", "Test Artist/Test Album/2.flac"])
+        #expect((steps["queue"]?["titles"] as? [String]) == ["Song 1", "Song 2"])
+        #expect((steps["woken"]?["subsystems"] as? [String])?.contains("player") == true)
+        #expect(steps["setvol"]?["volume"] as? String == "50")
+        #expect(steps["pause"]?["state"] as? String == "pause" && steps["resume"]?["state"] as? String == "play")
+        #expect(steps["next"]?["title"] as? String == "Song 2")
+        #expect(abs((steps["seekcur"]?["elapsed"] as? Double ?? 0) - 10) < 1)
+        #expect(steps["outputs"]?["disabled"] as? String == "0" && steps["outputs"]?["enabled"] as? String == "1")
+        #expect((steps["bad"]?["error"] as? String)?.contains("No such song") == true)
+        house.speaker.interrupt()
+
+        // The card: the first tone at full level, 30 dB down after setvol 50, silent while
+        // paused, the same level again after resume, the second tone after next.
+        let capture = try VirtualCapture(path: directory.file("a.wav"))
+        func at(_ step: String, _ offset: Double) throws -> Int {
+            let time = try #require(steps[step]?["mono_ns"] as? NSNumber).doubleValue
+            return Int(capture.frame(atEmissionTime: time + offset * 1e9))
+        }
+        func rms(_ frame: Int) -> Double {
+            SignalCheck.rms(capture.samples, channels: capture.channelCount, frames: frame..<min(capture.frameCount, frame + 12000))
+        }
+        let full = rms(try at("setvol", -1.0)), turned = rms(try at("setvol", 0.6)), paused = rms(try at("pause", 0.6))
+        let resumed = rms(try at("resume", 0.6)), nextTone = Self.frequency(capture, from: try at("next", 0.3)), firstTone = Self.frequency(capture, from: try at("setvol", -1.0))
+        print("python-mpd2: card RMS \(full) playing, \(turned) after setvol 50, \(paused) paused, \(resumed) resumed; tone \(firstTone) Hz, then \(nextTone) Hz after next")
+        #expect(abs(full - 0.0625) < 0.002)
+        #expect(abs(turned / full - pow(10, -1.5)) < 0.005)
+        #expect(paused < 1e-4)
+        #expect(abs(resumed / full - pow(10, -1.5)) < 0.005)
+        #expect(abs(firstTone - 440) < 5 && abs(nextTone - 660) < 5)
+    }
+
     @Test(.timeLimit(.minutes(2)))
     func mpcDrivesTheHouse() async throws {
         let directory = try TemporaryDirectory("mpd")

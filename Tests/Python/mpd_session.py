@@ -1,0 +1,95 @@
+"""A session of python-mpd2 (PyPI), the MPD client library of many front ends, against the
+house's MPD port: library, queue, transport, outputs, volume and idle. It prints one JSON
+object per step with the CLOCK_MONOTONIC time it was done, for MPDServerTests to find each
+effect in the room's audio.
+
+usage: mpd_session.py PORT
+"""
+import json
+import sys
+import threading
+import time
+
+from mpd import MPDClient
+
+port = int(sys.argv[1])
+
+
+def step(name, **values):
+    print(json.dumps({"step": name, "mono_ns": time.monotonic_ns(), **values}), flush=True)
+
+
+def client():
+    c = MPDClient()
+    c.timeout = 10
+    c.connect("127.0.0.1", port)
+    return c
+
+
+mpd = client()
+step("connected", version=mpd.mpd_version)
+deadline = time.monotonic() + 30
+while not any(o["outputname"] == "a" and o["outputenabled"] == "1" for o in mpd.outputs()):
+    if time.monotonic() > deadline:
+        raise SystemExit("room a never showed as an enabled output")
+    time.sleep(0.1)
+
+songs = [entry["file"] for entry in mpd.listallinfo() if "file" in entry]
+step("library", files=songs, albums=mpd.list("album"))
+mpd.clear()
+first = mpd.addid(songs[0])
+mpd.add(songs[1])
+step("queue", titles=[song.get("title") for song in mpd.playlistinfo()], first_id=first)
+
+# An idle client is woken by the play.
+woken = {}
+def wait_idle():
+    waiter = client()
+    woken["subsystems"] = waiter.idle("player")
+    woken["mono_ns"] = time.monotonic_ns()
+    waiter.disconnect()
+idler = threading.Thread(target=wait_idle)
+idler.start()
+time.sleep(0.3)  # let it reach idle; it is woken whatever the timing
+mpd.playid(first)
+step("play")
+idler.join(10)
+step("woken", subsystems=woken.get("subsystems"), after_ms=(woken.get("mono_ns", 0) - time.monotonic_ns()) / 1e6)
+time.sleep(2)  # the room plays: what the test measures
+mpd.setvol(50)
+step("setvol", volume=mpd.status().get("volume"))
+time.sleep(1.5)
+mpd.pause(1)
+step("pause", state=mpd.status()["state"])
+time.sleep(1.5)
+mpd.pause(0)
+step("resume", state=mpd.status()["state"])
+time.sleep(1.5)
+mpd.next()
+deadline = time.monotonic() + 10
+while mpd.currentsong().get("title") != "Song 2":
+    if time.monotonic() > deadline:
+        raise SystemExit("next never reached Song 2")
+    time.sleep(0.05)
+step("next", title=mpd.currentsong().get("title"))
+time.sleep(1.5)
+mpd.seekcur(10)
+# The house cuts the seek into the stream a fraction of a second ahead, so that every room
+# jumps together; status says where the rooms are, so it shows the seek once it is heard.
+sought = time.monotonic()
+while float(mpd.status().get("elapsed", "0")) < 9.9 and time.monotonic() - sought < 2:
+    time.sleep(0.02)
+step("seekcur", elapsed=float(mpd.status().get("elapsed", "0")), heard_after_ms=(time.monotonic() - sought) * 1000)
+time.sleep(1)
+mpd.disableoutput(0)
+disabled = mpd.outputs()[0]["outputenabled"]
+mpd.enableoutput(0)
+step("outputs", disabled=disabled, enabled=mpd.outputs()[0]["outputenabled"])
+try:
+    mpd.deleteid(999)
+    step("bad", error=None)
+except Exception as error:  # python-mpd2's CommandError carries MPD's ACK
+    step("bad", error=str(error))
+step("stats", songs=mpd.stats().get("songs"), playlist_length=mpd.status().get("playlistlength"))
+mpd.close()
+mpd.disconnect()
