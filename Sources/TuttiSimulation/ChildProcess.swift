@@ -72,6 +72,17 @@ public final class ChildProcess: @unchecked Sendable {
         return process.terminationStatus
     }
 
+    /// Waits for the process to end by itself without holding a thread (SIGKILL after
+    /// `timeout`); returns its exit status. Use it in async tests: a blocking wait of a minute
+    /// takes one of the cooperative pool's threads (two on a 2-core machine) from every other
+    /// test running beside it.
+    public func exit(within timeout: Double) async -> Int32 {
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning && Date() < deadline { try? await Task.sleep(nanoseconds: 20_000_000) }
+        if process.isRunning { process.send(SIGKILL); process.waitUntilExit() }
+        return process.terminationStatus
+    }
+
     /// Every line it wrote to stdout so far (with the last, unfinished one).
     public var outputLines: [String] {
         lock.withLock { lines + (partial.isEmpty ? [] : [partial]) }

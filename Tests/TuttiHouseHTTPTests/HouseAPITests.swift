@@ -234,7 +234,7 @@ import TuttiTestSupport
             "--phases", "examples,coverage,fuzzing", "--max-examples", "25", "--seed", "7", "--workers", "1",
             "--request-timeout", "20", "--no-color", "--generation-database", "none",
         ], standardError: directory.file("schemathesis.err"))
-        let status = await Task.detached { schemathesis.waitForExit(timeout: 240) }.value
+        let status = await schemathesis.exit(within: 240)
         let output = schemathesis.outputLines.joined(separator: "\n")
         try output.write(toFile: directory.file("schemathesis.log"), atomically: true, encoding: .utf8)
         print(output.split(separator: "\n").suffix(12).joined(separator: "\n"))
@@ -281,7 +281,7 @@ import TuttiTestSupport
         let browser = try ChildProcess(name: "selenium", executable: "/usr/bin/env",
                                        arguments: ["python3", script, house.api.replacingOccurrences(of: "/api", with: "/"), screenshots, "b", "a"],
                                        standardError: directory.file("selenium.log"))
-        let status = await Task.detached { browser.waitForExit(timeout: 150) }.value
+        let status = await browser.exit(within: 150)
         let steps = browser.outputLines.compactMap { (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any] }
         for step in steps { print("web UI: \(step)") }
         #expect(status == 0, "\(steps.last ?? [:]); see out/test-logs/web-ui/selenium.log")

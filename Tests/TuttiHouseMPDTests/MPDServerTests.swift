@@ -119,7 +119,7 @@ import TuttiTestSupport
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Python/mpd_session.py").path
         let session = try ChildProcess(name: "python-mpd2", executable: "/usr/bin/env", arguments: ["python3", script, "\(house.port)"],
                                        standardError: directory.file("session.log"))
-        #expect(session.waitForExit(timeout: 90) == 0, "\((try? String(contentsOfFile: directory.file("session.log"), encoding: .utf8)) ?? "")")
+        #expect(await session.exit(within: 90) == 0, "\((try? String(contentsOfFile: directory.file("session.log"), encoding: .utf8)) ?? "")")
         var steps: [String: [String: Any]] = [:]
         for line in session.outputLines {
             guard let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], let name = object["step"] as? String else { continue }

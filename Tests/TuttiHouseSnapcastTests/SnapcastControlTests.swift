@@ -59,7 +59,7 @@ import TuttiTestSupport
                                           standardError: directory.file("snapcast.log"))
         _ = try controller.waitForLine(containing: "\"waiting\"", timeout: 30)
         _ = try await send(.volume(room: "b", percent: 70))
-        let status = await Task.detached { controller.waitForExit(timeout: 30) }.value
+        let status = await controller.exit(within: 30)
         let steps = controller.outputLines.compactMap { (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any] }
         for step in steps { print("Snapcast: \(step)") }
         #expect(status == 0, "see out/test-logs/snapcast-control/snapcast.log")

@@ -31,7 +31,7 @@ import TuttiTestSupport
     }
 
     @Test(.timeLimit(.minutes(1)))
-    func aFilePlaysBitExactOnTheCardsSchedule() throws {
+    func aFilePlaysBitExactOnTheCardsSchedule() async throws {
         let directory = try TemporaryDirectory("alsa-virtual")
         defer { directory.remove() }
         let music = directory.file("noise.wav")
@@ -41,7 +41,7 @@ import TuttiTestSupport
         let play = try ChildProcess(name: "play", executable: "/usr/bin/env",
                                     arguments: [environment, ChildProcess.tuttiExecutable, "play", "--output", "alsa:room", music],
                                     standardError: directory.file("play.log"))
-        #expect(play.waitForExit(timeout: 30) == 0, "\((try? String(contentsOfFile: directory.file("play.log"), encoding: .utf8)) ?? "")")
+        #expect(await play.exit(within: 30) == 0, "\((try? String(contentsOfFile: directory.file("play.log"), encoding: .utf8)) ?? "")")
         let capture = try VirtualCapture(path: directory.file("room.wav"))
         let reference = try TestMedia.decodeWithFFmpeg(music)
         let first = try #require(capture.firstSoundFrame())
@@ -71,7 +71,7 @@ import TuttiTestSupport
     /// frames per second of true time, so aplay, which waits for the last frame to leave, takes
     /// the 60.3 s that schedule gives, measured here on this process's own monotonic clock.
     @Test(.timeLimit(.minutes(2)))
-    func aplayPlaysSixtySecondsAtTheCardsRate() throws {
+    func aplayPlaysSixtySecondsAtTheCardsRate() async throws {
         let directory = try TemporaryDirectory("alsa-aplay")
         defer { directory.remove() }
         let music = directory.file("noise.wav")
@@ -81,7 +81,7 @@ import TuttiTestSupport
         let launched = MonotonicClock().now()
         let aplay = try ChildProcess(name: "aplay", executable: "/usr/bin/env", arguments: [environment, "aplay", "-q", "-D", "room", music],
                                      standardError: directory.file("aplay.log"))
-        #expect(aplay.waitForExit(timeout: 90) == 0, "\((try? String(contentsOfFile: directory.file("aplay.log"), encoding: .utf8)) ?? "")")
+        #expect(await aplay.exit(within: 90) == 0, "\((try? String(contentsOfFile: directory.file("aplay.log"), encoding: .utf8)) ?? "")")
         let exited = MonotonicClock().now()
         let capture = try VirtualCapture(path: directory.file("room.wav"))
         let reference = try TestMedia.decodeWithFFmpeg(music)
