@@ -30,6 +30,9 @@ struct SnapclientClockMirror {
     /// The client's window: when each probe arrived, and its offset.
     private var window: [(time: Int64, offset: Int64)] = []
     private var samples: [(time: Int64, offset: Int64)] = []
+    /// The fitted drift, refitted at each probe (it changes only then) rather than at each of
+    /// the fifty blocks a second that ask for it.
+    private(set) var drift: Double = 0
 
     /// A probe the client sent at `sentByClient` (its clock) that arrived at `receivedAt` (ours).
     mutating func add(sentByClient: Int64, receivedAt: Int64) {
@@ -41,6 +44,7 @@ struct SnapclientClockMirror {
         if let first = samples.first, receivedAt - first.time > Self.fitNanoseconds {
             samples.removeAll { receivedAt - $0.time > Self.fitNanoseconds }
         }
+        drift = fittedDrift()
     }
 
     /// The client's median offset, as it computes it (the mean of the middle two of an even count).
@@ -57,7 +61,7 @@ struct SnapclientClockMirror {
     /// between two clocks that did not drift); 0 until the probes span twenty seconds. The
     /// client's idea of this server's clock (its clock plus a constant median) runs at
     /// `1 − drift` of ours.
-    var drift: Double {
+    private func fittedDrift() -> Double {
         guard let first = samples.first, let last = samples.last, last.time - first.time >= Self.minimumFitSpanNanoseconds else { return 0 }
         var lowest: [Int64: (time: Int64, offset: Int64)] = [:]
         for sample in samples {
