@@ -213,7 +213,7 @@ struct MPDCommands {
             if request.name == "addid" {
                 let after = try await current()
                 let index = at ?? before.queue.items.count
-                if let id = after.queue.items.first(where: { $0.index == index })?.id { out.add("Id", id) }
+                if let item = after.queue.items.first(where: { $0.index == index }) { out.add("Id", Self.songID(item)) }
             }
         case "delete":
             try Self.expect(a, 1...1, "delete")
@@ -246,7 +246,7 @@ struct MPDCommands {
             case "playlistid":
                 if let argument = a.first {
                     let id = try Self.integer(argument, "id")
-                    items = items.filter { $0.id == id }
+                    items = items.filter { Self.songID($0) == id }
                     guard !items.isEmpty else { throw MPDError(.noExist, "No such song") }
                 }
             default:
@@ -258,7 +258,7 @@ struct MPDCommands {
             for item in items {
                 if request.name == "plchangesposid" {
                     out.add("cpos", item.index)
-                    out.add("Id", item.id ?? item.index)
+                    out.add("Id", Self.songID(item))
                 } else {
                     song(item, status: now.status, tags: tags[item.path], into: &out)
                 }
@@ -339,7 +339,7 @@ struct MPDCommands {
         out.add("state", state)
         if let item = status.item, let entry = now.queue.items.first(where: { $0.index == item }) {
             out.add("song", item)
-            out.add("songid", entry.id ?? item)
+            out.add("songid", Self.songID(entry))
             if state != "stop" {
                 let elapsed = status.itemPositionSeconds ?? 0
                 out.add("time", "\(Int(elapsed)):\(Int((status.itemDurationSeconds ?? 0).rounded()))")
@@ -350,7 +350,7 @@ struct MPDCommands {
             }
             if let next = now.queue.items.first(where: { $0.index == item + 1 }) {
                 out.add("nextsong", next.index)
-                out.add("nextsongid", next.id ?? next.index)
+                out.add("nextsongid", Self.songID(next))
             }
         }
         if status.library?.scanning == true { out.add("updating_db", 1) }
@@ -360,8 +360,14 @@ struct MPDCommands {
         status.rooms.sorted { $0.name < $1.name }
     }
 
+    /// A queue entry's MPD song id: its house tag plus one. MPD's ids start at 1, and ncmpcpp
+    /// takes a song id of 0 for "no song", never asking which song plays.
+    static func songID(_ entry: QueueEntryReport) -> Int {
+        (entry.id ?? entry.index) + 1
+    }
+
     static func index(ofID id: Int, in queue: QueueReport) throws(MPDError) -> Int {
-        guard let item = queue.items.first(where: { $0.id == id }) else { throw MPDError(.noExist, "No such song") }
+        guard let item = queue.items.first(where: { songID($0) == id }) else { throw MPDError(.noExist, "No such song") }
         return item.index
     }
 
@@ -386,7 +392,7 @@ struct MPDCommands {
             out.add("duration", String(format: "%.3f", duration))
         }
         out.add("Pos", entry.index)
-        out.add("Id", entry.id ?? entry.index)
+        out.add("Id", Self.songID(entry))
     }
 
     private func describe(_ track: LibraryTrack, into out: inout MPDResponse) {

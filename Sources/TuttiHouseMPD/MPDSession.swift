@@ -94,7 +94,10 @@ struct MPDSession {
                         pending.subtract(hit)
                     }
                 case "noidle":
-                    try await outbound.write(ByteBuffer(string: "OK\n"))
+                    // Not idle: the idle's answer crossed this noidle on the wire, and the
+                    // client reads that answer as the noidle's. Another reply would shift every
+                    // later one by a command (ncmpcpp then loops, showing nothing). MPD ignores it too.
+                    continue
                 default:
                     try await runList([request], verbose: false, outbound)
                 }

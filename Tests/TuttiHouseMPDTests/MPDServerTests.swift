@@ -157,6 +157,79 @@ import TuttiTestSupport
         #expect(abs(firstTone - 440) < 5 && abs(nextTone - 660) < 5)
     }
 
+    /// ncmpcpp (Debian), the curses client, in a tmux of its own: it shows the queue, Enter
+    /// plays the highlighted song and `>` skips to the next; its screen says so and the card
+    /// plays each tone. (It once looped forever on a `noidle` the house answered after its idle
+    /// had already been answered, showing nothing.)
+    @Test(.timeLimit(.minutes(2)))
+    func ncmpcppShowsTheQueueAndPlays() async throws {
+        let directory = try TemporaryDirectory("mpd-ncmpcpp")
+        defer { directory.preserveLogs(as: "mpd-ncmpcpp"); directory.remove() }
+        let house = try HouseWithLibrary(directory: directory)
+        defer { house.stop() }
+        func mpc(_ arguments: String...) throws -> Run { try Self.run("mpc", ["-p", "\(house.port)"] + arguments, in: directory) }
+        let connected = Date().addingTimeInterval(30)
+        while try !mpc("outputs").output.contains("Output 1 (a) is enabled") {
+            guard Date() < connected else { throw TestTimeout("room a never showed as an output") }
+            try await Task.sleep(nanoseconds: 100_000_000)
+        }
+        #expect(try mpc("add", "Test Artist/Test Album/1.flac").status == 0)
+        #expect(try mpc("add", "Test Artist/Test Album/2.flac").status == 0)
+
+        // A tmux server of this test's own, so nothing else's sessions are touched.
+        let socket = "tutti-ncmpcpp-\(getpid())"
+        func tmux(_ arguments: String...) throws -> Run { try Self.run("tmux", ["-L", socket, "-f", "/dev/null"] + arguments, in: directory) }
+        defer { _ = try? tmux("kill-server") }
+        // The tmux server outlives the command that starts it and would inherit the descriptor
+        // by which Foundation sees that command end: it starts with only 0, 1 and 2 open.
+        let started = try Self.run("python3", ["-c", "import os, sys; os.closerange(3, 65536); os.execvp(sys.argv[1], sys.argv[1:])",
+                                               "tmux", "-L", socket, "-f", "/dev/null", "new-session", "-d", "-x", "120", "-y", "30",
+                                               "env HOME=\(directory.file("")) ncmpcpp -h 127.0.0.1 -p \(house.port) 2> \(directory.file("ncmpcpp.err"))"],
+                                   in: directory)
+        #expect(started.status == 0, "\(started.errors)")
+        /// The screen once it shows `wanted` (polled: the screen has no events to wait on).
+        func screen(showing wanted: String...) async throws -> String {
+            let deadline = Date().addingTimeInterval(20)
+            while true {
+                let pane = try tmux("capture-pane", "-p").output
+                if wanted.allSatisfy(pane.contains) { return pane }
+                guard Date() < deadline else { throw TestTimeout("ncmpcpp never showed \(wanted):\n\(pane)") }
+                try await Task.sleep(nanoseconds: 50_000_000)
+            }
+        }
+        let queue = try await screen(showing: "Playlist (2 items", "Song 1", "Song 2")
+        print("ncmpcpp: the queue:\n\(queue.split(separator: "\n").prefix(6).joined(separator: "\n"))")
+        let played = MonotonicClock().now()
+        _ = try tmux("send-keys", "Enter")
+        let playing = try await screen(showing: "Playing: Test Artist \"Test Album\" - Song 1")
+        let firstStatus = try mpc("status").output
+        print("ncmpcpp: \(Double(MonotonicClock().now() - played) / 1e9) s after Enter: \(playing.split(separator: "\n").last ?? ""); mpc: \(firstStatus)")
+        #expect(firstStatus.contains("[playing] #1/2"))
+        try await Task.sleep(nanoseconds: 2_000_000_000)  // some of the first song, heard
+        let skipped = MonotonicClock().now()
+        _ = try tmux("send-keys", ">")
+        _ = try await screen(showing: "Playing: Test Artist \"Test Album\" - Song 2")
+        // Two seconds of the second song on the card before the room stops.
+        let heard = Date().addingTimeInterval(20)
+        while true {
+            let status = try mpc("status").output
+            if status.contains("[playing] #2/2"), let elapsed = status.split(separator: " ").first(where: { $0.contains("/0:30") }),
+               let seconds = Int(elapsed.prefix { $0 != "/" }.split(separator: ":").last ?? ""), seconds >= 2 { break }
+            guard Date() < heard else { throw TestTimeout("song 2 never played 2 s: \(status)") }
+            try await Task.sleep(nanoseconds: 100_000_000)
+        }
+        print("ncmpcpp: \(playing.split(separator: "\n").last ?? "")")
+        _ = try tmux("send-keys", "q")
+        house.speaker.interrupt()
+
+        // The card: the first tone from Enter on, the second from `>` on.
+        let capture = try VirtualCapture(path: directory.file("a.wav"))
+        let first = Self.frequency(capture, from: Int(capture.frame(atEmissionTime: Double(played) + 0.8e9)))
+        let second = Self.frequency(capture, from: Int(capture.frame(atEmissionTime: Double(skipped) + 0.8e9)))
+        print("ncmpcpp: the card played \(first) Hz after Enter, \(second) Hz after >")
+        #expect(abs(first - 440) < 5 && abs(second - 660) < 5)
+    }
+
     @Test(.timeLimit(.minutes(2)))
     func mpcDrivesTheHouse() async throws {
         let directory = try TemporaryDirectory("mpd")
@@ -239,6 +312,12 @@ import TuttiTestSupport
         // lsinfo gives each song's tags, as ncmpcpp and M.A.L.P. show them.
         let listing = try Self.converse(port: port, ["lsinfo \"Test Artist/Test Album\""], replies: 1)
         #expect(listing.contains("file: Test Artist/Test Album/1.flac\nArtist: Test Artist\nAlbum: Test Album\nTitle: Song 1\nTime: 20\n"), "\(listing)")
+        // Song ids start at 1, as MPD's do: clients such as ncmpcpp take 0 for "no song".
+        let ids = try Self.converse(port: port, ["playlistid"], replies: 1).split(separator: "\n").filter { $0.hasPrefix("Id: ") }
+        #expect(ids == ["Id: 1", "Id: 2"], "\(ids)")
+        // A noidle after idle was answered gets no reply of its own, as in MPD.
+        let afterNoidle = try Self.converse(port: port, ["noidle", "status"], replies: 1)
+        #expect(afterNoidle.hasPrefix("volume: "), "\(afterNoidle)")
         let reply = try Self.converse(port: port, ["foo", "setvol abc", "play \"unterminated", "command_list_ok_begin", "ping", "status",
                                                    "command_list_end", "deleteid 999", "ping"], replies: 6)
         print("MPD: raw conversation:\n\(reply)")
