@@ -80,7 +80,7 @@ public final class GaplessQueueReader {
     ///   - firstFrame: the output frame number of the first frame read (the timeline position).
     /// How many times the queue plays (nil: until the reader is abandoned). Passes join
     /// gaplessly, sample-exact at the seams, like AVPlayerLooper's treadmill.
-    public let passes: Int?
+    public private(set) var passes: Int?
     private var pass = 0
 
     public convenience init(paths: [String], outputRate: Int, channelCount: Int, quality: Resampler.Quality = .high,
@@ -114,9 +114,11 @@ public final class GaplessQueueReader {
 
     /// Replaces the entries still to come: the next item opened is `entries[nextIndex]` (in
     /// pass `pass`), and passes wrap around the new list. The item being read goes on. For a
-    /// player whose queue was edited beyond what it has read.
-    public func replaceUpcoming(_ entries: [Entry], nextIndex: Int, pass: Int) {
+    /// player whose queue was edited beyond what it has read. `passes` replaces the count
+    /// (a queue set to repeat, or no longer).
+    public func replaceUpcoming(_ entries: [Entry], nextIndex: Int, pass: Int, passes: Int?? = .none) {
         precondition(nextIndex >= 0 && nextIndex <= entries.count, "the next index must be in the new entries")
+        if case .some(let count) = passes { self.passes = count }
         self.entries = entries
         self.nextIndex = nextIndex
         self.pass = pass

@@ -26,7 +26,8 @@ public final class QueueProducer: @unchecked Sendable {
     public struct Configuration: Sendable {
         public var outputFormat: AudioFormat
         public var resamplerQuality: Resampler.Quality = .high
-        /// How many times the queue plays, joined seamlessly (nil: until stopped).
+        /// How many times the queue plays, joined seamlessly (nil: until stopped); `setPasses`
+        /// changes it while playing.
         public var passes: Int? = 1
         /// The entry decoding starts with (nil: the first), and where in it.
         public var startTag: Int?
@@ -52,6 +53,7 @@ public final class QueueProducer: @unchecked Sendable {
     /// The queue as edited, and the edits the producer has not applied yet.
     private struct Requests {
         var entries: [Entry]
+        var passes: Int?
         var advances = 0
         var seekTime: MediaTime?
         var generation = 0
@@ -77,7 +79,7 @@ public final class QueueProducer: @unchecked Sendable {
         self.configuration = configuration
         self.output = output
         self.cancellation = cancellation
-        requests = Mutex(Requests(entries: entries))
+        requests = Mutex(Requests(entries: entries, passes: configuration.passes))
     }
 
     // MARK: Control
@@ -140,6 +142,14 @@ public final class QueueProducer: @unchecked Sendable {
         request({ $0.seekTime = time }, completion)
     }
 
+    /// Sets how many times the queue plays (nil: until stopped), as an edit: what is decoded
+    /// stays where the count does not change it (a queue set to repeat before its end is
+    /// decoded goes on seamlessly into its second pass).
+    @discardableResult
+    public func setPasses(_ passes: Int?, completion: EditCompletion? = nil) -> Bool {
+        request({ $0.passes = passes }, completion)
+    }
+
     /// Plans again with the queue unchanged (something the output decides on has changed).
     public func replan() {
         _ = request({ _ in }, nil)
@@ -177,6 +187,8 @@ public final class QueueProducer: @unchecked Sendable {
     private var block: [Float] = []
     private var blockOffset = 0
     private var exhausted = false
+    /// The pass count in force (`setPasses`).
+    private var passes: Int?
 
     /// What one step of production did.
     private enum Step {
@@ -237,6 +249,7 @@ public final class QueueProducer: @unchecked Sendable {
         // Edits made before production began are part of the queue it starts with.
         for completion in early { completion(.unchanged) }
         plannedEntries = initial
+        passes = requests.withLock { $0.passes }
         let first = configuration.startTag.flatMap { tag in initial.firstIndex { $0.tag == tag } } ?? 0
         reader = initial.isEmpty ? nil : makeReader(initial, firstItem: first, offset: configuration.startTime,
                                                     firstFrame: output.writtenFrames, firstPass: 0)
@@ -301,6 +314,7 @@ public final class QueueProducer: @unchecked Sendable {
 
     private struct Edits {
         var entries: [Entry]
+        var passes: Int?
         var advances: Int
         var seekTime: MediaTime?
         var completions: [EditCompletion]
@@ -314,7 +328,7 @@ public final class QueueProducer: @unchecked Sendable {
                 state.seekTime = nil
                 state.completions.removeAll()
             }
-            return (Edits(entries: state.entries, advances: state.advances, seekTime: state.seekTime, completions: state.completions),
+            return (Edits(entries: state.entries, passes: state.passes, advances: state.advances, seekTime: state.seekTime, completions: state.completions),
                     state.generation)
         }
         seen = generation
@@ -333,7 +347,9 @@ public final class QueueProducer: @unchecked Sendable {
     private func makeReader(_ entries: [Entry], firstItem: Int, offset: MediaTime, firstFrame: Int64, firstPass: Int) -> GaplessQueueReader {
         let reader = GaplessQueueReader(entries: entries, outputRate: configuration.outputFormat.sampleRate,
                                         channelCount: configuration.outputFormat.channelCount, quality: configuration.resamplerQuality,
-                                        firstItem: firstItem, offset: offset, firstFrame: firstFrame, passes: configuration.passes,
+                                        firstItem: firstItem, offset: offset, firstFrame: firstFrame,
+                                        // A queue no longer repeating plays out the pass it is in.
+                                        passes: passes.map { max($0, firstPass + 1) },
                                         firstPass: firstPass, cancellation: cancellation)
         reader.onItem = { [self] in record($0) }
         reader.onNetworkEvent = onNetworkEvent
@@ -346,14 +362,15 @@ public final class QueueProducer: @unchecked Sendable {
         output.willApplyEdits()
         let written = output.writtenFrames
         let plan = QueueEditPlan(entries: edits.entries, previousEntries: plannedEntries, spans: spans,
-                                 passes: configuration.passes, horizon: output.editHorizon, written: written,
+                                 passes: edits.passes, horizon: output.editHorizon, written: written,
                                  readerExhausted: exhausted || reader == nil, advances: edits.advances, seekTime: edits.seekTime)
         plannedEntries = edits.entries
+        passes = edits.passes
         switch plan.action {
         case .unchanged:
             break
         case .continueReading(let nextIndex, let pass):
-            reader?.replaceUpcoming(edits.entries, nextIndex: nextIndex, pass: pass)
+            reader?.replaceUpcoming(edits.entries, nextIndex: nextIndex, pass: pass, passes: .some(edits.passes))
         case .cut(let frame, let restart, let insideItem):
             let target = min(frame, written)
             let cutFrame = output.truncate(from: target)

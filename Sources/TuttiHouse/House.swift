@@ -102,6 +102,18 @@ public final class House: @unchecked Sendable {
     var librarySize = (tracks: 0, unreadable: 0)
     /// Front ends showing the house (`HouseChangeObservers.swift`).
     var changeObservers = ChangeObservers()
+    /// The item `single` plays: the one the stream started with, or heard when it was turned on
+    /// (`HousePlayModes.swift`).
+    var singleTag: Int?
+    /// The look for items to consume, while `consume` is on, and the stream and frame it
+    /// looked up to.
+    var consumeWatch: RepeatedTask?
+    var consumedUntil: (stream: UInt32, frame: Int64)?
+    /// Shuffles for `random` and `queue-shuffle`; seeded from the clock, so a simulated house
+    /// shuffles the same way from the same seed.
+    var randomSource: SplitMix64
+    /// The stored playlists, by name (`HouseStoredPlaylists.swift`).
+    var storedPlaylists: [String: StoredPlaylistsReport.Playlist] = [:]
 
     public init(configuration: Configuration, loop: any EventLoop, clock: any HostClock, log: @escaping @Sendable (String) -> Void) {
         self.configuration = configuration
@@ -112,6 +124,7 @@ public final class House: @unchecked Sendable {
         // through a restart never resumes its old stream into a new one of the same id. From
         // the clock: deterministic on simulated time.
         nextStreamID = UInt32(truncatingIfNeeded: clock.now() / 1_000_000) | 1
+        randomSource = SplitMix64(seed: UInt64(bitPattern: clock.now()))
         var snapshot = HouseStore.Snapshot()
         store = configuration.stateDirectory.flatMap { Self.openStore(in: $0, log: log) }
         if let store {
@@ -121,6 +134,7 @@ public final class House: @unchecked Sendable {
         queueTags = snapshot.tags.count == state.queue.count ? snapshot.tags : state.queue.indices.map { $0 }
         nextTag = (queueTags.max() ?? -1) + 1
         knownLatencies = snapshot.latencies
+        storedPlaylists = snapshot.playlists
         storedStream = snapshot.stream
         if configuration.musicDirectories.isEmpty {
             library = nil
@@ -131,6 +145,7 @@ public final class House: @unchecked Sendable {
             }
             if let counts = try? library?.counts() { librarySize = counts }
         }
+        if state.playModes.consume { loop.execute { [weak self] in self?.watchConsumption() } }
     }
 
     /// Opens the store in `directory`; one that cannot be opened (not a database) is moved
@@ -190,11 +205,6 @@ public final class House: @unchecked Sendable {
     func makeTag() -> Int {
         defer { nextTag += 1 }
         return nextTag
-    }
-
-    /// The queue as the engine plays it.
-    var queueEntries: [QueueProducer.Entry] {
-        zip(state.queue, queueTags).map { QueueProducer.Entry(path: $0, tag: $1) }
     }
 
     var sampleRate: Int { configuration.sampleRate }
@@ -326,6 +336,7 @@ public final class House: @unchecked Sendable {
     private func startProducing(_ stream: ServerStream, encoder: ChunkEncoder, item: Int, offset: MediaTime) {
         let id = stream.id
         self.stream = stream
+        singleTag = queueTags.indices.contains(item) ? queueTags[item] : nil
         publishListening()
         let loop = self.loop
         let output = StreamTimelineOutput(stream: stream, encoder: encoder, chunkFrames: configuration.chunkFrames,
@@ -335,6 +346,7 @@ public final class House: @unchecked Sendable {
         engineConfiguration.startTag = queueTags.indices.contains(item) ? queueTags[item] : nil
         engineConfiguration.startTime = offset
         engineConfiguration.network = configuration.network
+        engineConfiguration.passes = enginePasses
         let engine = QueueProducer(entries: queueEntries, configuration: engineConfiguration, output: output)
         let log = self.log, store = self.store
         let reported = Mutex(Set<String>())
@@ -589,6 +601,7 @@ public final class House: @unchecked Sendable {
     }
 
     func saveState() {
+        reconcileRandomOrder()
         stored(store?.save(state, tags: queueTags))
     }
 }

@@ -52,7 +52,7 @@ extension House {
     /// Performs `command`; returns the reply, or nil when `respond` will be called later.
     private func performAtOnce(_ command: ControlCommand, _ respond: @escaping Respond) throws -> ControlReply? {
         switch command {
-        case .pause, .resume, .seek, .next, .previous, .queueAdd, .queueRemove, .queueMove, .queueClear:
+        case .pause, .resume, .seek, .next, .previous, .queueAdd, .queueRemove, .queueMove, .queueClear, .queueShuffle, .playModes, .playlistLoad:
             // A play still waiting for its rooms starts now: this command acts on what plays.
             resolvePendingStart()
         default: break
@@ -72,10 +72,10 @@ extension House {
             queueTags = files.map { _ in makeTag() }
             saveState()
             guard configuration.startWaitNanoseconds > 0 else {
-                try startPlaying(item: 0)
+                try startPlaying(item: firstItemInPlayOrder)
                 return .started(PlayReport(items: files.count, rooms: groupRooms.map(\.name), startsInMs: startsInMilliseconds))
             }
-            try startPlaying(item: 0, anchored: false)
+            try startPlaying(item: firstItemInPlayOrder, anchored: false)
             startWhenRoomsAreReady(items: files.count, respond: respond)
             return nil
         case .pause:
@@ -103,14 +103,24 @@ extension House {
             return nil
         case .next:
             guard let item = currentItem, item.index >= 0 else { throw ControlRefusal("nothing is playing", kind: .conflict) }
+            if state.playModes.single {
+                // The engine holds the single item alone: the next is a stream of its own, as
+                // `previous` is.
+                guard let next = itemAfter(item.index) else {
+                    stopStream()
+                    return .edited(EditReport(stopped: true, queueLength: state.queue.count))
+                }
+                try startPlaying(item: next)
+                return .edited(EditReport(item: next, queueLength: state.queue.count))
+            }
             editPlayingQueue({ $0.advanceToNextItem(completion: $1) }, respond) { [self] action in
                 guard let action else {
-                    guard item.index + 1 < state.queue.count else {
+                    guard let next = itemAfter(item.index) else {
                         stopStream()
                         return EditReport(stopped: true, queueLength: state.queue.count)
                     }
-                    try startPlaying(item: item.index + 1)
-                    return EditReport(item: item.index + 1, queueLength: state.queue.count)
+                    try startPlaying(item: next)
+                    return EditReport(item: next, queueLength: state.queue.count)
                 }
                 var report = EditReport(cut: cut(action), queueLength: state.queue.count)
                 if case .cut(_, let restart, _) = action {
@@ -122,10 +132,10 @@ extension House {
         case .previous:
             guard let item = currentItem, item.index >= 0 else { throw ControlRefusal("nothing is playing", kind: .conflict) }
             let position = item.start.itemStartTime.seconds + seconds(playhead() - item.start.startFrame)
-            guard item.index > 0, position < Self.previousItemSeconds else { return try performAtOnce(.seek(seconds: 0), respond) }
+            guard let before = itemBefore(item.index), position < Self.previousItemSeconds else { return try performAtOnce(.seek(seconds: 0), respond) }
             // A new stream from the item before: the engine's edits go forward only.
-            try startPlaying(item: item.index - 1)
-            return .edited(EditReport(item: item.index - 1, queueLength: state.queue.count))
+            try startPlaying(item: before)
+            return .edited(EditReport(item: before, queueLength: state.queue.count))
         case .queuePlay(let index):
             guard state.queue.indices.contains(index) else {
                 throw ControlRefusal("no queue item \(index) (the queue has \(state.queue.count))", kind: .notFound)
@@ -258,6 +268,27 @@ extension House {
             return nil
         case .status:
             return .status(statusReport())
+        case .queueShuffle:
+            shuffleQueue()
+            saveState()
+            queueEdited(respond)
+            return nil
+        case .playModes(let `repeat`, let random, let single, let consume):
+            setPlayModes(repeat: `repeat`, random: random, single: single, consume: consume)
+            return .status(statusReport())
+        case .playlists:
+            return .playlists(playlistsReport)
+        case .playlistSave(let name):
+            return .playlists(savePlaylist(named: name))
+        case .playlistRemove(let name):
+            return .playlists(try removePlaylist(named: name))
+        case .playlistLoad(let name):
+            let files = try playlistFiles(named: name)
+            state.queue += files
+            queueTags += files.map { _ in makeTag() }
+            saveState()
+            queueEdited(respond)
+            return nil
         case .librarySearch, .libraryBrowse, .libraryProblems:
             try queryLibrary(command, respond)
             return nil
@@ -358,8 +389,11 @@ extension House {
     /// After an edit of `state.queue`: the engine takes the edited queue; audio already sent is
     /// flushed from the first frame the edit changes.
     private func queueEdited(_ respond: @escaping Respond) {
-        let entries = queueEntries
-        editPlayingQueue({ engine, completion in engine.edit({ $0 = entries }, completion: completion) }, respond) { [self] action in
+        let entries = queueEntries, passes = enginePasses
+        editPlayingQueue({ engine, completion in
+            engine.setPasses(passes)
+            engine.edit({ $0 = entries }, completion: completion)
+        }, respond) { [self] action in
             EditReport(cut: action.flatMap(cut), queueLength: state.queue.count)
         }
     }
@@ -418,6 +452,7 @@ extension House {
         report.rooms = roomReports()
         report.groupVolume = groupVolume
         report.library = libraryStatus
+        report.playModes = state.playModes
         guard let stream else { return report }
         let head = playhead()
         let ended = stream.endFrame.map { head >= $0 } ?? false
@@ -433,6 +468,7 @@ extension House {
             report.album = item.start.album
             report.itemPositionSeconds = item.start.itemStartTime.seconds + seconds(head - item.start.startFrame)
             report.itemDurationSeconds = item.start.durationSeconds
+            if item.index >= 0 { report.nextItem = nextItem(after: item.index) }
         }
         return report
     }

@@ -1,4 +1,5 @@
 import Foundation
+import TuttiProtocol
 
 /// The queue, the room volumes and the group: what the house remembers across restarts, kept
 /// in memory on the house's loop and stored by `HouseStore`.
@@ -12,6 +13,10 @@ struct HouseState: Codable, Equatable {
     /// Names a controller gave rooms (`room-rename`): the name a speaker says in its hello → the
     /// room's name.
     var roomNames: [String: String] = [:]
+    /// How the queue plays on (`HousePlayModes.swift`).
+    var playModes = PlayModes()
+    /// With `random`: the queue's tags in the order they play.
+    var randomOrder: [Int] = []
 
     /// `house.json` knew the first three.
     private enum CodingKeys: String, CodingKey { case queue, volumes, group }

@@ -50,6 +50,7 @@ final class HouseStore: Sendable {
         var tags: [Int] = []
         var latencies: [String: Int64] = [:]
         var stream: StoredStream?
+        var playlists: [String: StoredPlaylistsReport.Playlist] = [:]
     }
 
     let path: String
@@ -113,6 +114,9 @@ final class HouseStore: Sendable {
                 CREATE TABLE room_name (speaker_name TEXT PRIMARY KEY NOT NULL, room_name TEXT NOT NULL);
                 """)
         }
+        migrator.registerMigration("v4: stored playlists") { db in
+            try db.execute(sql: "CREATE TABLE stored_playlist (name TEXT PRIMARY KEY NOT NULL, files TEXT NOT NULL, modified_seconds REAL NOT NULL)")
+        }
         return migrator
     }
 
@@ -136,6 +140,17 @@ final class HouseStore: Sendable {
             }
             if let group = try String.fetchOne(db, sql: "SELECT value FROM setting WHERE key = 'group'") {
                 snapshot.state.group = try JSONDecoder().decode([String].self, from: Data(group.utf8))
+            }
+            if let modes = try String.fetchOne(db, sql: "SELECT value FROM setting WHERE key = 'play_modes'") {
+                snapshot.state.playModes = try JSONDecoder().decode(PlayModes.self, from: Data(modes.utf8))
+            }
+            if let order = try String.fetchOne(db, sql: "SELECT value FROM setting WHERE key = 'random_order'") {
+                snapshot.state.randomOrder = try JSONDecoder().decode([Int].self, from: Data(order.utf8))
+            }
+            for row in try Row.fetchAll(db, sql: "SELECT name, files, modified_seconds FROM stored_playlist") {
+                let name: String = row["name"], files: String = row["files"]
+                snapshot.playlists[name] = StoredPlaylistsReport.Playlist(name: name, files: try JSONDecoder().decode([String].self, from: Data(files.utf8)),
+                                                                          modifiedSeconds: row["modified_seconds"])
             }
             if let row = try Row.fetchOne(db, sql: "SELECT id, epoch, end_frame FROM stream") {
                 let id: Int64 = row["id"]
@@ -185,6 +200,22 @@ final class HouseStore: Sendable {
         } else {
             try db.execute(sql: "DELETE FROM setting WHERE key = 'group'")
         }
+        try db.execute(sql: "INSERT OR REPLACE INTO setting (key, value) VALUES ('play_modes', ?)",
+                       arguments: [String(decoding: try JSONEncoder().encode(state.playModes), as: UTF8.self)])
+        try db.execute(sql: "INSERT OR REPLACE INTO setting (key, value) VALUES ('random_order', ?)",
+                       arguments: [String(decoding: try JSONEncoder().encode(state.randomOrder), as: UTF8.self)])
+    }
+
+    /// Stores `playlist`, replacing one of its name.
+    func savePlaylist(_ playlist: StoredPlaylistsReport.Playlist) -> String? {
+        attempt("playlist \(playlist.name)") { db in
+            try db.execute(sql: "INSERT OR REPLACE INTO stored_playlist (name, files, modified_seconds) VALUES (?, ?, ?)",
+                           arguments: [playlist.name, String(decoding: try JSONEncoder().encode(playlist.files), as: UTF8.self), playlist.modifiedSeconds])
+        }
+    }
+
+    func deletePlaylist(named name: String) -> String? {
+        attempt("playlist \(name)") { db in try db.execute(sql: "DELETE FROM stored_playlist WHERE name = ?", arguments: [name]) }
     }
 
     func saveLatency(room: String, nanoseconds: Int64) -> String? {

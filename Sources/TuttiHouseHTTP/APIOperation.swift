@@ -33,6 +33,7 @@ struct APIOperation: Sendable {
     static let all: [APIOperation] = {
         let room = Field(name: "room", schema: .string(), summary: "The room's name, as its speaker gave it.")
         let index = Field(name: "index", schema: .integer(minimum: 0), summary: "A position in the queue, from 0.")
+        let playlist = Field(name: "name", schema: .string(), summary: "The playlist's name: 1-255 bytes, no slash or line break.")
         let files = Field(name: "files", schema: .array(of: .string(), minItems: 1), summary: "Paths on the house's disk, or URLs.")
         let rooms = Field(name: "rooms", schema: .array(of: .string()), required: false, summary: "The rooms to play in; every room if absent.")
         return [
@@ -91,6 +92,22 @@ struct APIOperation: Sendable {
                          pathFields: [index], reply: "EditReport", refusals: [.notFound, .unplayable]),
             APIOperation(method: .delete, path: "/api/queue/{index}", command: "queue-remove", summary: "Remove an item.",
                          pathFields: [index], reply: "EditReport", refusals: [.notFound, .conflict, .unplayable]),
+            APIOperation(method: .post, path: "/api/queue/shuffle", command: "queue-shuffle", summary: "Shuffle the queue; the item heard goes first and plays on.",
+                         reply: "EditReport", refusals: [.conflict, .unplayable]),
+            APIOperation(method: .post, path: "/api/play-modes", command: "play-modes",
+                         summary: "Change how the queue plays on (MPD's options); the modes not given stay. Answers with the status.",
+                         bodyFields: [Field(name: "repeat", schema: .boolean, required: false, summary: "The queue (with single, the item) starts again at its end."),
+                                      Field(name: "random", schema: .boolean, required: false, summary: "Items play in a shuffled order."),
+                                      Field(name: "single", schema: .boolean, required: false, summary: "Playing stops after the item heard."),
+                                      Field(name: "consume", schema: .boolean, required: false, summary: "An item leaves the queue once heard.")],
+                         reply: "StatusReport"),
+            APIOperation(method: .get, path: "/api/playlists", command: "playlists", summary: "The stored playlists, by name.", reply: "StoredPlaylistsReport"),
+            APIOperation(method: .post, path: "/api/playlists", command: "playlist-save", summary: "Store the queue as a playlist, replacing one of that name.",
+                         bodyFields: [playlist], reply: "StoredPlaylistsReport"),
+            APIOperation(method: .post, path: "/api/playlists/{name}/load", command: "playlist-load", summary: "Add a stored playlist to the end of the queue.",
+                         pathFields: [playlist], reply: "EditReport", refusals: [.notFound, .conflict, .unplayable]),
+            APIOperation(method: .delete, path: "/api/playlists/{name}", command: "playlist-remove", summary: "Delete a stored playlist.",
+                         pathFields: [playlist], reply: "StoredPlaylistsReport", refusals: [.notFound]),
             APIOperation(method: .get, path: "/api/library/search", command: "library-search",
                          summary: "Tracks of the library matching every word (each as a prefix) in title, artist, album or path, best first.",
                          queryFields: [Field(name: "query", schema: .string(), summary: "The words."),

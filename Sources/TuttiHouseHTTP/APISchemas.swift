@@ -69,15 +69,19 @@ enum APISchemas {
                 property("itemPositionSeconds", number, required: false),
                 property("itemDurationSeconds", number, required: false), property("groupVolume", .integer(minimum: 0, maximum: 100), required: false),
                 property("library", .reference("LibraryStatus"), required: false),
+                property("playModes", .reference("PlayModes"), required: false), property("nextItem", integer, required: false),
                 property("rooms", .array(of: .reference("RoomReport"))),
             ]),
+            "PlayModes": .object([property("repeat", .boolean), property("random", .boolean), property("single", .boolean), property("consume", .boolean)]),
+            "StoredPlaylist": .object([property("name", string), property("files", .array(of: string)), property("modifiedSeconds", number)]),
+            "StoredPlaylistsReport": .object([property("playlists", .array(of: .reference("StoredPlaylist")))]),
             "Refusal": .object([
                 property("error", string),
                 property("kind", .string(oneOf: [ControlRefusal.Kind.invalid, .notFound, .conflict, .unplayable, .forbidden].map(\.rawValue))),
             ]),
         ]
         schemas["AnyReply"] = .anyOf(["PlayReport", "PauseReport", "ResumeReport", "EditReport", "RoomsReport", "RoomChange",
-                                      "GroupVolumeReport", "QueueReport", "StatusReport", "LibraryBrowseReport"].map { .reference($0) })
+                                      "GroupVolumeReport", "QueueReport", "StatusReport", "LibraryBrowseReport", "StoredPlaylistsReport"].map { .reference($0) })
         return schemas
     }()
 }

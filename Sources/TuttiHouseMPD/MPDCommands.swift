@@ -19,10 +19,10 @@ struct MPDCommands {
     static let names = [
         "add", "addid", "albumart", "binarylimit", "clear", "close", "commands", "consume", "count", "currentsong", "decoders",
         "delete", "deleteid", "disableoutput", "enableoutput", "find", "getvol", "idle", "list", "listall", "listallinfo",
-        "listplaylists", "lsinfo", "move", "moveid", "next", "noidle", "notcommands", "outputs", "password", "pause", "ping",
-        "play", "playid", "playlistid", "playlistinfo", "plchanges", "plchangesposid", "previous", "random", "readpicture",
-        "repeat", "search", "seek", "seekcur", "seekid", "setvol", "single", "stats", "status", "stop", "tagtypes",
-        "toggleoutput", "urlhandlers", "volume",
+        "listplaylist", "listplaylistinfo", "listplaylists", "load", "lsinfo", "move", "moveid", "next", "noidle", "notcommands",
+        "outputs", "password", "pause", "ping", "play", "playid", "playlistid", "playlistinfo", "plchanges", "plchangesposid",
+        "previous", "random", "readpicture", "repeat", "rm", "save", "search", "seek", "seekcur", "seekid", "setvol", "shuffle",
+        "single", "stats", "status", "stop", "tagtypes", "toggleoutput", "urlhandlers", "volume",
     ]
 
     // MARK: The house
@@ -43,8 +43,9 @@ struct MPDCommands {
 
     func snapshot() async -> MPDSnapshot? {
         guard case .success(.status(let status)) = await house.perform(.status),
-              case .success(.queue(let queue)) = await house.perform(.queue) else { return nil }
-        return MPDSnapshot(status: status, queue: queue)
+              case .success(.queue(let queue)) = await house.perform(.queue),
+              case .success(.playlists(let playlists)) = await house.perform(.playlists) else { return nil }
+        return MPDSnapshot(status: status, queue: queue, playlists: playlists)
     }
 
     private func current() async throws(MPDError) -> MPDSnapshot {
@@ -202,8 +203,18 @@ struct MPDCommands {
             if let volume = now.status.groupVolume { out.add("volume", volume) }
         case "repeat", "random", "single", "consume":
             try Self.expect(a, 1...1, request.name)
-            if request.name == "single", a[0] == "oneshot" { throw MPDError(.argument, "single oneshot is not supported yet") }
-            guard try !Self.bool(a[0]) else { throw MPDError(.argument, "\(request.name) is not supported yet") }
+            if request.name == "single", a[0] == "oneshot" { throw MPDError(.argument, "single oneshot is not supported; single 1 stops after the song") }
+            let on = try Self.bool(a[0])
+            let command: ControlCommand = switch request.name {
+            case "repeat": .playModes(repeat: on)
+            case "random": .playModes(random: on)
+            case "single": .playModes(single: on)
+            default: .playModes(consume: on)
+            }
+            _ = try await perform(command, for: request.name)
+        case "shuffle":
+            try Self.expect(a, 0...0, "shuffle")
+            _ = try await perform(.queueShuffle, for: "shuffle")
 
         case "add", "addid":
             try Self.expect(a, 1...(request.name == "addid" ? 2 : 1), request.name)
@@ -296,7 +307,30 @@ struct MPDCommands {
         case "list":
             try await listTag(a, into: &out)
         case "listplaylists":
-            break
+            guard case .playlists(let report) = try await perform(.playlists, for: "listplaylists") else { break }
+            for playlist in report.playlists {
+                out.add("playlist", playlist.name)
+                out.add("Last-Modified", Self.iso8601(playlist.modifiedSeconds))
+            }
+        case "listplaylist", "listplaylistinfo":
+            try Self.expect(a, 1...1, request.name)
+            let files = try await playlist(named: a[0], for: request.name)
+            let tags = request.name == "listplaylistinfo" ? await house.libraryTracks(atPaths: files) : [:]
+            for file in files {
+                if let track = tags[file] { describe(track, into: &out) } else { out.add("file", uris.uri(forPath: file)) }
+            }
+        case "load":
+            try Self.expect(a, 1...1, "load")
+            _ = try await perform(.playlistLoad(name: a[0]), for: "load")
+        case "save":
+            try Self.expect(a, 1...1, "save")
+            guard case .playlists(let report) = try await perform(.playlists, for: "save") else { break }
+            // MPD 0.23 never replaces a playlist on save.
+            guard !report.playlists.contains(where: { $0.name == a[0] }) else { throw MPDError(.exist, "Playlist already exists") }
+            _ = try await perform(.playlistSave(name: a[0]), for: "save")
+        case "rm":
+            try Self.expect(a, 1...1, "rm")
+            _ = try await perform(.playlistRemove(name: a[0]), for: "rm")
         case "albumart", "readpicture":
             try Self.expect(a, 2...2, request.name)
             let offset = try Self.integer(a[1], "offset")
@@ -328,7 +362,11 @@ struct MPDCommands {
         let now = try await current()
         let status = now.status
         out.add("volume", status.groupVolume ?? -1)
-        for option in ["repeat", "random", "single", "consume"] { out.add(option, 0) }
+        let modes = status.playModes ?? PlayModes()
+        out.add("repeat", modes.repeat ? 1 : 0)
+        out.add("random", modes.random ? 1 : 0)
+        out.add("single", modes.single ? 1 : 0)
+        out.add("consume", modes.consume ? 1 : 0)
         out.add("playlist", playlistVersion.current)
         out.add("playlistlength", now.queue.items.count)
         let state = switch status.state {
@@ -348,12 +386,24 @@ struct MPDCommands {
                 // The house's timeline: 48 kHz, 24-bit FLAC chunks, stereo.
                 out.add("audio", "48000:24:2")
             }
-            if let next = now.queue.items.first(where: { $0.index == item + 1 }) {
+            if let nextItem = status.nextItem, let next = now.queue.items.first(where: { $0.index == nextItem }) {
                 out.add("nextsong", next.index)
                 out.add("nextsongid", Self.songID(next))
             }
         }
         if status.library?.scanning == true { out.add("updating_db", 1) }
+    }
+
+    /// A stored playlist's files; MPD's "No such playlist" for one that is not.
+    private func playlist(named name: String, for command: String) async throws(MPDError) -> [String] {
+        guard case .playlists(let report) = try await perform(.playlists, for: command) else { return [] }
+        guard let playlist = report.playlists.first(where: { $0.name == name }) else { throw MPDError(.noExist, "No such playlist") }
+        return playlist.files
+    }
+
+    /// MPD's time stamps: ISO 8601 in UTC, to the second.
+    static func iso8601(_ seconds: Double) -> String {
+        Date(timeIntervalSince1970: seconds.rounded(.down)).ISO8601Format()
     }
 
     static func outputs(_ status: StatusReport) -> [RoomReport] {

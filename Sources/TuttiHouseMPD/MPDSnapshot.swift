@@ -5,6 +5,7 @@ import TuttiProtocol
 struct MPDSnapshot: Sendable {
     var status: StatusReport
     var queue: QueueReport
+    var playlists: StoredPlaylistsReport
 
     /// MPD's subsystems that changed from `self` to `later`.
     func changes(to later: MPDSnapshot) -> Set<String> {
@@ -17,6 +18,8 @@ struct MPDSnapshot: Sendable {
             changed.insert("playlist")
         }
         if status.groupVolume != later.status.groupVolume { changed.insert("mixer") }
+        if status.playModes != later.status.playModes { changed.insert("options") }
+        if playlists != later.playlists { changed.insert("stored_playlist") }
         if status.rooms.map({ "\($0.name)/\($0.inGroup)" }).sorted() != later.status.rooms.map({ "\($0.name)/\($0.inGroup)" }).sorted() {
             changed.insert("output")
         }

@@ -156,8 +156,23 @@ struct SnapcastControlMethods {
             }
             return "ok"
         case "Stream.SetProperty":
-            guard try Self.string(params, "property") == "volume" else { throw Failure.invalidParams("only the stream's volume can be set") }
-            _ = try await perform(.groupVolume(percent: Int(Self.number(params, "value").rounded())))
+            switch try Self.string(params, "property") {
+            case "volume":
+                _ = try await perform(.groupVolume(percent: Int(Self.number(params, "value").rounded())))
+            case "loopStatus":
+                // MPRIS's loop status: the queue repeats ("playlist"), the track does ("track"), or neither.
+                switch try Self.string(params, "value") {
+                case "none": _ = try await perform(.playModes(repeat: false, single: false))
+                case "track": _ = try await perform(.playModes(repeat: true, single: true))
+                case "playlist": _ = try await perform(.playModes(repeat: true, single: false))
+                case let other: throw Failure.invalidParams("loopStatus must be none, track or playlist, not \(other)")
+                }
+            case "shuffle":
+                guard let on = params["value"] as? Bool else { throw Failure.invalidParams("shuffle must be true or false") }
+                _ = try await perform(.playModes(random: on))
+            case let other:
+                throw Failure.invalidParams("the stream's \(other) cannot be set (volume, loopStatus and shuffle can)")
+            }
             return "ok"
         default:
             throw Failure(code: -32601, message: "Method not found: \(method)")

@@ -33,7 +33,7 @@ enum SnapcastServerStatus {
         }
         var properties: [String: Any] = [
             "playbackStatus": playing ? "playing" : status.state == "paused" ? "paused" : "stopped",
-            "loopStatus": "none", "shuffle": false, "volume": status.groupVolume ?? 100, "mute": false, "rate": 1.0,
+            "loopStatus": Self.loopStatus(status.playModes ?? PlayModes()), "shuffle": status.playModes?.random ?? false, "volume": status.groupVolume ?? 100, "mute": false, "rate": 1.0,
             "canGoNext": true, "canGoPrevious": true, "canPlay": true, "canPause": true, "canSeek": true, "canControl": true,
             "metadata": metadata,
         ]
@@ -50,6 +50,11 @@ enum SnapcastServerStatus {
             ],
             "streams": [stream(streamID, playing ? "playing" : "idle", properties), stream(idleStreamID, "idle", [:])],
         ] as [String: Any]]
+    }
+
+    /// The play modes as MPRIS's loop status, which Snapcast's stream properties carry.
+    static func loopStatus(_ modes: PlayModes) -> String {
+        modes.repeat ? (modes.single ? "track" : "playlist") : "none"
     }
 
     static func client(_ room: RoomReport) -> [String: Any] {

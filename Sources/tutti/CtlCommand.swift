@@ -22,7 +22,8 @@ struct Ctl: AsyncParsableCommand {
               tutti ctl --server 127.0.0.1:7700 status --json
             """,
         subcommands: [CtlHouses.self, CtlPlay.self, CtlPause.self, CtlResume.self, CtlSeek.self, CtlNext.self, CtlPrevious.self, CtlRooms.self,
-                      CtlJoin.self, CtlLeave.self, CtlVolume.self, CtlLatency.self, CtlRename.self, CtlGroupVolume.self, CtlQueue.self, CtlLibrary.self, CtlStatus.self])
+                      CtlJoin.self, CtlLeave.self, CtlVolume.self, CtlLatency.self, CtlRename.self, CtlGroupVolume.self, CtlQueue.self, CtlModes.self, CtlPlaylist.self, CtlLibrary.self,
+                      CtlStatus.self])
 
     @Option(help: ArgumentHelp("The house server's address.",
                                discussion: "Without it: the house announced on the network through Avahi, else 127.0.0.1:7700."))
@@ -222,7 +223,7 @@ struct CtlGroupVolume: AsyncParsableCommand {
 struct CtlQueue: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "queue", abstract: "Show or edit the queue.",
                                                     subcommands: [CtlQueueList.self, CtlQueueAdd.self, CtlQueueRemove.self, CtlQueueMove.self,
-                                                                  CtlQueueClear.self],
+                                                                  CtlQueueClear.self, CtlQueueShuffle.self],
                                                     defaultSubcommand: CtlQueueList.self)
     @ParentCommand var ctl: Ctl
 }

@@ -91,5 +91,46 @@ try:
 except Exception as error:  # python-mpd2's CommandError carries MPD's ACK
     step("bad", error=str(error))
 step("stats", songs=mpd.stats().get("songs"), playlist_length=mpd.status().get("playlistlength"))
+
+# Play modes: each shows in status, and an idle client hears "options".
+changed = {}
+def wait_options():
+    waiter = client()
+    changed["subsystems"] = waiter.idle("options")
+    waiter.disconnect()
+watcher = threading.Thread(target=wait_options)
+watcher.start()
+time.sleep(0.3)  # let it reach idle; it is woken whatever the timing
+mpd.repeat(1)
+mpd.random(1)
+mpd.single(1)
+mpd.consume(1)
+watcher.join(10)
+modes = mpd.status()
+step("modes", repeat=modes["repeat"], random=modes["random"], single=modes["single"], consume=modes["consume"],
+     woken=changed.get("subsystems"))
+for mode in (mpd.single, mpd.consume, mpd.random, mpd.repeat):
+    mode(0)
+after = mpd.status()
+step("modes off", modes=[after["repeat"], after["random"], after["single"], after["consume"]])
+
+# Stored playlists: save, a second save of the name refused, list, load onto a cleared queue,
+# shuffle, remove.
+mpd.save("Evening")
+try:
+    mpd.save("Evening")
+    refused = None
+except Exception as error:
+    refused = str(error)
+saved = [entry["playlist"] for entry in mpd.listplaylists()]
+files = mpd.listplaylist("Evening")
+mpd.clear()
+mpd.load("Evening")
+loaded = [song.get("title") for song in mpd.playlistinfo()]
+mpd.shuffle()
+shuffled = sorted(song.get("title") for song in mpd.playlistinfo())
+mpd.rm("Evening")
+step("playlists", saved=saved, files=files, refused=refused, loaded=loaded, shuffled=shuffled,
+     after_rm=[entry["playlist"] for entry in mpd.listplaylists()])
 mpd.close()
 mpd.disconnect()

@@ -22,6 +22,8 @@ import TuttiProtocol
         status.artist = "B"
         status.album = "C"
         status.library = LibraryStatus(tracks: 9, unreadable: 1, scanning: false, scannedFiles: 10, foundFiles: 10)
+        status.playModes = PlayModes(repeat: true, random: false, single: false, consume: true)
+        status.nextItem = 1
         return [
             ("PlayReport", .started(play)),
             ("PauseReport", .paused(PauseReport(pausedAtSeconds: 3.5))),
@@ -39,6 +41,7 @@ import TuttiProtocol
                                                             return entry }()],
                                                current: 0))),
             ("StatusReport", .status(status)),
+            ("StoredPlaylistsReport", .playlists(StoredPlaylistsReport(playlists: [.init(name: "Party", files: ["/m/a.flac"], modifiedSeconds: 1.7e9)]))),
         ]
     }
     static var bare: [(String, ControlReply)] {

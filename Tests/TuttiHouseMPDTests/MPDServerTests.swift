@@ -135,6 +135,16 @@ import TuttiTestSupport
         #expect(abs((steps["seekcur"]?["elapsed"] as? Double ?? 0) - 10) < 1)
         #expect(steps["outputs"]?["disabled"] as? String == "0" && steps["outputs"]?["enabled"] as? String == "1")
         #expect((steps["bad"]?["error"] as? String)?.contains("No such song") == true)
+        let modes = try #require(steps["modes"])
+        #expect(["repeat", "random", "single", "consume"].allSatisfy { modes[$0] as? String == "1" }, "\(modes)")
+        #expect((modes["woken"] as? [String])?.contains("options") == true)
+        #expect(steps["modes off"]?["modes"] as? [String] == ["0", "0", "0", "0"])
+        let playlists = try #require(steps["playlists"])
+        #expect(playlists["saved"] as? [String] == ["Evening"])
+        #expect(playlists["files"] as? [String] == ["Test Artist/Test Album/1.flac", "Test Artist/Test Album/2.flac"])
+        #expect((playlists["refused"] as? String)?.contains("Playlist already exists") == true)
+        #expect(playlists["loaded"] as? [String] == ["Song 1", "Song 2"] && playlists["shuffled"] as? [String] == ["Song 1", "Song 2"])
+        #expect(playlists["after_rm"] as? [String] == [])
         house.speaker.interrupt()
 
         // The card: the first tone at full level, 30 dB down after setvol 50, silent while

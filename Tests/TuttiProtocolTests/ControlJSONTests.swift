@@ -11,7 +11,9 @@ import Testing
         .queueRemove(index: 3), .queueMove(from: 4, to: 1), .status, .previous, .groupVolume(percent: 30), .queueClear,
         .roomLatency(room: "living room", milliseconds: 82.5), .queuePlay(index: 2), .stop, .roomRename(room: "kitchen", to: "Küche links"),
         .librarySearch(query: "help beatles", limit: 20), .librarySearch(query: "x"), .libraryBrowse(), .libraryBrowse(artist: "A"),
-        .libraryBrowse(artist: "A", album: "B"), .libraryProblems,
+        .libraryBrowse(artist: "A", album: "B"), .libraryProblems, .queueShuffle, .playModes(repeat: true), .playModes(random: false, consume: true),
+        .playModes(repeat: false, random: true, single: true, consume: false), .playlists, .playlistSave(name: "Party mix"),
+        .playlistLoad(name: "Party mix"), .playlistRemove(name: "Ärger"),
     ]
 
     @Test func everyCommandReadsBackAsItself() throws {
@@ -38,6 +40,7 @@ import Testing
             (.resume, .resumed(ResumeReport(resumedAtSeconds: 3.5, startsInMs: 150))),
             (.seek(seconds: 4), .edited(EditReport(cut: cut, item: 0, queueLength: 2))),
             (.next, .edited(EditReport(stopped: true, queueLength: 2))),
+            (.playlistSave(name: "p"), .playlists(StoredPlaylistsReport(playlists: [.init(name: "p", files: ["/m/a.flac"], modifiedSeconds: 1.7e9)]))),
             (.queueRemove(index: 0), .edited(EditReport(queueLength: 1))),
             (.rooms, .rooms(RoomsReport(rooms: [room, RoomReport(name: "attic", inGroup: false, volume: 100, latencyMs: 0,
                                                                   state: "connecting", sentSeconds: 0)]))),
@@ -82,5 +85,9 @@ import Testing
         #expect(ControlCommand.volume(room: "a", percent: 101).problem != nil)
         #expect(ControlCommand.queueAdd(file: "a", at: -1).problem != nil)
         #expect(ControlCommand.volume(room: "a", percent: 100).problem == nil)
+        #expect(ControlCommand.playModes().problem == "play-modes needs at least one of repeat, random, single and consume")
+        #expect(ControlCommand.playlistSave(name: "a/b").problem == "playlist-save: a playlist name cannot contain a slash or a line break: \"a/b\"")
+        #expect(ControlCommand.playlistLoad(name: "").problem != nil)
+        #expect(ControlCommand.playlistSave(name: "Sunday morning").problem == nil)
     }
 }

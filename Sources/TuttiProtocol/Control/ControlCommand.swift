@@ -51,6 +51,18 @@ public enum ControlCommand: Sendable, Equatable {
     case stop
     /// Play the queue from item `index` (MPD's `play POS`): a new stream from that item's start.
     case queuePlay(index: Int)
+    /// Shuffle the queue's order; the item heard goes first and plays on.
+    case queueShuffle
+    /// Change the play modes given (`PlayModes`); the others stay.
+    case playModes(repeat: Bool? = nil, random: Bool? = nil, single: Bool? = nil, consume: Bool? = nil)
+    /// The stored playlists.
+    case playlists
+    /// Store the queue as the playlist `name`, replacing one of that name.
+    case playlistSave(name: String)
+    /// Add the stored playlist `name` to the end of the queue.
+    case playlistLoad(name: String)
+    /// Delete the stored playlist `name`.
+    case playlistRemove(name: String)
     /// What the house is doing.
     case status
     /// Tracks of the library matching every word of `query` (as prefixes), best first.
@@ -82,6 +94,12 @@ public enum ControlCommand: Sendable, Equatable {
         case .queueMove: "queue-move"
         case .queueClear: "queue-clear"
         case .queuePlay: "queue-play"
+        case .queueShuffle: "queue-shuffle"
+        case .playModes: "play-modes"
+        case .playlists: "playlists"
+        case .playlistSave: "playlist-save"
+        case .playlistLoad: "playlist-load"
+        case .playlistRemove: "playlist-remove"
         case .stop: "stop"
         case .status: "status"
         case .librarySearch: "library-search"
@@ -95,15 +113,16 @@ public enum ControlCommand: Sendable, Equatable {
     /// again, without end).
     public var onlyReads: Bool {
         switch self {
-        case .status, .rooms, .queue, .librarySearch, .libraryBrowse, .libraryProblems: true
+        case .status, .rooms, .queue, .librarySearch, .libraryBrowse, .libraryProblems, .playlists: true
         default: false
         }
     }
 
     /// Every command name, for error messages.
     public static let names = ["play", "pause", "resume", "seek", "next", "previous", "rooms", "join", "leave", "volume", "group-volume",
-                               "room-latency", "room-rename", "queue", "queue-add", "queue-remove", "queue-move", "queue-clear", "queue-play", "stop", "status",
-                               "library-search", "library-browse", "library-problems"]
+                               "room-latency", "room-rename", "queue", "queue-add", "queue-remove", "queue-move", "queue-clear", "queue-play", "queue-shuffle", "stop", "status",
+                               "library-search", "library-browse", "library-problems", "play-modes", "playlists", "playlist-save",
+                               "playlist-load", "playlist-remove"]
 
     /// Far beyond any item (31 years), and far within what the timeline's frame arithmetic holds.
     public static let maximumSeekSeconds = 1e9
@@ -131,15 +150,26 @@ public enum ControlCommand: Sendable, Equatable {
             "queue position \(index) is negative"
         case .queueAdd(_, let at?) where at < 0:
             "queue position \(at) is negative"
+        case .playModes(nil, nil, nil, nil):
+            "play-modes needs at least one of repeat, random, single and consume"
+        case .playlistSave(let name), .playlistLoad(let name), .playlistRemove(let name):
+            Self.playlistNameProblem(name).map { "\(self.name): \($0)" }
         default:
             nil
         }
+    }
+
+    /// Why `name` cannot name a stored playlist (MPD's rule: no slash, no newline), or nil.
+    public static func playlistNameProblem(_ name: String) -> String? {
+        if name.isEmpty || name.utf8.count > 255 { return "a playlist name needs 1 to 255 bytes" }
+        if name.contains("/") || name.contains("\n") || name.contains("\r") { return "a playlist name cannot contain a slash or a line break: \(name.debugDescription)" }
+        return nil
     }
 }
 
 extension ControlCommand: Codable {
     private enum Key: String, CodingKey {
-        case command, files, rooms, seconds, room, percent, file, at, index, from, to, query, limit, artist, album, milliseconds
+        case command, files, rooms, seconds, room, percent, file, at, index, from, to, query, limit, artist, album, milliseconds, name, `repeat`, random, single, consume
     }
 
     public init(from decoder: any Decoder) throws {
@@ -166,6 +196,13 @@ extension ControlCommand: Codable {
         case "queue-clear": self = .queueClear
         case "stop": self = .stop
         case "queue-play": self = .queuePlay(index: try c.decode(Int.self, forKey: .index))
+        case "queue-shuffle": self = .queueShuffle
+        case "play-modes": self = .playModes(repeat: try c.decodeIfPresent(Bool.self, forKey: .repeat), random: try c.decodeIfPresent(Bool.self, forKey: .random),
+                                             single: try c.decodeIfPresent(Bool.self, forKey: .single), consume: try c.decodeIfPresent(Bool.self, forKey: .consume))
+        case "playlists": self = .playlists
+        case "playlist-save": self = .playlistSave(name: try c.decode(String.self, forKey: .name))
+        case "playlist-load": self = .playlistLoad(name: try c.decode(String.self, forKey: .name))
+        case "playlist-remove": self = .playlistRemove(name: try c.decode(String.self, forKey: .name))
         case "status": self = .status
         case "library-search": self = .librarySearch(query: try c.decode(String.self, forKey: .query), limit: try c.decodeIfPresent(Int.self, forKey: .limit))
         case "library-browse": self = .libraryBrowse(artist: try c.decodeIfPresent(String.self, forKey: .artist),
@@ -213,7 +250,14 @@ extension ControlCommand: Codable {
         case .libraryBrowse(let artist, let album):
             try c.encodeIfPresent(artist, forKey: .artist)
             try c.encodeIfPresent(album, forKey: .album)
-        case .pause, .resume, .next, .previous, .rooms, .queue, .queueClear, .stop, .status, .libraryProblems:
+        case .playModes(let `repeat`, let random, let single, let consume):
+            try c.encodeIfPresent(`repeat`, forKey: .repeat)
+            try c.encodeIfPresent(random, forKey: .random)
+            try c.encodeIfPresent(single, forKey: .single)
+            try c.encodeIfPresent(consume, forKey: .consume)
+        case .playlistSave(let name), .playlistLoad(let name), .playlistRemove(let name):
+            try c.encode(name, forKey: .name)
+        case .pause, .resume, .next, .previous, .rooms, .queue, .queueClear, .queueShuffle, .stop, .status, .libraryProblems, .playlists:
             break
         }
     }

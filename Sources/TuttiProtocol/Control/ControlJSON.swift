@@ -62,13 +62,14 @@ public enum ControlJSON {
             case .play: return .started(try decoder.decode(PlayReport.self, from: data))
             case .pause: return .paused(try decoder.decode(PauseReport.self, from: data))
             case .resume: return .resumed(try decoder.decode(ResumeReport.self, from: data))
-            case .seek, .next, .previous, .queueAdd, .queueRemove, .queueMove, .queueClear, .queuePlay, .stop:
+            case .seek, .next, .previous, .queueAdd, .queueRemove, .queueMove, .queueClear, .queuePlay, .queueShuffle, .stop, .playlistLoad:
                 return .edited(try decoder.decode(EditReport.self, from: data))
             case .rooms: return .rooms(try decoder.decode(RoomsReport.self, from: data))
             case .join, .leave, .volume, .roomLatency, .roomRename: return .room(try decoder.decode(RoomChange.self, from: data))
             case .groupVolume: return .group(try decoder.decode(GroupVolumeReport.self, from: data))
             case .queue: return .queue(try decoder.decode(QueueReport.self, from: data))
-            case .status: return .status(try decoder.decode(StatusReport.self, from: data))
+            case .status, .playModes: return .status(try decoder.decode(StatusReport.self, from: data))
+            case .playlists, .playlistSave, .playlistRemove: return .playlists(try decoder.decode(StoredPlaylistsReport.self, from: data))
             case .librarySearch, .libraryBrowse, .libraryProblems: return .library(try decoder.decode(LibraryBrowseReport.self, from: data))
             }
         } catch let error as DecodingError {

@@ -23,6 +23,8 @@ public enum ControlReply: Sendable, Equatable {
     case status(StatusReport)
     /// `library-search`, `library-browse`, `library-problems`.
     case library(LibraryBrowseReport)
+    /// `playlists`, `playlist-save`, `playlist-remove`.
+    case playlists(StoredPlaylistsReport)
 
     /// The report, for encoding.
     var report: any Codable & Sendable {
@@ -37,6 +39,7 @@ public enum ControlReply: Sendable, Equatable {
         case .queue(let r): r
         case .status(let r): r
         case .library(let r): r
+        case .playlists(let r): r
         }
     }
 
@@ -51,6 +54,7 @@ public enum ControlReply: Sendable, Equatable {
     public var queue: QueueReport? { if case .queue(let r) = self { r } else { nil } }
     public var status: StatusReport? { if case .status(let r) = self { r } else { nil } }
     public var library: LibraryBrowseReport? { if case .library(let r) = self { r } else { nil } }
+    public var playlists: StoredPlaylistsReport? { if case .playlists(let r) = self { r } else { nil } }
 }
 
 /// The house refused a command: one line saying why, and what kind of refusal it is
@@ -358,6 +362,11 @@ public struct StatusReport: Codable, Sendable, Equatable {
     public var groupVolume: Int?
     /// The music library, when the house has one (`--music`).
     public var library: LibraryStatus?
+    /// How the queue plays on (nil from a house before play modes).
+    public var playModes: PlayModes?
+    /// The queue item that plays after the one heard, in play order (nil: none, the queue or
+    /// `single` ends there).
+    public var nextItem: Int?
     public var rooms: [RoomReport]
     public init(server: String, state: String, roomCount: Int, queueLength: Int, serverTimeNs: Int64, stream: UInt32? = nil,
                 positionSeconds: Double? = nil, bufferedAheadSeconds: Double? = nil, item: Int? = nil, title: String? = nil,

@@ -1,0 +1,96 @@
+import ArgumentParser
+import TuttiProtocol
+
+/// `tutti ctl modes`, `tutti ctl queue shuffle` and `tutti ctl playlist …`: the play modes and
+/// stored playlists, as MPD clients know them.
+struct CtlModes: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "modes", abstract: "Show or change how the queue plays on: repeat, random, single, consume.",
+        discussion: """
+            Each is on or off; the ones not given stay as they are. A change while playing cuts the \
+            stream only where what is heard next changes.
+              repeat   the queue starts again after its last item (with single: the item heard does)
+              random   items play in a shuffled order
+              single   playing stops after the item heard
+              consume  an item leaves the queue once heard
+            Examples:
+              tutti ctl modes                         show them
+              tutti ctl modes --repeat on --random on
+            """)
+    @ParentCommand var ctl: Ctl
+    @Option(help: "on or off.") var `repeat`: Switch?
+    @Option(help: "on or off.") var random: Switch?
+    @Option(help: "on or off.") var single: Switch?
+    @Option(help: "on or off.") var consume: Switch?
+    @Flag(help: "Print JSON.") var json = false
+
+    enum Switch: String, ExpressibleByArgument, CaseIterable {
+        case on, off
+        var isOn: Bool { self == .on }
+    }
+
+    func run() async throws {
+        let change: ControlCommand = .playModes(repeat: `repeat`?.isOn, random: random?.isOn, single: single?.isOn, consume: consume?.isOn)
+        let reply = try await ctl.send(change.problem == nil ? change : .status)
+        if json { return printReply(.status(reply.status!), json: true) }
+        let modes = reply.status?.playModes ?? PlayModes()
+        Terminal.standardOutput("repeat \(modes.repeat ? "on" : "off"), random \(modes.random ? "on" : "off"), single \(modes.single ? "on" : "off"), consume \(modes.consume ? "on" : "off")\n")
+    }
+}
+
+struct CtlQueueShuffle: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "shuffle", abstract: "Shuffle the queue; the item heard goes first and plays on.")
+    @ParentCommand var queue: CtlQueue
+    func run() async throws { printReply(try await queue.ctl.send(.queueShuffle), json: false) }
+}
+
+struct CtlPlaylist: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "playlist", abstract: "Stored playlists: the queue kept by name.",
+        discussion: """
+            Examples:
+              tutti ctl playlist save Sunday     keep the queue as "Sunday" (replacing one of that name)
+              tutti ctl playlist load Sunday     add it to the end of the queue
+              tutti ctl playlist list            every stored playlist
+              tutti ctl playlist remove Sunday
+            """,
+        subcommands: [CtlPlaylistList.self, CtlPlaylistSave.self, CtlPlaylistLoad.self, CtlPlaylistRemove.self],
+        defaultSubcommand: CtlPlaylistList.self)
+    @ParentCommand var ctl: Ctl
+}
+
+/// One line per stored playlist, or JSON.
+func printPlaylists(_ reply: ControlReply, json: Bool) {
+    if json { return printReply(reply, json: true) }
+    for playlist in reply.playlists?.playlists ?? [] {
+        Terminal.standardOutput("\(playlist.name)  (\(playlist.files.count) item\(playlist.files.count == 1 ? "" : "s"))\n")
+    }
+}
+
+struct CtlPlaylistList: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "list", abstract: "List the stored playlists.")
+    @ParentCommand var playlist: CtlPlaylist
+    @Flag(help: "Print JSON.") var json = false
+    func run() async throws { printPlaylists(try await playlist.ctl.send(.playlists), json: json) }
+}
+
+struct CtlPlaylistSave: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "save", abstract: "Keep the queue under a name, replacing a playlist of that name.")
+    @ParentCommand var playlist: CtlPlaylist
+    @Argument var name: String
+    func run() async throws { printPlaylists(try await playlist.ctl.send(.playlistSave(name: name)), json: false) }
+}
+
+struct CtlPlaylistLoad: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "load", abstract: "Add a stored playlist to the end of the queue.")
+    @ParentCommand var playlist: CtlPlaylist
+    @Argument var name: String
+    func run() async throws { printReply(try await playlist.ctl.send(.playlistLoad(name: name)), json: false) }
+}
+
+struct CtlPlaylistRemove: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "remove", abstract: "Delete a stored playlist.")
+    @ParentCommand var playlist: CtlPlaylist
+    @Argument var name: String
+    func run() async throws { printPlaylists(try await playlist.ctl.send(.playlistRemove(name: name)), json: false) }
+}
