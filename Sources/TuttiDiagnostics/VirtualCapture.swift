@@ -88,6 +88,18 @@ public struct VirtualCapture: Sendable {
         return f0 + (time - t0) * (f1 - f0) / (t1 - t0)
     }
 
+    /// Whether the card emitted nothing at `time`: it had stopped (an underrun, a route change)
+    /// between two timing points at the same frame, as a real card is silent then.
+    public func isStopped(atEmissionTime time: Double) -> Bool {
+        var low = 0, high = periodTimes.count - 1
+        guard Double(periodTimes[low]) <= time, time < Double(periodTimes[high]) else { return false }
+        while high - low > 1 {
+            let mid = (low + high) / 2
+            if Double(periodTimes[mid]) <= time { low = mid } else { high = mid }
+        }
+        return periodFrames[low] == periodFrames[high]
+    }
+
     /// The first frame whose magnitude exceeds `threshold` (the start of audio), if any.
     public func firstSoundFrame(threshold: Float = 1e-4) -> Int? {
         for i in 0..<samples.count where abs(samples[i]) > threshold { return i / channelCount }

@@ -15,12 +15,14 @@ enum SnapcastServerStatus {
 
     static func json(_ status: StatusReport, hostName: String) -> [String: Any] {
         let rooms = status.rooms.sorted { $0.name < $1.name }
+        // A group is muted when every room of it is silent (Group.SetMute turns each to 0).
+        let members = rooms.filter(\.inGroup)
         var groups: [[String: Any]] = [[
-            "id": groupID, "name": "Tutti", "muted": false, "stream_id": streamID,
-            "clients": rooms.filter(\.inGroup).map(client),
+            "id": groupID, "name": "Tutti", "muted": !members.isEmpty && members.allSatisfy { $0.volume == 0 }, "stream_id": streamID,
+            "clients": members.map(client),
         ]]
         for room in rooms where !room.inGroup {
-            groups.append(["id": room.name, "name": room.name, "muted": false, "stream_id": idleStreamID, "clients": [client(room)]])
+            groups.append(["id": room.name, "name": room.name, "muted": room.volume == 0, "stream_id": idleStreamID, "clients": [client(room)]])
         }
         let playing = status.state == "playing" || status.state == "starting"
         var metadata: [String: Any] = [:]

@@ -172,3 +172,24 @@ enum Format {
         return String(decoding: try encoder.encode(value), as: UTF8.self) + "\n"
     }
 }
+
+/// What a running process has used, read from /proc.
+enum ProcessUsage {
+    /// User + system CPU seconds so far (/proc/PID/stat fields 14 and 15).
+    static func cpuSeconds(of pid: pid_t) -> Double {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = stat.lastIndex(of: ")") else { return 0 }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        // After the command: the state is field 3, so utime (14) and stime (15) are at 11 and 12.
+        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
+        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
+    /// The peak resident set (VmHWM), in MiB.
+    static func peakResidentMebibytes(of pid: pid_t) -> Double {
+        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+              let kilobytes = Double(line.split(separator: " ").dropFirst().first ?? "") else { return 0 }
+        return kilobytes / 1024
+    }
+}

@@ -312,20 +312,9 @@ final class LongRunningProcess: @unchecked Sendable {
         throw BenchError("\(process.executableURL!.path) did not report its port")
     }
 
-    func cpuSeconds() -> Double {
-        guard let stat = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/stat", encoding: .utf8),
-              let close = stat.lastIndex(of: ")") else { return 0 }
-        let fields = stat[stat.index(after: close)...].split(separator: " ")
-        guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
-        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
-    }
+    func cpuSeconds() -> Double { ProcessUsage.cpuSeconds(of: process.processIdentifier) }
 
-    func peakResidentMegabytes() -> Double {
-        guard let status = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8),
-              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
-              let kilobytes = Double(line.split(separator: " ").dropFirst().first ?? "") else { return 0 }
-        return kilobytes / 1024
-    }
+    func peakResidentMegabytes() -> Double { ProcessUsage.peakResidentMebibytes(of: process.processIdentifier) }
 
     func stop() {
         guard process.isRunning else { return }

@@ -5,11 +5,14 @@ Usage: snapcast_controller.py PORT
 Connects as Home Assistant's integration does, then prints one JSON line per step: what it
 sees, each command it sends, and the update it is pushed when another controller changes a
 room (the test sets room b's volume to 70 through the house's own control port after the
-"waiting" line). Exits 1 with a "failed" line on anything unexpected.
+"waiting" line). Then it mutes the house's group and unmutes it, and moves the snapclient
+`snap1` out of the group and back, each step with its CLOCK_MONOTONIC time so the test finds
+its effect on the rooms' cards. Exits 1 with a "failed" line on anything unexpected.
 """
 import asyncio
 import json
 import sys
+import time
 
 import snapcast.control
 
@@ -56,6 +59,27 @@ async def main(port):
     report("waiting")
     await until(lambda: server.client("b").volume == 70, "b is at 70")
     report("updated", b=server.client("b").volume)
+
+    # Tutti's rooms and the snapclient alike: the whole group muted, then unmuted.
+    group = server.group("tutti")
+    before = {c: server.client(c).volume for c in group.clients}
+    await group.set_muted(True)
+    # The library marks the group muted at once; the rooms' volumes come with the house's update.
+    await until(lambda: all(server.client(c).volume == 0 for c in before), "every room of the group is at 0")
+    report("muted", mono_ns=time.monotonic_ns(), volumes={c: server.client(c).volume for c in server.group("tutti").clients})
+    await asyncio.sleep(2)  # what the rooms play meanwhile is what the test measures
+    await server.group("tutti").set_muted(False)
+    await until(lambda: all(server.client(c).volume == v for c, v in before.items()), "every room is back at its volume")
+    report("unmuted", mono_ns=time.monotonic_ns(), volumes={c: server.client(c).volume for c in server.group("tutti").clients})
+    await asyncio.sleep(2)
+
+    # The snapclient moved out of the house's group (into a group of its own), then back.
+    await server.group("tutti").remove_client("snap1")
+    report("moved", mono_ns=time.monotonic_ns(), groups={g.identifier: sorted(g.clients) for g in server.groups})
+    await asyncio.sleep(2)
+    await server.group("tutti").add_client("snap1")
+    report("back", mono_ns=time.monotonic_ns(), groups={g.identifier: sorted(g.clients) for g in server.groups})
+    await asyncio.sleep(2)
     server.stop()
 
 

@@ -8,9 +8,11 @@ import TuttiSimulation
 import TuttiTestSupport
 
 /// Snapcast's control API for real: Home Assistant's Snapcast library (PyPI `snapcast`) drives a
-/// real `tutti server` with two speakers on virtual cards. The volume it sets is what room a's
-/// card then plays at; rooms leave and rejoin the group; a change made by another controller
-/// reaches it as Server.OnUpdate; and bad JSON-RPC gets JSON-RPC errors.
+/// real `tutti server` with two speakers on virtual cards and Debian's snapclient on an ALSA
+/// virtual card, listed alike. The volume it sets is what room a's card then plays at; rooms
+/// leave and rejoin the group; a change made by another controller reaches it as
+/// Server.OnUpdate; a muted group falls silent on every card; the snapclient moved out of the
+/// group falls silent while the others play on; and bad JSON-RPC gets JSON-RPC errors.
 @Suite(.serialized) struct SnapcastControlTests {
     struct TestFailure: Error, CustomStringConvertible {
         var description: String
@@ -22,14 +24,19 @@ import TuttiTestSupport
         let directory = try TemporaryDirectory("snapcast-control")
         defer { directory.preserveLogs(as: "snapcast-control"); directory.remove() }
         let music = directory.file("tone.flac")
-        try TestMedia.ffmpeg(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=20", "-ac", "2", music])
+        try TestMedia.ffmpeg(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=60", "-ac", "2", music])
+        let alsa = try ALSAVirtualCard.configure([.init(name: "snapcard", path: directory.file("snap1.wav"), ppm: 0)], in: directory)
         let server = try ChildProcess(name: "server", arguments: ["server", "--listen", "127.0.0.1:0", "--http", "off", "--mpd", "off",
-                                                                  "--snapcast-control", "127.0.0.1:0"],
+                                                                  "--snapcast-control", "127.0.0.1:0", "--snapcast", "127.0.0.1:0"],
                                       standardError: directory.file("server.log"))
         defer { server.interrupt() }
         let port = Int(try server.waitForLine(containing: "listening on").split(separator: ":").last!.split(separator: " ").first!)!
+        let snapcastLine = try server.waitForLine(containing: "snapclients on")
+        let snapcastPort = String(snapcastLine.split(separator: " ")[4].split(separator: ":").last!)
         let controlLine = try server.waitForLine(containing: "Snapcast controllers on")
         let controlPort = Int(controlLine.split(separator: ":")[2].prefix { $0.isNumber })!
+        let snapclient = try Snapclient.start(hostID: "snap1", port: snapcastPort, card: "snapcard", alsa: alsa, log: directory.file("snapclient.log"))
+        defer { _ = Snapclient.stop(snapclient) }
         var speakers: [ChildProcess] = []
         defer { for speaker in speakers { speaker.interrupt() } }
         for name in ["a", "b"] {
@@ -42,7 +49,7 @@ import TuttiTestSupport
         }
         let deadline = Date().addingTimeInterval(30)
         while true {
-            if case .rooms(let report) = try await send(.rooms), report.rooms.count == 2,
+            if case .rooms(let report) = try await send(.rooms), report.rooms.count == 3,
                report.rooms.allSatisfy({ ($0.clockErrorMicroseconds ?? 1000) < 100 }) { break }
             guard Date() < deadline else { throw TestFailure("rooms did not connect") }
             try await Task.sleep(nanoseconds: 100_000_000)
@@ -59,18 +66,22 @@ import TuttiTestSupport
                                           standardError: directory.file("snapcast.log"))
         _ = try controller.waitForLine(containing: "\"waiting\"", timeout: 30)
         _ = try await send(.volume(room: "b", percent: 70))
-        let status = await controller.exit(within: 30)
+        let status = await controller.exit(within: 60)
         let steps = controller.outputLines.compactMap { (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any] }
         for step in steps { print("Snapcast: \(step)") }
         #expect(status == 0, "see out/test-logs/snapcast-control/snapcast.log")
         func step(_ name: String) -> [String: Any]? { steps.first { $0["step"] as? String == name } }
         let connected = try #require(step("connected"))
-        #expect(connected["clients"] as? [String] == ["a", "b"] && connected["version"] as? String == "0.26.0")
-        #expect((connected["groups"] as? [String: [String]])?["tutti"] == ["a", "b"])
+        #expect(connected["clients"] as? [String] == ["a", "b", "snap1"] && connected["version"] as? String == "0.26.0")
+        #expect((connected["groups"] as? [String: [String]])?["tutti"] == ["a", "b", "snap1"])
         #expect(step("set")?["volume"] as? Int == 40 && step("set")?["latency"] as? Int == 25)
-        #expect((step("removed")?["groups"] as? [String: [String]]) == ["tutti": ["a"], "b": ["b"]])
-        #expect((step("added")?["groups"] as? [String: [String]]) == ["tutti": ["a", "b"]])
+        #expect((step("removed")?["groups"] as? [String: [String]]) == ["tutti": ["a", "snap1"], "b": ["b"]])
+        #expect((step("added")?["groups"] as? [String: [String]]) == ["tutti": ["a", "b", "snap1"]])
         #expect(step("updated")?["b"] as? Int == 70)
+        #expect((step("muted")?["volumes"] as? [String: Int]) == ["a": 0, "b": 0, "snap1": 0])
+        #expect((step("unmuted")?["volumes"] as? [String: Int]) == ["a": 40, "b": 70, "snap1": 100])
+        #expect((step("moved")?["groups"] as? [String: [String]]) == ["tutti": ["a", "b"], "snap1": ["snap1"]])
+        #expect((step("back")?["groups"] as? [String: [String]]) == ["tutti": ["a", "b", "snap1"]])
 
         // The house did what the library asked: a at 40 with 25 ms latency, b back in the group.
         guard case .rooms(let report) = try await send(.rooms) else { throw TestFailure("no rooms") }
@@ -90,6 +101,48 @@ import TuttiTestSupport
             try await Task.sleep(nanoseconds: 50_000_000)
         }
         for speaker in speakers { speaker.interrupt() }
+        _ = Snapclient.stop(snapclient)
+
+        // Each card half a second from 1.2 s after a step (the rooms apply a volume or a move a
+        // few hundred ms ahead of what they play): muted, every card is silent; unmuted, each
+        // plays at its volume again; snap1 moved out is silent while a plays on, and back, plays.
+        let cards = try ["a", "b", "snap1"].reduce(into: [String: VirtualCapture]()) { $0[$1] = try VirtualCapture(path: directory.file("\($1).wav")) }
+        func level(_ room: String, after stepName: String) throws -> Double {
+            let card = cards[room]!
+            let time = try #require(step(stepName)?["mono_ns"] as? NSNumber).doubleValue + 1.2e9
+            // snapclient stops writing to its card when it has no audio: the card runs dry and
+            // is silent, as a real one is.
+            if card.isStopped(atEmissionTime: time) && card.isStopped(atEmissionTime: time + 0.5e9) { return 0 }
+            let start = Int(card.frame(atEmissionTime: time))
+            return SignalCheck.rms(card.samples, channels: 2, frames: start..<min(card.frameCount, start + 24000))
+        }
+        var levels: [String: Double] = [:]
+        for room in ["a", "b", "snap1"] {
+            for stepName in ["muted", "unmuted", "moved", "back"] { levels["\(room) \(stepName)"] = try level(room, after: stepName) }
+        }
+        // When snap1's card fell silent after the move, and became audible again after it came back.
+        let snap1 = cards["snap1"]!
+        func onset(after stepName: String, silent: Bool) throws -> Double? {
+            let time = try #require(step(stepName)?["mono_ns"] as? NSNumber).doubleValue
+            var frame = Int(snap1.frame(atEmissionTime: time))
+            if silent && snap1.isStopped(atEmissionTime: time) { return 0 }
+            while frame + 480 < snap1.frameCount {
+                let at = snap1.emissionTime(ofFrame: Double(frame))
+                let quiet = SignalCheck.rms(snap1.samples, channels: 2, frames: frame..<(frame + 480)) < 1e-4
+                    || (silent && snap1.isStopped(atEmissionTime: at + 480 / 48000 * 1e9 + 1))
+                if quiet == silent { return (snap1.emissionTime(ofFrame: Double(frame)) - time) / 1e6 }
+                frame += 480
+            }
+            return nil
+        }
+        print("Snapcast: snap1 silent \(try onset(after: "moved", silent: true).map { String(format: "%.0f", $0) } ?? "never") ms after the move, audible \(try onset(after: "back", silent: false).map { String(format: "%.0f", $0) } ?? "never") ms after it came back")
+        print("Snapcast: card levels \(levels.sorted { $0.key < $1.key }.map { "\($0.key) \(String(format: "%.5f", $0.value))" }.joined(separator: ", "))")
+        let full = 0.0625
+        for room in ["a", "b", "snap1"] { #expect(levels["\(room) muted"]! < 1e-4, "\(room) muted") }
+        #expect(abs(levels["a unmuted"]! / full - pow(10, -36.0 / 20)) < 0.001 && abs(levels["b unmuted"]! / full - pow(10, -18.0 / 20)) < 0.001)
+        #expect(abs(levels["snap1 unmuted"]! - full) < 0.002)
+        #expect(levels["snap1 moved"]! < 1e-4 && abs(levels["a moved"]! / full - pow(10, -36.0 / 20)) < 0.001)
+        #expect(abs(levels["snap1 back"]! - full) < 0.002)
 
         // Room a's card: the tone at full level, then at 40 % (−36 dB on the house's 60 dB scale).
         let capture = try VirtualCapture(path: directory.file("a.wav"))

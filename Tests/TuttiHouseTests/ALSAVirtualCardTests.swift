@@ -11,23 +11,10 @@ import TuttiTestSupport
 /// programs — `tutti play` and `tutti speaker` through their ALSA output — play to it, and what
 /// it emitted, and when, is checked sample by sample.
 @Suite(.serialized) struct ALSAVirtualCardTests {
-    static var library: String {
-        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent(".build/alsa/libasound_module_pcm_tutti_virtual.so").path
-    }
-
     /// A configuration naming the card `room` (capturing to `path`), and the environment that
     /// makes ALSA programs read it.
     static func card(in directory: TemporaryDirectory, path: String, ppm: Double, period: Int = 480, buffer: Int = 1920) throws -> String {
-        guard FileManager.default.fileExists(atPath: library) else {
-            throw TestFailure("\(library) is missing: build it with `make alsa-virtual` (make test does)")
-        }
-        let config = directory.file("asoundrc")
-        try """
-            pcm_type.tutti_virtual { lib "\(library)" }
-            pcm.room { type tutti_virtual  path "\(path)"  ppm \(ppm)  period \(period)  buffer \(buffer) }
-            """.write(toFile: config, atomically: true, encoding: .utf8)
-        return "ALSA_CONFIG_PATH=/usr/share/alsa/alsa.conf:" + config
+        try ALSAVirtualCard.configure([.init(name: "room", path: path, ppm: ppm, period: period, buffer: buffer)], in: directory)
     }
 
     @Test(.timeLimit(.minutes(1)))

@@ -11,11 +11,6 @@ import TuttiTestSupport
 /// virtual card (Devices/alsa-virtual), beside a Tutti room on `virtual:`; the two cards'
 /// output is compared sample by sample.
 @Suite(.serialized) struct SnapclientRoomTests {
-    static var cardLibrary: String {
-        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent(".build/alsa/libasound_module_pcm_tutti_virtual.so").path
-    }
-
     static let fakeTime = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 
     /// The house and its rooms, each on a clock and a sound card of its own:
@@ -32,19 +27,11 @@ import TuttiTestSupport
         let control: HouseControlPort
 
         init(directory: TemporaryDirectory) async throws {
-            guard FileManager.default.fileExists(atPath: SnapclientRoomTests.cardLibrary) else {
-                throw TestFailure("\(SnapclientRoomTests.cardLibrary) is missing: build it with `make alsa-virtual` (make test does)")
-            }
             guard FileManager.default.fileExists(atPath: SnapclientRoomTests.fakeTime) else {
                 throw TestFailure("\(SnapclientRoomTests.fakeTime) is missing: install Debian's libfaketime (make deps does)")
             }
-            let config = directory.file("asoundrc")
-            try """
-                pcm_type.tutti_virtual { lib "\(SnapclientRoomTests.cardLibrary)" }
-                pcm.snapcard { type tutti_virtual  path "\(directory.file("snap1.wav"))"  ppm 30  period 480  buffer 1920 }
-                pcm.bcard { type tutti_virtual  path "\(directory.file("b.wav"))"  ppm -60  period 480  buffer 1920 }
-                """.write(toFile: config, atomically: true, encoding: .utf8)
-            let alsa = "ALSA_CONFIG_PATH=/usr/share/alsa/alsa.conf:" + config
+            let alsa = try ALSAVirtualCard.configure([.init(name: "snapcard", path: directory.file("snap1.wav"), ppm: 30),
+                                                      .init(name: "bcard", path: directory.file("b.wav"), ppm: -60)], in: directory)
             func faked(_ ppm: Double) -> [String] {
                 ppm == 0 ? [] : ["LD_PRELOAD=" + SnapclientRoomTests.fakeTime, "FAKETIME=+0 x\(1 + ppm * 1e-6)", "FAKETIME_NO_CACHE=1"]
             }
@@ -60,21 +47,14 @@ import TuttiTestSupport
             b = try ChildProcess(name: "b", executable: "/usr/bin/env",
                                  arguments: [alsa, ChildProcess.tuttiExecutable, "speaker", "--server", "127.0.0.1:\(port)", "--name", "b",
                                              "--clock-drift-ppm", "-25", "--output", "alsa:bcard"], standardError: directory.file("b.log"))
-            // The test runner's threads block SIGINT and SIGTERM, and a child inherits the mask;
-            // snapclient only stops on them (tutti's processes wait for them with sigwait), so
-            // it is started with them unblocked.
-            let unblock = "import os, signal, sys; signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM}); os.execvp(sys.argv[1], sys.argv[1:])"
-            snapclient = try ChildProcess(name: "snapclient", executable: "/usr/bin/env",
-                                          arguments: [alsa, "python3", "-c", unblock, "env"] + faked(ProcessInfo.processInfo.environment["TUTTI_SNAPCLIENT_CLOCK_PPM"].flatMap(Double.init) ?? 0)
-                                            + ["snapclient", "-h", "127.0.0.1", "-p", snapcastPort, "--hostID", "snap1", "--player", "alsa", "-s", "snapcard",
-                                               "--logsink", "stderr"],
-                                          standardError: directory.file("snapclient.log"))
+            snapclient = try Snapclient.start(hostID: "snap1", port: snapcastPort, card: "snapcard", alsa: alsa,
+                                              environment: faked(ProcessInfo.processInfo.environment["TUTTI_SNAPCLIENT_CLOCK_PPM"].flatMap(Double.init) ?? 0),
+                                              log: directory.file("snapclient.log"))
             try await control.waitForRooms(["a", "b", "snap1"])
         }
 
         func stopAll() -> [Int32] {
-            snapclient.process.send(SIGTERM)
-            return [a.interrupt(), b.interrupt(), snapclient.waitForExit(timeout: 10), server.interrupt()]
+            return [a.interrupt(), b.interrupt(), Snapclient.stop(snapclient), server.interrupt()]
         }
     }
 

@@ -1,0 +1,319 @@
+import ArgumentParser
+import Foundation
+import NIOPosix
+import TuttiCore
+import TuttiProtocol
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `tutti-bench efficiency`: what a room and a house cost, side by side with Snapcast on the
+/// same music and the same machine. Snapcast: Debian's `snapserver` reading a pipe that ffmpeg
+/// feeds in real time (the feeder is not counted), and `snapclient`s playing to
+/// `--player file:filename=null`. Tutti: `tutti server` playing a queue, and `tutti speaker`s on
+/// `--output null`. For each room count, each process's CPU (% of one core, from /proc over
+/// the measured window, after a warm-up) and peak RSS (VmHWM); for Tutti also the house's fill
+/// rate (the rooms' reported × real time while filling) and the time from `play` to the first
+/// sample heard. Snapcast has no queue: its figures are measured once per room count and shown
+/// beside each queue length.
+struct EfficiencyBenchmark: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "efficiency",
+        abstract: "CPU and memory of a room and a house, beside snapclient and snapserver.",
+        discussion: """
+            Generates CD-quality FLAC music (44.1 kHz, 16-bit, stereo; 3-minute tracks) and plays it \
+            for each --rooms count: with Snapcast (snapserver fed by ffmpeg in real time, snapclients \
+            to a null file) and with Tutti (one queue per --queue-minutes, speakers on --output null). \
+            Each run warms up for --warmup seconds, then is measured for --seconds. Needs snapserver, \
+            snapclient and ffmpeg; run the release build (`swift build -c release`). \
+            Example: tutti-bench efficiency --rooms 1,4 --queue-minutes 3 --seconds 20
+            """)
+
+    @Option(help: "Room counts, comma separated.") var rooms = "1,4,16"
+    @Option(name: .customLong("queue-minutes"), help: "Queue lengths in minutes, comma separated (multiples of 3).") var queueMinutes = "3,30"
+    @Option(help: "Seconds measured in steady state.") var seconds = 40.0
+    @Option(help: "Seconds of warm-up before measuring.") var warmup = 10.0
+    @Option(name: .customLong("media-dir"), help: "Where generated music is kept.") var mediaDirectory: String?
+    @Flag(help: "Print the results as JSON.") var json = false
+
+    struct Usage: Encodable {
+        var cpuPercent: Double
+        var peakRSSMebibytes: Double
+    }
+
+    struct Row: Encodable {
+        var rooms: Int
+        var queueMinutes: Int
+        var snapserver: Usage
+        var snapclient: Usage
+        var tuttiServer: Usage
+        var tuttiSpeaker: Usage
+        /// Speaker ÷ snapclient.
+        var cpuRatio: Double
+        var rssRatio: Double
+        /// The rooms' median fill rate while filling, × real time.
+        var fillRate: Double?
+        var startMilliseconds: Double
+    }
+
+    func parsedList(_ text: String, _ name: String) throws -> [Int] {
+        let values = text.split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) }
+        guard !values.isEmpty, values.allSatisfy({ $0 > 0 }) else { throw ValidationError("--\(name) needs positive whole numbers, comma separated: \(text)") }
+        return values
+    }
+
+    mutating func validate() throws {
+        _ = try parsedList(rooms, "rooms")
+        guard try parsedList(queueMinutes, "queue-minutes").allSatisfy({ $0 % 3 == 0 }) else {
+            throw ValidationError("--queue-minutes must be multiples of 3 (the queue is made of 3-minute tracks): \(queueMinutes)")
+        }
+        guard seconds >= 5, warmup >= 0 else { throw ValidationError("--seconds must be at least 5, --warmup at least 0") }
+        for program in ["snapserver", "snapclient", "ffmpeg"] where !Self.onPath(program) {
+            throw ValidationError("\(program) is not installed (apt-get install \(program == "ffmpeg" ? "ffmpeg" : program); make deps does)")
+        }
+    }
+
+    static func onPath(_ program: String) -> Bool {
+        (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":").contains { access("\($0)/\(program)", X_OK) == 0 }
+    }
+
+    func run() async throws {
+        let roomCounts = try parsedList(rooms, "rooms"), queues = try parsedList(queueMinutes, "queue-minutes")
+        let media = try MediaCache.directory(mediaDirectory, subdirectory: "efficiency")
+        let track = media + "/track-3min.flac"
+        try MediaCache.make(track, regenerate: false) { path in
+            Console.progress("generating 3 minutes of CD-quality FLAC…")
+            try BenchProcess.ffmpeg(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=44100:duration=180",
+                                     "-f", "lavfi", "-i", "anoisesrc=color=pink:sample_rate=44100:amplitude=0.2:duration=180:seed=7",
+                                     "-filter_complex", "amix=inputs=2,pan=stereo|c0=c0|c1=0.8*c0", "-c:a", "flac", "-sample_fmt", "s16", path])
+        }
+        var rows: [Row] = []
+        for count in roomCounts {
+            Console.progress("Snapcast, \(count) room\(count == 1 ? "" : "s"): \(Int(warmup)) s warm-up, \(Int(seconds)) s measured…")
+            let snapcast = try await measureSnapcast(rooms: count, music: track)
+            for minutes in queues {
+                Console.progress("Tutti, \(count) room\(count == 1 ? "" : "s"), a \(minutes)-minute queue: \(Int(warmup)) s warm-up, \(Int(seconds)) s measured…")
+                let tutti = try await measureTutti(rooms: count, queue: Array(repeating: track, count: minutes / 3))
+                rows.append(Row(rooms: count, queueMinutes: minutes, snapserver: snapcast.server, snapclient: snapcast.client,
+                                tuttiServer: tutti.server, tuttiSpeaker: tutti.speaker,
+                                cpuRatio: tutti.speaker.cpuPercent / max(snapcast.client.cpuPercent, 1e-9),
+                                rssRatio: tutti.speaker.peakRSSMebibytes / max(snapcast.client.peakRSSMebibytes, 1e-9),
+                                fillRate: tutti.fillRate, startMilliseconds: tutti.startMilliseconds))
+            }
+        }
+        if json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+            Console.output(String(decoding: try encoder.encode(rows), as: UTF8.self) + "\n")
+            return
+        }
+        func usage(_ u: Usage) -> String { String(format: "%6.2f %% %5.1f MiB", u.cpuPercent, u.peakRSSMebibytes) }
+        Console.output("CPU in % of one core (mean over \(Int(seconds)) s of steady state) and peak RSS; speakers and clients: the mean of the rooms\n")
+        Console.output("rooms queue   snapserver 0.26      snapclient 0.26      tutti server         tutti speaker        speaker÷client CPU  RSS    fill     play→sound\n")
+        for row in rows {
+            Console.output(String(format: "%-5d %3d min  ", row.rooms, row.queueMinutes) + usage(row.snapserver) + "  " + usage(row.snapclient) + "  "
+                           + usage(row.tuttiServer) + "  " + usage(row.tuttiSpeaker) + String(format: "  %13.2f×  %5.1f×", row.cpuRatio, row.rssRatio)
+                           + (row.fillRate.map { String(format: "  %5.0f×", $0) } ?? "      –") + String(format: "  %6.0f ms\n", row.startMilliseconds))
+        }
+    }
+
+    // MARK: Snapcast
+
+    func measureSnapcast(rooms count: Int, music: String) async throws -> (server: Usage, client: Usage) {
+        let directory = try BenchDirectory("snapcast")
+        defer { directory.remove() }
+        let fifo = directory.path + "/snapfifo"
+        guard mkfifo(fifo, 0o600) == 0 else { throw BenchError("mkfifo \(fifo): \(String(cString: strerror(errno)))") }
+        let port = try FreePort.pick()
+        // A configuration of its own: Debian's /etc/snapserver.conf already defines a source.
+        let config = directory.path + "/snapserver.conf"
+        guard FileManager.default.createFile(atPath: config, contents: Data()) else { throw BenchError("cannot write \(config)") }
+        let server = try BenchDaemon("snapserver", ["--config", config, "--stream.source", "pipe://\(fifo)?name=default&sampleformat=48000:16:2",
+                                                    "--stream.port", "\(port)", "--stream.bind_to_address", "127.0.0.1",
+                                                    "--tcp.enabled", "false", "--http.enabled", "false", "--server.datadir", directory.path,
+                                                    "--logging.sink", "stderr"], log: directory.path + "/snapserver.log")
+        defer { server.stop() }
+        // The source, in real time, as a player would feed snapserver's pipe; not measured.
+        let feeder = try BenchDaemon("ffmpeg", ["-nostdin", "-hide_banner", "-loglevel", "error", "-re", "-stream_loop", "-1", "-i", music,
+                                                "-f", "s16le", "-ar", "48000", "-ac", "2", "-y", fifo], log: directory.path + "/feeder.log")
+        defer { feeder.stop() }
+        try await FreePort.waitUntilListening(port, what: "snapserver")
+        let clients = try (0..<count).map { index in
+            try BenchDaemon("snapclient", ["-h", "127.0.0.1", "-p", "\(port)", "--hostID", "room\(index)", "--player", "file:filename=null",
+                                           "--logsink", "null"], log: directory.path + "/snapclient\(index).log")
+        }
+        defer { for client in clients { client.stop() } }
+        let processes = [server] + clients
+        try await Task.sleep(nanoseconds: UInt64(warmup * 1e9))
+        let usage = try await measure(processes)
+        for process in processes where !process.isRunning { throw BenchError("\(process.name) ended early: see \(process.log)") }
+        return (usage[0], Self.mean(Array(usage.dropFirst())))
+    }
+
+    // MARK: Tutti
+
+    func measureTutti(rooms count: Int, queue: [String]) async throws -> (server: Usage, speaker: Usage, fillRate: Double?, startMilliseconds: Double) {
+        let directory = try BenchDirectory("tutti")
+        defer { directory.remove() }
+        let tutti = BenchDaemon.tuttiExecutable
+        let port = try FreePort.pick()
+        let server = try BenchDaemon(tutti, ["server", "--listen", "127.0.0.1:\(port)", "--http", "off", "--mpd", "off", "--snapcast", "off",
+                                             "--snapcast-control", "off", "--state-dir", directory.path + "/state"],
+                                     log: directory.path + "/server.log")
+        defer { server.stop() }
+        try await FreePort.waitUntilListening(port, what: "tutti server")
+        let speakers = try (0..<count).map { index in
+            try BenchDaemon(tutti, ["speaker", "--server", "127.0.0.1:\(port)", "--name", "room\(index)", "--output", "null"],
+                            log: directory.path + "/speaker\(index).log")
+        }
+        defer { for speaker in speakers { speaker.stop() } }
+        func send(_ command: ControlCommand) async throws -> ControlReply {
+            try await ControlClient.send(command, host: "127.0.0.1", port: port, group: MultiThreadedEventLoopGroup.singleton)
+        }
+        let deadline = Stopwatch.now() + 60_000_000_000
+        while (try await send(.rooms)).rooms?.rooms.filter({ ($0.clockErrorMicroseconds ?? 1e9) < 100 }).count != count {
+            guard Stopwatch.now() < deadline else { throw BenchError("the \(count) speakers did not connect and settle within 60 s: see \(directory.path)") }
+            try await Task.sleep(nanoseconds: 100_000_000)
+        }
+        let sent = Stopwatch.now()
+        guard let started = try await send(.play(files: queue)).started else { throw BenchError("play was not answered with a start") }
+        let startMilliseconds = Double(Stopwatch.now() - sent) / 1e6 + Double(started.startsInMs)
+        // Each room's fill rate: audio it holds or has heard per second since play, at its
+        // largest (when its buffer is full); a room reports its exact rate only once it holds
+        // the whole queue, which a 30-minute queue never fits in.
+        var fills: [String: Double] = [:]
+        let warmupEnd = Stopwatch.now() + Int64(warmup * 1e9)
+        while Stopwatch.now() < warmupEnd {
+            let elapsed = Double(Stopwatch.now() - sent) / 1e9
+            for room in (try await send(.rooms)).rooms?.rooms ?? [] where elapsed > 0.5 {
+                if let buffered = room.bufferSeconds { fills[room.name] = max(fills[room.name] ?? 0, (buffered + elapsed) / elapsed) }
+            }
+            try await Task.sleep(nanoseconds: 250_000_000)
+        }
+        let processes = [server] + speakers
+        let usage = try await measure(processes)
+        for process in processes where !process.isRunning { throw BenchError("\(process.name) ended early: see \(process.log)") }
+        let rates = fills.values.sorted()
+        return (usage[0], Self.mean(Array(usage.dropFirst())), rates.isEmpty ? nil : rates[rates.count / 2], startMilliseconds)
+    }
+
+    // MARK: Measuring
+
+    /// Each process's CPU over `seconds` from now, and its peak RSS at the end.
+    func measure(_ processes: [BenchDaemon]) async throws -> [Usage] {
+        let before = processes.map { $0.cpuSeconds() }, start = Stopwatch.now()
+        try await Task.sleep(nanoseconds: UInt64(seconds * 1e9))
+        let elapsed = Double(Stopwatch.now() - start) / 1e9
+        return zip(processes, before).map { process, before in
+            Usage(cpuPercent: (process.cpuSeconds() - before) / elapsed * 100, peakRSSMebibytes: process.peakRSSMebibytes())
+        }
+    }
+
+    static func mean(_ usages: [Usage]) -> Usage {
+        guard !usages.isEmpty else { return Usage(cpuPercent: 0, peakRSSMebibytes: 0) }
+        return Usage(cpuPercent: usages.map(\.cpuPercent).reduce(0, +) / Double(usages.count),
+                     peakRSSMebibytes: usages.map(\.peakRSSMebibytes).reduce(0, +) / Double(usages.count))
+    }
+}
+
+/// A long-running child process of a benchmark (posix_spawn), measured through /proc.
+final class BenchDaemon: @unchecked Sendable {
+    let name: String
+    let log: String
+    let pid: pid_t
+    private var reaped = false
+
+    /// `tutti` beside this executable (the same build).
+    static var tuttiExecutable: String {
+        let me = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        return URL(fileURLWithPath: me).deletingLastPathComponent().appendingPathComponent("tutti").path
+    }
+
+    /// Starts `executable` (looked up in PATH) with stdin from /dev/null and its output to `log`.
+    init(_ executable: String, _ arguments: [String], log: String) throws {
+        name = URL(fileURLWithPath: executable).lastPathComponent
+        self.log = log
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
+        defer { for p in argv { free(p) } }
+        var pid: pid_t = 0
+        let spawned = posix_spawnp(&pid, executable, &actions, nil, argv, environ)
+        guard spawned == 0 else { throw BenchError("cannot start \(executable): \(String(cString: strerror(spawned)))") }
+        self.pid = pid
+    }
+
+    var isRunning: Bool {
+        guard !reaped else { return false }
+        var status: Int32 = 0
+        if waitpid(pid, &status, WNOHANG) == pid { reaped = true; return false }
+        return true
+    }
+
+    func cpuSeconds() -> Double { ProcessUsage.cpuSeconds(of: pid) }
+    func peakRSSMebibytes() -> Double { ProcessUsage.peakResidentMebibytes(of: pid) }
+
+    /// SIGINT, then SIGKILL after 5 s; reaps it.
+    func stop() {
+        guard isRunning else { return }
+        kill(pid, SIGINT)
+        let deadline = Stopwatch.now() + 5_000_000_000
+        var status: Int32 = 0
+        while Stopwatch.now() < deadline {
+            if waitpid(pid, &status, WNOHANG) == pid { reaped = true; return }
+            usleep(10_000)
+        }
+        kill(pid, SIGKILL)
+        waitpid(pid, &status, 0)
+        reaped = true
+    }
+}
+
+/// A temporary directory for one run's logs and state.
+struct BenchDirectory {
+    let path: String
+    init(_ label: String) throws {
+        var template = Array((FileManager.default.temporaryDirectory.path + "/tutti-bench-\(label)-XXXXXX").utf8CString)
+        guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else { throw BenchError("mkdtemp failed") }
+        path = String(cString: made)
+    }
+    func remove() { try? FileManager.default.removeItem(atPath: path) }
+}
+
+/// Loopback ports for servers that need one named up front.
+enum FreePort {
+    /// A port the kernel hands out for 127.0.0.1 now (free, unless taken before it is used).
+    static func pick() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 } }
+        guard bound else { throw BenchError("cannot find a free port: \(String(cString: strerror(errno)))") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    /// Returns once something accepts TCP connections on 127.0.0.1:`port` (within 20 s).
+    static func waitUntilListening(_ port: Int, what: String) async throws {
+        let deadline = Stopwatch.now() + 20_000_000_000
+        while Stopwatch.now() < deadline {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = in_port_t(UInt16(port).bigEndian)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            let connected = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 } }
+            close(fd)
+            if connected { return }
+            try await Task.sleep(nanoseconds: 50_000_000)
+        }
+        throw BenchError("\(what) did not listen on 127.0.0.1:\(port) within 20 s")
+    }
+}
