@@ -119,18 +119,21 @@ final class SnapclientRoom: @unchecked Sendable {
             playout.render(firstFrame: nextFrame, device: device)
             let report = playout.report
             latestReport.report.withLock { $0 = report }
+            // Silence too is sent: snapclient (0.26) writes nothing to its card when it has no
+            // chunk, so the card runs dry, and its recovery from that underrun moved its
+            // timing by a few frames (a hard resync 1.1 s into every start, measured).
             if report.isPlaying {
-                // Snapcast's client plays silence of its own between chunks: nothing is sent
-                // while the room is silent.
                 playout.block.withUnsafeBufferPointer { samples in
                     pcm.withUnsafeMutableBytes { bytes in
                         SampleConversion.convert(samples.baseAddress!, count: samples.count, to: .int16, into: bytes.baseAddress!)
                     }
                 }
-                let stamp = heard - Int64(configuration.bufferMilliseconds) * 1_000_000 - clientClockError(heard)
-                channel.write(SnapcastMessage(payload: .wireChunk(timestamp: .init(nanoseconds: stamp), data: pcm)), promise: nil)
-                sent = true
+            } else {
+                pcm.withUnsafeMutableBufferPointer { $0.update(repeating: 0) }
             }
+            let stamp = heard - Int64(configuration.bufferMilliseconds) * 1_000_000 - clientClockError(heard)
+            channel.write(SnapcastMessage(payload: .wireChunk(timestamp: .init(nanoseconds: stamp), data: pcm)), promise: nil)
+            sent = true
             nextFrame += Int64(block)
             nextFrameTime += Double(block) * spacing
         }
