@@ -45,7 +45,9 @@ public enum Snapclient {
         return try ChildProcess(name: "snapclient", executable: "/usr/bin/env",
                                 arguments: [alsa, "python3", "-c", unblock, "env"] + environment
                                     + ["snapclient", "-h", "127.0.0.1", "-p", port, "--hostID", hostID, "--player", "alsa", "-s", card,
-                                       "--logsink", "stderr"],
+                                       "--logsink", "stderr"]
+                                    // TUTTI_SNAPCLIENT_LOG=debug (or trace) for snapclient's own reasoning.
+                                    + (ProcessInfo.processInfo.environment["TUTTI_SNAPCLIENT_LOG"].map { ["--logfilter", "*:\($0)"] } ?? []),
                                 standardError: log)
     }
 
