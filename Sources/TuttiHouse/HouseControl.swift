@@ -389,11 +389,7 @@ extension House {
     /// After an edit of `state.queue`: the engine takes the edited queue; audio already sent is
     /// flushed from the first frame the edit changes.
     private func queueEdited(_ respond: @escaping Respond) {
-        let entries = queueEntries, passes = enginePasses
-        editPlayingQueue({ engine, completion in
-            engine.setPasses(passes)
-            engine.edit({ $0 = entries }, completion: completion)
-        }, respond) { [self] action in
+        editPlayingQueue({ [self] engine, completion in giveQueue(to: engine, completion: completion) }, respond) { [self] action in
             EditReport(cut: action.flatMap(cut), queueLength: state.queue.count)
         }
     }

@@ -109,15 +109,18 @@ extension House {
         engineFollowsQueue()
     }
 
-    /// Hands the engine the queue in play order and the pass count; it cuts only what changes.
-    func engineFollowsQueue(completion: QueueProducer.EditCompletion? = nil) {
-        guard let engine = stream?.engine else {
-            completion?(nil)
-            return
-        }
-        let entries = queueEntries, passes = enginePasses
-        engine.setPasses(passes)
+    /// Hands `engine` the queue in play order and the pass count, as one edit: it cuts only
+    /// what changes, and `completion` hears what it did.
+    func giveQueue(to engine: QueueProducer, completion: QueueProducer.EditCompletion?) {
+        let entries = queueEntries
+        engine.setPasses(enginePasses)
         engine.edit({ $0 = entries }, completion: completion)
+    }
+
+    /// The playing stream's engine takes the queue as it now is (no one awaits the answer).
+    func engineFollowsQueue() {
+        guard let engine = stream?.engine else { return }
+        giveQueue(to: engine, completion: nil)
         productionMayProceed()
     }
 
