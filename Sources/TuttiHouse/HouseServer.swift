@@ -6,11 +6,17 @@ import TuttiProtocol
 import TuttiEngine
 
 /// The house on the network: TCP (audio and control) and UDP (clock sync) on one port number.
-/// Runs everything on one event loop, the house's. A malformed message closes only the
+/// Runs everything on one event loop, the house's, but clock sync, which has a thread of its
+/// own: a request waiting behind the house's work (pumping a deep buffer to a room that just
+/// joined takes tens of milliseconds) would be stamped late on its way in only, an asymmetry
+/// that no estimator can tell from clock offset (it put every room 17-50 ms off for a moment
+/// after a start on a loaded machine, measured). A malformed message closes only the
 /// connection that sent it, with one line in the log naming the peer and the reason.
 public final class HouseServer: Sendable {
     public let house: House
     private let group: MultiThreadedEventLoopGroup
+    /// Clock sync's own loop: it only stamps and answers datagrams.
+    private let clockGroup: MultiThreadedEventLoopGroup
     private let host: String
     private let port: Int
     private let channels = Mutex<[any Channel]>([])
@@ -18,6 +24,7 @@ public final class HouseServer: Sendable {
     public init(clock: any HostClock, host: String, port: Int, configuration: House.Configuration,
                 log: @escaping @Sendable (String) -> Void) {
         group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        clockGroup = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         self.host = host
         self.port = port
         house = House(configuration: configuration, loop: group.next(), clock: clock, log: log)
@@ -40,7 +47,7 @@ public final class HouseServer: Sendable {
             .bind(host: host, port: port).get()
         let boundPort = tcp.localAddress?.port ?? port
         let clock = house.clock
-        let udp = try await DatagramBootstrap(group: group)
+        let udp = try await DatagramBootstrap(group: clockGroup)
             .channelOption(.socketOption(.so_reuseaddr), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(ClockSyncResponder(clock: clock)) }
@@ -56,6 +63,7 @@ public final class HouseServer: Sendable {
         let watcher = try? await house.loop.submit { self.house.stopStream(); return self.house.libraryWatcher }.get()
         watcher?.stop()
         try? await group.shutdownGracefully()
+        try? await clockGroup.shutdownGracefully()
     }
 }
 

@@ -94,6 +94,13 @@ public final class ClockEstimator {
         /// until the window since the step spans this much: a rate fitted over a few seconds
         /// is worse than the one before.
         public var rateSpanAfterFloorStepNanoseconds: Int64 = 30_000_000_000
+        /// How fast the two paths' summed delay may change along the fitted lines (as a
+        /// fraction: 1e-3 is 1 ms a second) before they are taken for a stretch of late
+        /// exchanges rather than the clocks' rate. Jitter tilts a short window's lines by
+        /// hundreds of ppm (a user-space relay on a loaded machine: at 100 ppm, the estimates
+        /// that fell back and those that did not differed by their lines' raise, and the bound
+        /// that measures their wander stayed over 100 µs); a late stretch, by thousands.
+        public var maximumPathTrend: Double = 1e-3
         public init() {}
     }
 
@@ -180,6 +187,9 @@ public final class ClockEstimator {
     /// Floor steps seen (and restarted from).
     public private(set) var floorSteps = 0
 
+    /// Refits whose lines tilted together (`maximumPathTrend`) and that kept the known rate.
+    public private(set) var implausibleFits = 0
+
     private func refit() {
         restartAtFloorStep()
         let window = samples[head...]
@@ -206,11 +216,23 @@ public final class ClockEstimator {
         let fitSlope = span >= Double(configuration.minimumRateSpanNanoseconds) && !keepsRateAfterStep
         // Unfitted, the rate known so far: the way out's delay grows with it, the way back's shrinks.
         let known = mapping?.skew ?? 0
-        let lineOut = outward.fit(slope: fitSlope ? nil : known)
-        let lineBack = backward.fit(slope: fitSlope ? nil : -known)
+        var lineOut = outward.fit(slope: fitSlope ? nil : known)
+        var lineBack = backward.fit(slope: fitSlope ? nil : -known)
+        // Clock drift tilts the two envelopes opposite ways by the same amount; a path whose
+        // delay changes tilts them the same way. Lines whose tilts do not cancel rest on a
+        // stretch of late exchanges the window is too short to see over (a loaded machine
+        // right after a start: every request for a second stamped late on its way in), and
+        // extrapolated to now they put the offset tens of milliseconds off. The rate known so
+        // far, through each envelope's lowest point, is the better estimate until a later
+        // window sees past the stretch.
+        if fitSlope && abs(lineOut.slope + lineBack.slope) > configuration.maximumPathTrend {
+            lineOut = outward.fit(slope: known)
+            lineBack = backward.fit(slope: -known)
+            implausibleFits += 1
+        }
         // out = θ + base, back = base − θ  ⇒  θ = (out − back) / 2, at the reference (time 0).
         let offset = (lineOut.intercept - lineBack.intercept) / 2
-        var skew = fitSlope ? (lineOut.slope - lineBack.slope) / 2 : (mapping?.skew ?? 0)
+        var skew = (lineOut.slope - lineBack.slope) / 2
         skew = max(-0.001, min(0.001, skew))
         // The history the estimate rests on: a window restarted at a floor step keeps the rate
         // fitted before it, so a room that plays by the clock goes on playing.

@@ -127,7 +127,7 @@ public final class Playout {
         noteProblem()
         if controller.resyncCount > resyncsLogged {
             resyncsLogged = controller.resyncCount
-            onEvent?("resynchronised by a jump: the read position was \((controller.lastError * 10).rounded() / 10) frames off")
+            onEvent?("resynchronised by a jump: the read position was \((controller.lastError * 10).rounded() / 10) frames off; clock: server − local \((clock.offset / 1e4).rounded() / 100) ms ± \(Int(clock.errorNanoseconds / 1000)) µs, rate \((clock.skew * 1e7).rounded() / 10) ppm")
         }
         if playing && !wasPlaying {
             let ms = (clock.offset / 1e4).rounded() / 100, ppm = (clock.skew * 1e7).rounded() / 10
