@@ -15,6 +15,10 @@ public final class PlayoutEngine: @unchecked Sendable {
         public var blockFrames = 240
         /// How far ahead of the device the ring is kept: the command-to-sound floor.
         public var leadFrames = 2400
+        /// The ring is topped up to `leadFrames` once it has fallen this far below: the engine
+        /// wakes every 20 ms for four blocks rather than at every device period for one or two
+        /// (half the wake-ups of a small speaker's busiest thread).
+        public var refillFrames = 960
         public var controller = PlayoutController.Configuration()
         public init() {}
     }
@@ -45,7 +49,8 @@ public final class PlayoutEngine: @unchecked Sendable {
         self.inputs = inputs
         self.device = device
         self.configuration = configuration
-        source = PlayoutRenderSource(channelCount: device.format.channelCount, capacityFrames: configuration.leadFrames * 4)
+        source = PlayoutRenderSource(channelCount: device.format.channelCount, capacityFrames: configuration.leadFrames * 4,
+                                     wakeBelowFrames: configuration.leadFrames - min(configuration.refillFrames, configuration.leadFrames / 2))
         playout = Playout(inputs: inputs, format: device.format, blockFrames: configuration.blockFrames, latencyNanoseconds: latencyNanoseconds,
                           localClock: localClock, controller: configuration.controller)
         deviceTiming = DeviceTimingEstimator(sampleRate: device.format.sampleRate)
@@ -96,9 +101,10 @@ public final class PlayoutEngine: @unchecked Sendable {
         while running.load(ordering: .acquiring) {
             if device.interruption != nil { noteDeviceInterruption() }
             if source.ring.readableFrames >= configuration.leadFrames || source.ring.writableFrames < configuration.blockFrames {
+                // Full: sleep until the device has drawn the ring down to its wake level.
                 source.consumed.prepareToWait()
-                if source.ring.readableFrames >= configuration.leadFrames { source.consumed.wait(timeoutNanoseconds: 20_000_000) }
-                continue
+                if source.ring.readableFrames > source.wakeBelowFrames { source.consumed.wait(timeoutNanoseconds: 100_000_000) }
+                if source.ring.readableFrames > source.wakeBelowFrames && source.ring.writableFrames >= configuration.blockFrames { continue }
             }
             refreshDeviceTiming()
             playout.render(firstFrame: source.nextWriteDeviceFrame, device: deviceTiming.map)

@@ -12,10 +12,14 @@ public final class PlayoutRenderSource: RenderSource, @unchecked Sendable {
     public let ring: AudioRing
     /// Device frame minus ring frame, as of the latest render call.
     private let shift = Atomic<Int64>(0)
+    /// Signalled when a render leaves the ring at or below `wakeBelowFrames`.
     public let consumed = WakeSignal()
+    /// The level at which the engine is woken to top the ring up.
+    public let wakeBelowFrames: Int
 
-    public init(channelCount: Int, capacityFrames: Int) {
+    public init(channelCount: Int, capacityFrames: Int, wakeBelowFrames: Int = .max) {
         ring = AudioRing(channelCount: channelCount, capacityFrames: capacityFrames)
+        self.wakeBelowFrames = wakeBelowFrames
     }
 
     public func render(into buffer: UnsafeMutablePointer<Float>, frameCount: Int, deviceFrame: Int64) -> RenderResult {
@@ -28,7 +32,7 @@ public final class PlayoutRenderSource: RenderSource, @unchecked Sendable {
         }
         shift.store(deviceFrame - Int64(ring.totalFramesRead), ordering: .releasing)
         let frames = ring.read(into: buffer, frames: frameCount)
-        consumed.signal()
+        if ring.readableFrames <= wakeBelowFrames { consumed.signal() }
         return RenderResult(frames: frames, endOfStream: false)
     }
 

@@ -266,9 +266,13 @@ final class SpeakerConnectionHandler: ChannelInboundHandler, Sendable {
 
     /// Status goes out every `statusIntervalNanoseconds`, and at once when the clock estimate
     /// becomes good enough to play by: a house holding a `play` for this room starts sooner.
+    /// Only that moment is polled for; once the clock is ready (it stays so for the
+    /// connection) the loop wakes only to send (20 wake-ups a second fewer on a small speaker).
     private func scheduleStatus(_ channel: any Channel, lastSent: Int64 = 0, clockWasReady: Bool = false) {
         let client = self.client
-        channel.eventLoop.scheduleTask(in: .nanoseconds(Self.statusPollNanoseconds)) { [weak self] in
+        let delay = clockWasReady ? max(Self.statusPollNanoseconds, lastSent + client.configuration.statusIntervalNanoseconds - client.clock.now())
+                                  : Self.statusPollNanoseconds
+        channel.eventLoop.scheduleTask(in: .nanoseconds(delay)) { [weak self] in
             guard channel.isActive else { return }
             let now = client.clock.now()
             let clockReady = client.isClockReady
