@@ -127,11 +127,10 @@ public final class Playout {
         noteProblem()
         if controller.resyncCount > resyncsLogged {
             resyncsLogged = controller.resyncCount
-            onEvent?("resynchronised by a jump: the read position was \((controller.lastError * 10).rounded() / 10) frames off; clock: server − local \((clock.offset / 1e4).rounded() / 100) ms ± \(Int(clock.errorNanoseconds / 1000)) µs, rate \((clock.skew * 1e7).rounded() / 10) ppm")
+            onEvent?("resynchronised by a jump: the read position was \((controller.lastError * 10).rounded() / 10) frames off; \(Self.describe(clock))")
         }
         if playing && !wasPlaying {
-            let ms = (clock.offset / 1e4).rounded() / 100, ppm = (clock.skew * 1e7).rounded() / 10
-            onEvent?("playing stream \(stream.id) from timeline frame \(controller.position?.frame ?? -1); clock: server − local \(ms) ms ± \(Int(clock.errorNanoseconds / 1000)) µs, rate \(ppm) ppm, over \(clock.sampleCount) exchanges")
+            onEvent?("playing stream \(stream.id) from timeline frame \(controller.position?.frame ?? -1); \(Self.describe(clock)), over \(clock.sampleCount) exchanges")
         }
         if playing { wasPlaying = true }
         block.withUnsafeMutableBufferPointer {
@@ -143,6 +142,11 @@ public final class Playout {
         report.syncErrorNanoseconds = Int64(controller.lastError / Double(stream.sampleRate) * 1e9)
         report.playheadFrame = schedule.position(atServer: clock.serverTime(atLocal: localClock.now()) + (inputs.latencyNanoseconds ?? latencyNanoseconds))?.frame ?? -1
         if let reading = controller.position { self.inputs.chunks.discard(before: reading.frame - Int64(stream.sampleRate)) }
+    }
+
+    /// The clock estimate a room plays by, for its log lines.
+    private static func describe(_ clock: ClockMapping) -> String {
+        "clock: server − local \((clock.offset / 1e4).rounded() / 100) ms ± \(Int(clock.errorNanoseconds / 1000)) µs, rate \((clock.skew * 1e7).rounded() / 10) ppm"
     }
 
     /// Says once, in one line, why the room is silent, and puts it in the room's report.
