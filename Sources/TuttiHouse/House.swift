@@ -228,8 +228,12 @@ public final class House: @unchecked Sendable {
             existing.channel.close(promise: nil)
         }
         let latency = state.latencies[name] ?? hello.latencyNanoseconds
+        // `serve(connection:)` built the pipeline: a connection without the writer is a bug.
+        guard let chunkWriter = try? channel.pipeline.syncOperations.handler(type: FramedChunkWriter.self) else {
+            preconditionFailure("a house connection's pipeline has no FramedChunkWriter: serve(connection:) builds it")
+        }
         let room = RoomLink(id: id, name: name, speakerName: hello.name, latencyNanoseconds: latency, outputLeadNanoseconds: hello.outputLeadNanoseconds,
-                            channel: channel)
+                            channel: channel, chunkWriter: chunkWriter)
         if knownLatencies[name] != latency {
             knownLatencies[name] = latency
             stored(store?.saveLatency(room: name, nanoseconds: latency))
@@ -528,7 +532,7 @@ public final class House: @unchecked Sendable {
         }
         while channel.isWritable, let chunk = stream.chunk(at: room.nextChunk, epoch: epoch) {
             if chunk.firstFrame > limit { break }
-            channel.write(WireMessage.audioChunk(.init(streamID: stream.id, firstFrame: chunk.firstFrame, frameCount: UInt32(chunk.frameCount), payload: chunk.payload)), promise: nil)
+            room.chunkWriter.write(framed: chunk.wire)
             room.nextChunk += 1
             room.sentUntilFrame = chunk.endFrame
         }

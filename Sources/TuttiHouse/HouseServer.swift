@@ -74,6 +74,7 @@ extension House {
     public func serve(connection channel: any Channel) throws {
         try channel.pipeline.syncOperations.addHandlers([
             ByteToMessageHandler(WireMessageDecoder()),
+            FramedChunkWriter(),
             MessageToByteHandler(WireMessageEncoder()),
             HouseConnectionHandler(house: self),
         ])

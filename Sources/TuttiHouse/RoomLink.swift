@@ -13,6 +13,8 @@ final class RoomLink {
     /// How long before a frame leaves its DAC the room commits it to its device (its hello).
     let outputLeadNanoseconds: Int64
     let channel: any Channel
+    /// Where its audio chunks are written, framed once for every room.
+    let chunkWriter: FramedChunkWriter
     var status: WireMessage.SpeakerStatus?
     var statusTime: Int64 = 0
     /// The stream this room has been started on, and the next chunk to send it.
@@ -29,12 +31,14 @@ final class RoomLink {
     /// How long before a frame is heard the room commits it: an anchor must reach it earlier.
     var commitmentNanoseconds: Int64 { outputLeadNanoseconds + latencyNanoseconds }
 
-    init(id: UInt32, name: String, speakerName: String? = nil, latencyNanoseconds: Int64, outputLeadNanoseconds: Int64 = 0, channel: any Channel) {
+    init(id: UInt32, name: String, speakerName: String? = nil, latencyNanoseconds: Int64, outputLeadNanoseconds: Int64 = 0, channel: any Channel,
+         chunkWriter: FramedChunkWriter) {
         self.id = id
         self.name = name
         self.speakerName = speakerName ?? name
         self.latencyNanoseconds = latencyNanoseconds
         self.outputLeadNanoseconds = outputLeadNanoseconds
         self.channel = channel
+        self.chunkWriter = chunkWriter
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import NIOCore
 import Synchronization
 import TuttiMedia
 import TuttiProtocol
@@ -8,8 +9,18 @@ import TuttiEngine
 struct ServerChunk: Sendable {
     var firstFrame: Int64
     var frameCount: Int
-    var payload: [UInt8]
+    /// The chunk's whole wire message (`WireMessage.audioChunk`), framed once and sent as it
+    /// is to every room (`FramedChunkWriter`).
+    var wire: ByteBuffer
     var endFrame: Int64 { firstFrame + Int64(frameCount) }
+
+    init(streamID: UInt32, firstFrame: Int64, frameCount: Int, payload: [UInt8]) {
+        self.firstFrame = firstFrame
+        self.frameCount = frameCount
+        var wire = ByteBufferAllocator().buffer(capacity: payload.count + 64)
+        WireMessage.audioChunk(.init(streamID: streamID, firstFrame: firstFrame, frameCount: UInt32(frameCount), payload: payload)).encode(into: &wire)
+        self.wire = wire
+    }
 }
 
 /// A stream the house plays: its format, the encoded chunks produced so far (the queue's

@@ -78,7 +78,7 @@ final class StreamTimelineOutput: QueueTimelineOutput, @unchecked Sendable {
             // Our own encoder failing is a broken invariant, not bad input.
             fatalError("stream encoder failed: \(error)")
         }
-        stream.append(ServerChunk(firstFrame: pendingStart, frameCount: count, payload: packet), epoch: epoch)
+        stream.append(ServerChunk(streamID: stream.id, firstFrame: pendingStart, frameCount: count, payload: packet), epoch: epoch)
         pendingStart += Int64(count)
         pending.removeFirst(count * channels)
     }

@@ -36,6 +36,10 @@ final class HouseHarness: @unchecked Sendable {
     @discardableResult
     func connect(_ name: String, latency: Int64 = 0, outputLead: Int64 = 0, resume: WireMessage.Resume? = nil) async throws -> UInt32 {
         let channel = NIOAsyncTestingChannel(loop: loop)
+        // The outbound half of `serve(connection:)`: chunks framed once, every other message encoded.
+        try await loop.executeInContext {
+            try channel.pipeline.syncOperations.addHandlers([FramedChunkWriter(), MessageToByteHandler(WireMessageEncoder())])
+        }
         try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 9)).get()
         let house = self.house
         let id = try await loop.executeInContext {
@@ -108,8 +112,11 @@ final class HouseHarness: @unchecked Sendable {
     /// Everything the room was sent so far.
     func messages(_ name: String) async throws -> [WireMessage] {
         await loop.run()
+        var bytes = ByteBuffer()
+        while var buffer = try await rooms[name]!.readOutbound(as: ByteBuffer.self) { bytes.writeBuffer(&buffer) }
         var result: [WireMessage] = []
-        while let message = try await rooms[name]!.readOutbound(as: WireMessage.self) { result.append(message) }
+        while let message = try WireMessage.decode(from: &bytes) { result.append(message) }
+        #expect(bytes.readableBytes == 0, "a room was sent a partial wire message")
         return result
     }
 

@@ -8,8 +8,8 @@ import Testing
     @Test func writesFromBeforeACutAreDroppedAndCutsAreRecorded() {
         let stream = ServerStream(id: 1, codec: .flac, sampleRate: 48000, channelCount: 2, codecHeader: [])
         let old = stream.epoch
-        stream.append(ServerChunk(firstFrame: 0, frameCount: 2048, payload: []), epoch: old)
-        stream.append(ServerChunk(firstFrame: 2048, frameCount: 2048, payload: []), epoch: old)
+        stream.append(ServerChunk(streamID: 1, firstFrame: 0, frameCount: 2048, payload: []), epoch: old)
+        stream.append(ServerChunk(streamID: 1, firstFrame: 2048, frameCount: 2048, payload: []), epoch: old)
         let new = stream.truncate(at: 3000)
         #expect(new != old && new == stream.epoch)
         #expect(stream.chunkCount == 2 && stream.producedEnd == 3000)
@@ -17,12 +17,12 @@ import Testing
         #expect(stream.chunk(at: 1, epoch: new)?.frameCount == 952)
 
         // A write under the old epoch arrives late: dropped.
-        stream.append(ServerChunk(firstFrame: 4096, frameCount: 2048, payload: []), epoch: old)
+        stream.append(ServerChunk(streamID: 1, firstFrame: 4096, frameCount: 2048, payload: []), epoch: old)
         stream.finish(at: 6144, epoch: old)
         #expect(stream.chunkCount == 2 && stream.producedEnd == 3000 && stream.endFrame == nil)
 
         // Production goes on from the cut.
-        stream.append(ServerChunk(firstFrame: 3000, frameCount: 2048, payload: []), epoch: new)
+        stream.append(ServerChunk(streamID: 1, firstFrame: 3000, frameCount: 2048, payload: []), epoch: new)
         stream.finish(at: 5048, epoch: new)
         #expect(stream.chunkCount == 3 && stream.producedEnd == 5048 && stream.endFrame == 5048)
         #expect(stream.end(epoch: new)?.frame == 5048 && stream.end(epoch: old) == nil)
