@@ -167,7 +167,7 @@ let package = Package(
 
         // Tests mirror the modules.
         .testTarget(name: "TuttiCoreTests", dependencies: ["TuttiCore", "TuttiSimulation", "CAllocationCounter"]),
-        .testTarget(name: "TuttiMediaTests", dependencies: ["TuttiMedia", "TuttiSimulation", "TuttiTestSupport", "CAllocationCounter", "CTuttiDSP"]),
+        .testTarget(name: "TuttiMediaTests", dependencies: ["TuttiMedia", "TuttiSimulation", "TuttiDiagnostics", "TuttiTestSupport", "CAllocationCounter", "CTuttiDSP"]),
         .testTarget(name: "TuttiMediaHTTPTests", dependencies: ["TuttiMediaHTTP", "TuttiMedia", "TuttiSimulation", "TuttiTestSupport"]),
         .testTarget(name: "TuttiDevicesTests", dependencies: ["TuttiDevices", "TuttiSimulation", "TuttiTestSupport", "CAllocationCounter"]),
         .testTarget(name: "TuttiEngineTests", dependencies: ["TuttiEngine", "TuttiSimulation", "TuttiTestSupport"]),
