@@ -13,11 +13,13 @@ import TuttiProtocol
 public final class PlayoutEngine: @unchecked Sendable {
     public struct Configuration: Sendable {
         public var blockFrames = 240
-        /// How far ahead of the device the ring is kept: the command-to-sound floor.
+        /// How far ahead of the device the ring is kept: the command-to-sound floor. At least
+        /// two of the device's periods whatever is set (a device takes a period at once).
         public var leadFrames = 2400
         /// The ring is topped up to `leadFrames` once it has fallen this far below: the engine
         /// wakes every 20 ms for four blocks rather than at every device period for one or two
-        /// (half the wake-ups of a small speaker's busiest thread).
+        /// (half the wake-ups of a small speaker's busiest thread). At least one device period
+        /// whatever is set, so a device with a long period wakes the engine once per period.
         public var refillFrames = 960
         public var controller = PlayoutController.Configuration()
         public init() {}
@@ -48,6 +50,9 @@ public final class PlayoutEngine: @unchecked Sendable {
                 configuration: Configuration = Configuration()) {
         self.inputs = inputs
         self.device = device
+        var configuration = configuration
+        configuration.leadFrames = max(configuration.leadFrames, 2 * device.periodFrames)
+        configuration.refillFrames = max(configuration.refillFrames, device.periodFrames)
         self.configuration = configuration
         source = PlayoutRenderSource(channelCount: device.format.channelCount, capacityFrames: configuration.leadFrames * 4,
                                      wakeBelowFrames: configuration.leadFrames - min(configuration.refillFrames, configuration.leadFrames / 2))

@@ -185,6 +185,15 @@ enum ProcessUsage {
         return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
     }
 
+    /// Bytes the process has read so far through read(2) and its kin, sockets included
+    /// (/proc/PID/io `rchar`).
+    static func bytesRead(by pid: pid_t) -> Int64 {
+        guard let io = try? String(contentsOfFile: "/proc/\(pid)/io", encoding: .utf8),
+              let line = io.split(separator: "\n").first(where: { $0.hasPrefix("rchar:") }),
+              let bytes = Int64(line.split(separator: " ").dropFirst().first ?? "") else { return 0 }
+        return bytes
+    }
+
     /// The peak resident set (VmHWM), in MiB.
     static func peakResidentMebibytes(of pid: pid_t) -> Double {
         guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),

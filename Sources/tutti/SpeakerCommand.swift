@@ -49,6 +49,11 @@ struct Speaker: AsyncParsableCommand {
     @Option(name: .customLong("latency-ms"), help: "Fixed delay after the DAC (amplifier, speaker) to compensate, in ms.")
     var latencyMilliseconds: Double = 0
 
+    @Option(name: .customLong("period-ms"), help: ArgumentHelp(
+        "How much audio the sound card takes at once, in ms (null and virtual outputs too).",
+        discussion: "A longer period wakes the room less often: 40-50 ms on a Raspberry Pi Zero saves most of its CPU. Commands then take effect later: the room commits audio its ring's lead (50 ms, or two periods if longer), a 5 ms block and its card's four periods ahead (10 ms: 95 ms; 50 ms: 305 ms)."))
+    var periodMilliseconds: Double = 10
+
     @Option(name: .customLong("clock-truth"), help: ArgumentHelp(
         "Write the clock estimate's true error every 100 ms to this file as JSON lines: for tests and benchmarks whose house runs on this machine's monotonic clock.",
         visibility: .hidden))
@@ -58,6 +63,7 @@ struct Speaker: AsyncParsableCommand {
         guard !name.isEmpty, name.utf8.count <= 64 else { throw ValidationError("--name must be 1 to 64 bytes") }
         guard abs(clockDriftPPM) <= 1000, abs(deviceDriftPPM) <= 1000 else { throw ValidationError("drifts beyond ±1000 ppm are not clocks") }
         guard latencyMilliseconds >= 0 && latencyMilliseconds <= 2000 else { throw ValidationError("--latency-ms must be between 0 and 2000") }
+        guard periodMilliseconds >= 2 && periodMilliseconds <= 100 else { throw ValidationError("--period-ms must be between 2 and 100, got \(periodMilliseconds)") }
     }
 
     func run() async throws {
@@ -74,6 +80,7 @@ struct Speaker: AsyncParsableCommand {
         if case .wav = spec { throw ValidationError("--output wav: is not paced; a room needs alsa:, virtual: or null") }
         var options = DeviceSpec.Options(clock: MonotonicClock())
         options.driftPPM = deviceDriftPPM
+        options.periodFrames = Int((periodMilliseconds * 48).rounded())
         options.reportingClock = clock
         let device: any OutputDevice
         do { device = try spec.makeDevice(format: AudioFormat(sampleRate: 48000, channelCount: 2), options: options) } catch {

@@ -93,4 +93,54 @@ import TuttiTestSupport
         for k in [0, 1, 2, 3, 5, 6, 7, 8, 9] { #expect(abs(rms(chunk: k) - 0.3536) < 0.02, "chunk \(k): rms \(rms(chunk: k))") }
         #expect(rms(chunk: 4) < 0.001, "the corrupt chunk: rms \(rms(chunk: 4))")
     }
+
+    /// A device with a long period (a small speaker's 50 ms, `--period-ms 50`): the engine keeps
+    /// two periods in the ring and refills once a period, and a tone plays through without an
+    /// underrun, a starved block or a dropout, its level steady in every 100 ms of the capture.
+    @Test(arguments: [480, 2400])
+    func aLongDevicePeriodPlaysThrough(periodFrames: Int) async throws {
+        let directory = try TemporaryDirectory("playout-period")
+        defer { directory.remove() }
+        let chunkFrames = 4800
+        let chunks = 12
+        let encoder = try ChunkEncoder(codec: .flac, sampleRate: 48000, channelCount: 2)
+        let tone = (0..<(chunks * chunkFrames)).flatMap { i -> [Float] in
+            let x = Float(0.5 * sin(2 * Double.pi * 441 * Double(i) / 48000))
+            return [x, -x]
+        }
+        let capture = directory.file("room.wav")
+        let device = VirtualDevice(clock: MonotonicClock(), capturePath: capture, format: Self.format, periodFrames: periodFrames)
+        let inputs = PlayoutInputs()
+        let clock = MonotonicClock()
+        let engine = PlayoutEngine(inputs: inputs, device: device, latencyNanoseconds: 0, localClock: clock)
+        #expect(engine.configuration.leadFrames == max(2400, 2 * periodFrames))
+        #expect(engine.configuration.refillFrames == max(960, periodFrames))
+        #expect(engine.outputLeadNanoseconds == Int64(max(2400, 2 * periodFrames) + 240 + 4 * periodFrames) * 1_000_000_000 / 48000)
+        try engine.start()
+
+        let now = clock.now()
+        inputs.setClock(ClockMapping(reference: now, offset: 0, skew: 0, errorNanoseconds: 1_000, sampleCount: 100,
+                                     spanNanoseconds: 3_000_000_000))
+        inputs.startStream(.init(id: 3, codec: .flac, sampleRate: 48000, channelCount: 2, codecHeader: encoder.codecHeader))
+        for k in 0..<chunks {
+            let payload = try tone.withUnsafeBufferPointer { try encoder.encode($0.baseAddress! + k * chunkFrames * 2, frames: chunkFrames) }
+            inputs.receive(.init(firstFrame: Int64(k * chunkFrames), frameCount: chunkFrames, payload: payload), streamID: 3, at: now)
+        }
+        inputs.end(streamID: 3, at: Int64(chunks * chunkFrames), time: now)
+        inputs.apply(TimelineAnchor(timelineFrame: 0, serverTime: now + 400_000_000, isPlaying: true), streamID: 3, now: now)
+
+        try await waitUntil("the room to play the stream through") { engine.latestReport.playheadFrame > Int64((chunks + 1) * chunkFrames) }
+        try await onOwnThread("the engine to stop") { try engine.stop() }
+        let report = engine.latestReport
+        #expect(report.starvedBlocks == 0 && report.resyncs == 0 && report.deviceUnderruns == 0, "\(report)")
+
+        let samples = try WAVFile(path: capture).samples
+        let start = try #require((0..<samples.count / 2).first { abs(samples[2 * $0]) > 0.01 })
+        for window in 0..<(chunks * chunkFrames / 4800 - 1) {
+            let frames = (start + window * 4800 + 240)..<(start + (window + 1) * 4800 - 240)
+            let sum = frames.reduce(Float(0)) { $0 + samples[2 * $1] * samples[2 * $1] }
+            let rms = (sum / Float(frames.count)).squareRoot()
+            #expect(abs(rms - 0.3536) < 0.01, "100 ms window \(window): rms \(rms)")
+        }
+    }
 }
