@@ -6,6 +6,9 @@ public struct DeviceTimingEstimator: Sendable {
     public let nominalNanosecondsPerFrame: Double
     private var points: [(frame: Int64, time: Int64)] = []
     private let capacity: Int
+    /// The line fitted when the last point came: the engine asks for it every block, and points
+    /// come at most once a device period (fitting 200 points each block was 9 % of its time).
+    public private(set) var map: LinearTimeMap?
 
     public init(sampleRate: Int, capacity: Int = 200) {
         nominalNanosecondsPerFrame = 1e9 / Double(sampleRate)
@@ -16,12 +19,13 @@ public struct DeviceTimingEstimator: Sendable {
         if let last = points.last, frame <= last.frame { return }
         points.append((frame, time))
         if points.count > capacity { points.removeFirst(points.count - capacity) }
+        map = fit()
     }
 
     public var hasEstimate: Bool { !points.isEmpty }
 
     /// The fitted line as a map from device frames to host time.
-    public var map: LinearTimeMap? {
+    private func fit() -> LinearTimeMap? {
         guard let last = points.last else { return nil }
         guard points.count >= 2, last.frame - points[0].frame >= 4800 else {
             return LinearTimeMap(referenceFrame: last.frame, referenceTime: last.time, nanosecondsPerFrame: nominalNanosecondsPerFrame)
