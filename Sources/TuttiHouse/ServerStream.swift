@@ -7,11 +7,11 @@ import TuttiEngine
 
 /// One encoded chunk of a server stream, on the stream's timeline.
 struct ServerChunk: Sendable {
-    var firstFrame: Int64
-    var frameCount: Int
+    let firstFrame: Int64
+    private(set) var frameCount: Int
     /// The chunk's whole wire message (`WireMessage.audioChunk`), framed once and sent as it
-    /// is to every room (`FramedChunkWriter`).
-    var wire: ByteBuffer
+    /// is to every room (`FramedChunkWriter`); its frame count is always `frameCount`.
+    private(set) var wire: ByteBuffer
     var endFrame: Int64 { firstFrame + Int64(frameCount) }
 
     init(streamID: UInt32, firstFrame: Int64, frameCount: Int, payload: [UInt8]) {
@@ -20,6 +20,23 @@ struct ServerChunk: Sendable {
         var wire = ByteBufferAllocator().buffer(capacity: payload.count + 64)
         WireMessage.audioChunk(.init(streamID: streamID, firstFrame: firstFrame, frameCount: UInt32(frameCount), payload: payload)).encode(into: &wire)
         self.wire = wire
+    }
+
+    /// Keeps only the first `frames` frames: a cut inside the chunk. The payload stays whole (a
+    /// room decodes it and keeps what the count says); the wire message is framed again with
+    /// the new count, so a room sent the chunk after the cut gets no frame the cut removed.
+    /// Buffers already handed to NIO keep their bytes (`ByteBuffer` copies on write).
+    mutating func shorten(to frames: Int) {
+        precondition(frames > 0 && frames <= frameCount, "a chunk of \(frameCount) frames cannot be cut to \(frames)")
+        var framed = wire
+        guard case .audioChunk(var message)? = try? WireMessage.decode(from: &framed) else {
+            preconditionFailure("a ServerChunk's wire holds its own audio chunk")
+        }
+        message.frameCount = UInt32(frames)
+        var reframed = ByteBufferAllocator().buffer(capacity: wire.readableBytes)
+        WireMessage.audioChunk(message).encode(into: &reframed)
+        wire = reframed
+        frameCount = frames
     }
 }
 
@@ -126,7 +143,7 @@ final class ServerStream: @unchecked Sendable {
         produced.withLock { p in
             p.chunks.removeAll { $0.firstFrame >= frame }
             if let last = p.chunks.indices.last, p.chunks[last].endFrame > frame {
-                p.chunks[last].frameCount = Int(frame - p.chunks[last].firstFrame)
+                p.chunks[last].shorten(to: Int(frame - p.chunks[last].firstFrame))
             }
             p.baseFrame = min(p.baseFrame, frame)
             p.endFrame = nil

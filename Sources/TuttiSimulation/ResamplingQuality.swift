@@ -76,6 +76,9 @@ public enum ResamplingQuality {
     /// Test tone level: −6 dBFS, clear of any overshoot.
     public static let amplitude = 0.5
     public static let outputRate = 48000
+    /// The room's image lies `drift` cycles a sample from its tone: 4.8 cycles over the 2 s read
+    /// at this, enough for the fit to tell them apart.
+    public static let minimumDriftPartsPerMillion = 50.0
 
     /// Measures `path` on every tone, at `driftPartsPerMillion` (the room's step above 1).
     public static func measure(_ path: ResamplingPath, driftPartsPerMillion: Double = 100) throws -> ResamplingQualityReport {
@@ -96,6 +99,8 @@ public enum ResamplingQuality {
 
     /// One tone through `path`: 2.5 s in, the middle 2 s of the output read.
     public static func measure(_ path: ResamplingPath, toneHz: Double, driftPartsPerMillion: Double = 100) throws -> ToneMeasurement {
+        precondition(abs(driftPartsPerMillion) >= minimumDriftPartsPerMillion && abs(driftPartsPerMillion) <= 500,
+                     "drift \(driftPartsPerMillion) ppm: the fit needs ±\(minimumDriftPartsPerMillion)–500")
         let inputRate = Double(path.inputRate)
         let input = (0..<(path.inputRate * 5 / 2)).map { n -> Float in
             let cycles = Double(n) * toneHz / inputRate

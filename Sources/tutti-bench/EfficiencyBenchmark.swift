@@ -188,6 +188,11 @@ struct EfficiencyBenchmark: AsyncParsableCommand {
             try await Task.sleep(nanoseconds: 100_000_000)
         }
         let sent = Stopwatch.now()
+        let warmupEnd = sent + Int64(warmup * 1e9)
+        // The rooms' received bytes, read from /proc from before play while they fill: a house
+        // starved of CPU beside 64 speakers answers `rooms` only once they are full, which gives
+        // a bound, not the rate (see `fillRate(bytes:queueSeconds:)`).
+        let received = ReceivedBytes(speakers, from: sent, until: warmupEnd)
         guard let started = try await send(.play(files: queue)).started else { throw BenchError("play was not answered with a start") }
         let startMilliseconds = Double(Stopwatch.now() - sent) / 1e6 + Double(started.startsInMs)
         // Each room's fill rate: audio it holds or has heard per second since play, at its
@@ -195,11 +200,6 @@ struct EfficiencyBenchmark: AsyncParsableCommand {
         // the whole queue, which a 30-minute queue never fits in.
         var fills: [String: Double] = [:]
         var slowestReply = 0.0
-        let warmupEnd = Stopwatch.now() + Int64(warmup * 1e9)
-        // The rooms' received bytes, read from /proc while they fill: a house starved of CPU
-        // beside 64 speakers answers `rooms` only once they are full, which gives a bound, not
-        // the rate (see `fillRate(bytes:queueSeconds:)`).
-        let received = ReceivedBytes(speakers, from: sent, until: warmupEnd)
         while Stopwatch.now() < warmupEnd {
             let elapsed = Double(Stopwatch.now() - sent) / 1e9
             let asked = Stopwatch.now()
@@ -217,8 +217,13 @@ struct EfficiencyBenchmark: AsyncParsableCommand {
         let queueSeconds = Double(queue.count * 180)
         if queueSeconds * 1e9 < Double(House.Configuration().bufferDepthNanoseconds) {
             // The whole queue fits in a room's buffer: its fill ends when its bytes stop coming.
-            let fromBytes = await received.samples().compactMap { Self.fillRate(bytes: $0, queueSeconds: queueSeconds) }.sorted()
-            if !fromBytes.isEmpty { rates = fromBytes }
+            // Only when every room finished within the warm-up; otherwise the reports' bound.
+            let fromBytes = await received.samples().map { Self.fillRate(bytes: $0, queueSeconds: queueSeconds) }
+            if !fromBytes.isEmpty, fromBytes.allSatisfy({ $0 != nil }) {
+                rates = fromBytes.compactMap { $0 }.sorted()
+            } else {
+                Console.progress("  not every room finished filling within the \(Int(warmup)) s warm-up: fill is the rooms' reported bound; a longer --warmup measures it")
+            }
         }
         return (usage[0], Self.mean(Array(usage.dropFirst())), rates.isEmpty ? nil : rates[rates.count / 2], startMilliseconds, slowestReply)
     }
@@ -226,9 +231,13 @@ struct EfficiencyBenchmark: AsyncParsableCommand {
     /// A room's fill rate from its received bytes over time (seconds since play, bytes since
     /// play): the queue's length over the time it took to receive 99 % of what it received by
     /// the end of the warm-up. Clock sync and status add a few kB over the warm-up, far under
-    /// 1 % of a queue's chunks. Nil when the room received nothing.
+    /// 1 % of a queue's chunks. Nil when the room received nothing, or was still filling at the
+    /// end (over 0.5 % of its bytes in the last second: a room filling at even 2× real time
+    /// receives 1 % of a 3-minute queue a second), when the time would be the warm-up's.
     static func fillRate(bytes samples: [(seconds: Double, bytes: Int64)], queueSeconds: Double) -> Double? {
         guard let last = samples.last, last.bytes > 0,
+              let secondBefore = samples.last(where: { $0.seconds <= last.seconds - 1 }),
+              Double(last.bytes - secondBefore.bytes) < 0.005 * Double(last.bytes),
               let full = samples.first(where: { Double($0.bytes) >= 0.99 * Double(last.bytes) }), full.seconds > 0 else { return nil }
         return queueSeconds / full.seconds
     }
@@ -365,7 +374,6 @@ enum FreePort {
 /// until an end time; the figures are relative to the first sample.
 final class ReceivedBytes: @unchecked Sendable {
     private let done = Mutex<[[(seconds: Double, bytes: Int64)]]?>(nil)
-    private var thread: Thread?
 
     init(_ processes: [BenchDaemon], from start: Int64, until end: Int64) {
         let pids = processes.map(\.pid)
@@ -381,7 +389,6 @@ final class ReceivedBytes: @unchecked Sendable {
             }
             done.withLock { $0 = series }
         }
-        self.thread = thread
         thread.start()
     }
 

@@ -18,8 +18,8 @@ struct ResamplingBenchmark: ParsableCommand {
 
             Each tone (−6 dBFS, 20 Hz to 22 kHz) runs 2.5 s through the path; the middle 2 s of \
             the output are fitted with the tone at its exact output frequency. gain: output over \
-            input level. THD+N: all that is not the tone, 0–24 kHz, relative to it. image: the \
-            tone's image (the stopband's work), relative to it. Ripple and THD+N are over 20 Hz \
+            input level. THD+N: all that is not the tone, 0–24 kHz, relative to the tone's input \
+            level. image: the tone's image (the stopband's work), relative to the same. Ripple and THD+N are over 20 Hz \
             to 20 kHz; stopband rejection is the weakest image over every tone.
 
             Cost: ns per stereo output frame of each stage alone, best of --runs over 60 s of noise.
@@ -38,7 +38,9 @@ struct ResamplingBenchmark: ParsableCommand {
     var json = false
 
     func validate() throws {
-        guard abs(driftPpm) <= 500 else { throw ValidationError("--drift-ppm must be within ±500 (the speaker's range), got \(driftPpm)") }
+        guard abs(driftPpm) <= 500 && abs(driftPpm) >= ResamplingQuality.minimumDriftPartsPerMillion else {
+            throw ValidationError("--drift-ppm must be within ±\(Int(ResamplingQuality.minimumDriftPartsPerMillion))–500 (the room's image is that far from its tone: nearer, the fit cannot tell them apart), got \(driftPpm)")
+        }
         guard runs >= 1 else { throw ValidationError("--runs must be at least 1") }
     }
 

@@ -1,11 +1,12 @@
 import Testing
 @testable import TuttiHouse
+import TuttiProtocol
 
 /// The stream's chunk list across a truncation (a queue edit cutting the timeline).
 @Suite struct ServerStreamTests {
     /// A block decoded before a cut must not land after it, and a room learns of every cut,
     /// in order, with the chunk it must be sent from next.
-    @Test func writesFromBeforeACutAreDroppedAndCutsAreRecorded() {
+    @Test func writesFromBeforeACutAreDroppedAndCutsAreRecorded() throws {
         let stream = ServerStream(id: 1, codec: .flac, sampleRate: 48000, channelCount: 2, codecHeader: [])
         let old = stream.epoch
         stream.append(ServerChunk(streamID: 1, firstFrame: 0, frameCount: 2048, payload: []), epoch: old)
@@ -15,6 +16,11 @@ import Testing
         #expect(stream.chunkCount == 2 && stream.producedEnd == 3000)
         #expect(stream.chunk(at: 0, epoch: old) == nil)
         #expect(stream.chunk(at: 1, epoch: new)?.frameCount == 952)
+        // What a room is sent of the cut chunk says the same: a room joining after the cut
+        // must not take frames the cut removed (the chunk was framed before it).
+        var wire = try #require(stream.chunk(at: 1, epoch: new)?.wire)
+        guard case .audioChunk(let sent)? = try WireMessage.decode(from: &wire) else { Issue.record("not an audio chunk"); return }
+        #expect(sent.frameCount == 952 && sent.firstFrame == 2048 && sent.streamID == 1)
 
         // A write under the old epoch arrives late: dropped.
         stream.append(ServerChunk(streamID: 1, firstFrame: 4096, frameCount: 2048, payload: []), epoch: old)
