@@ -301,7 +301,6 @@ final class BenchDaemon: @unchecked Sendable {
 
     func cpuSeconds() -> Double { ProcessUsage.cpuSeconds(of: pid) }
     func peakRSSMebibytes() -> Double { ProcessUsage.peakResidentMebibytes(of: pid) }
-    func bytesRead() -> Int64 { ProcessUsage.bytesRead(by: pid) }
 
     /// SIGINT, then SIGKILL after 5 s; reaps it.
     func stop() { Self.stopAll([self]) }
