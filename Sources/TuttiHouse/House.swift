@@ -357,6 +357,7 @@ public final class House: @unchecked Sendable {
         engine.onItem = { outcome in
             // On the producer thread, before any of the item's audio is encoded: a restarted
             // house must know what every frame its rooms hold is.
+            if let info = outcome.info { output.noteSourceBits(info.wireBits, fromFrame: outcome.startFrame) }
             if let store, let info = outcome.info {
                 let item = HouseStore.TimelineItem(startFrame: outcome.startFrame, tag: outcome.tag, itemStartTime: outcome.itemStartTime,
                                                    path: outcome.path, title: info.displayTitle, durationSeconds: info.duration?.seconds,

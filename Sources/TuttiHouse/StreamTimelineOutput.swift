@@ -29,6 +29,9 @@ final class StreamTimelineOutput: QueueTimelineOutput, @unchecked Sendable {
     private var pending: [Float] = []
     private var pendingStart: Int64
     private var packet: [UInt8] = []
+    /// Where items start and the bits their samples keep on the wire (`TrackInfo.wireBits`),
+    /// in timeline order; a chunk keeps the most of the items it holds.
+    private var sourceBits: [(fromFrame: Int64, bits: Int)] = []
 
     /// - Parameter notify: called (on the producer thread) when chunks, a cut or the end were
     ///   added, so the house sends them to the rooms.
@@ -69,10 +72,35 @@ final class StreamTimelineOutput: QueueTimelineOutput, @unchecked Sendable {
         return frames
     }
 
+    /// Notes that the item starting at `frame` keeps `bits` significant bits (producer thread,
+    /// before any of its frames are encoded). An item reported again (it ended, or was cut)
+    /// replaces its entry; items after a cut are forgotten by the cut.
+    func noteSourceBits(_ bits: Int, fromFrame frame: Int64) {
+        sourceBits.removeAll { $0.fromFrame >= frame }
+        sourceBits.append((frame, bits))
+        // Only the entry in force at the oldest frame not yet encoded is needed from the past.
+        if let inForce = sourceBits.lastIndex(where: { $0.fromFrame <= pendingStart }), inForce > 0 {
+            sourceBits.removeFirst(inForce)
+        }
+    }
+
+    /// The most significant bits any item in `start ..< start + count` keeps (full depth before
+    /// the first item is known).
+    private func significantBits(from start: Int64, count: Int) -> Int {
+        let end = start + Int64(count)
+        var bits = 0
+        for (index, entry) in sourceBits.enumerated() where entry.fromFrame < end {
+            let entryEnd = index + 1 < sourceBits.count ? sourceBits[index + 1].fromFrame : Int64.max
+            if entryEnd > start { bits = max(bits, entry.bits) }
+        }
+        return bits == 0 ? ChunkEncoder.streamBits : bits
+    }
+
     private func emitChunk(frames count: Int) {
+        let bits = significantBits(from: pendingStart, count: count)
         do {
             try pending.withUnsafeBufferPointer { (samples: UnsafeBufferPointer<Float>) throws(MediaError) in
-                try encoder.encode(samples.baseAddress!, frames: count, into: &packet)
+                try encoder.encode(samples.baseAddress!, frames: count, significantBits: bits, into: &packet)
             }
         } catch {
             // Our own encoder failing is a broken invariant, not bad input.

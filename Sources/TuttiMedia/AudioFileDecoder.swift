@@ -236,6 +236,7 @@ public final class AudioFileDecoder {
             sampleRate: rate,
             channelCount: channels,
             bitsPerSample: bits > 0 ? bits : (parameters.pointee.bits_per_coded_sample > 0 && containerName == "wav" ? Int(parameters.pointee.bits_per_coded_sample) : nil),
+            isLossy: FFmpeg.isLossy(parameters.pointee.codec_id),
             bitRate: hls?.currentBandwidth ?? (ctx.pointee.bit_rate > 0 ? Int(ctx.pointee.bit_rate) : nil),
             duration: duration,
             durationIsEstimate: estimated,

@@ -35,6 +35,11 @@ public final class ChunkEncoder {
         var pts: Int64
     }
 
+    /// The FLAC stream's bit depth, and the most significant bits a chunk keeps.
+    public static let streamBits = FLACFormat.bitsPerSample
+    /// The fewest significant bits a chunk may be rounded to.
+    public static let minimumSignificantBits = 8
+
     /// Open FLAC encoder contexts by frame size, least recently used evicted: the usual chunk size
     /// and the latest other one. Each holds about 7 MB (libavcodec 5.1 zeroes buffers for
     /// 8 channels of 65535 frames whatever the format).
@@ -111,20 +116,31 @@ public final class ChunkEncoder {
 
     /// Encodes `frames` frames (1…`StreamCodec.maximumChunkFrames`) of interleaved samples into
     /// one packet that decodes on its own to exactly `frames` frames.
-    public func encode(_ samples: UnsafePointer<Float>, frames: Int) throws(MediaError) -> [UInt8] {
+    ///
+    /// - Parameter significantBits: FLAC only: the samples are rounded to this many bits
+    ///   (`ChunkEncoder.minimumSignificantBits` … 24), the depth of the source they came from. The
+    ///   stream stays 24-bit; FLAC shifts out the zero low bits of each subframe ("wasted
+    ///   bits"), so a 16-bit source costs what 16-bit FLAC costs (some 35 % less than the same
+    ///   audio at 24 bits) and decodes to its exact samples.
+    public func encode(_ samples: UnsafePointer<Float>, frames: Int, significantBits: Int = ChunkEncoder.streamBits) throws(MediaError) -> [UInt8] {
         var packet = [UInt8]()
-        try encode(samples, frames: frames, into: &packet)
+        try encode(samples, frames: frames, significantBits: significantBits, into: &packet)
         return packet
     }
 
-    /// Like `encode(_:frames:)`, replacing the contents of `packet` (its storage is reused).
-    public func encode(_ samples: UnsafePointer<Float>, frames: Int, into packet: inout [UInt8]) throws(MediaError) {
+    /// Like `encode(_:frames:significantBits:)`, replacing the contents of `packet` (its storage
+    /// is reused).
+    public func encode(_ samples: UnsafePointer<Float>, frames: Int, significantBits: Int = ChunkEncoder.streamBits,
+                       into packet: inout [UInt8]) throws(MediaError) {
         guard (1...StreamCodec.maximumChunkFrames).contains(frames) else {
             throw MediaError(.invalidArgument, input: inputName, reason: "chunk of \(frames) frames (must be 1…\(StreamCodec.maximumChunkFrames))")
         }
+        guard (ChunkEncoder.minimumSignificantBits...ChunkEncoder.streamBits).contains(significantBits) else {
+            throw MediaError(.invalidArgument, input: inputName, reason: "\(significantBits) significant bits (must be \(ChunkEncoder.minimumSignificantBits)…\(FLACFormat.bitsPerSample))")
+        }
         switch codec {
         case .pcm: encodePCM(samples, count: frames * channelCount, into: &packet)
-        case .flac: try encodeFLAC(samples, frames: frames, into: &packet)
+        case .flac: try encodeFLAC(samples, frames: frames, significantBits: significantBits, into: &packet)
         }
     }
 
@@ -145,7 +161,7 @@ public final class ChunkEncoder {
         }
     }
 
-    private func encodeFLAC(_ samples: UnsafePointer<Float>, frames: Int, into output: inout [UInt8]) throws(MediaError) {
+    private func encodeFLAC(_ samples: UnsafePointer<Float>, frames: Int, significantBits: Int, into output: inout [UInt8]) throws(MediaError) {
         let frame = frame!, packet = packet!
         // The encoder releases its reference after each packet, so this is normally free.
         frame.pointee.nb_samples = Int32(StreamCodec.maximumChunkFrames)
@@ -155,7 +171,7 @@ public final class ChunkEncoder {
         }
         frame.pointee.nb_samples = Int32(frames)
         let s32 = UnsafeMutableRawPointer(frame.pointee.data.0!).assumingMemoryBound(to: Int32.self)
-        Self.quantizeTo24Bits(samples, count: frames * channelCount, into: s32)
+        Self.quantize(samples, count: frames * channelCount, bits: significantBits, into: s32)
 
         // Chunks below FLAC's minimum frame size: the small last frame of a one-off context.
         let oneOff = frames < FLACFormat.minimumEncoderFrameSize
@@ -199,20 +215,23 @@ public final class ChunkEncoder {
         }
     }
 
-    /// Rounds to the nearest multiple of 2⁻²³ (ties to even), clips to [-1, 1 - 2⁻²³] (NaN → 0)
-    /// and stores as S32 with the 24 bits at the top, as libavcodec's FLAC encoder expects.
-    static func quantizeTo24Bits(_ source: UnsafePointer<Float>, count: Int, into destination: UnsafeMutablePointer<Int32>) {
+    /// Rounds to the nearest multiple of 2^(1 - bits) (ties to even), clips to
+    /// [-1, 1 - 2^(1 - bits)] (NaN → 0) and stores as S32 with the 24 stream bits at the top, as
+    /// libavcodec's FLAC encoder expects; below 24 bits the low stream bits are zero.
+    static func quantize(_ source: UnsafePointer<Float>, count: Int, bits: Int, into destination: UnsafeMutablePointer<Int32>) {
         // Adding 1.5 × 2⁵² rounds a Double of magnitude < 2⁵¹ to an integer (ties to even), which
         // then sits in the low bits of its bit pattern: no libm call, no trapping conversion, so
-        // the loop vectorizes. Float × 2²³ is exact in Double.
+        // the loop vectorizes. Float × 2^(bits-1) is exact in Double.
         let magic = 6_755_399_441_055_744.0
+        let scale = Double(1 << (bits - 1))
+        let shift = Int32(32 - bits)
         for i in 0..<count {
-            var value = Double(source[i]) * 8_388_608
-            value = value > 8_388_607 ? 8_388_607 : value
-            value = value < -8_388_608 ? -8_388_608 : value
+            var value = Double(source[i]) * scale
+            value = value > scale - 1 ? scale - 1 : value
+            value = value < -scale ? -scale : value
             value = value == value ? value : 0  // NaN
             let integer = Int32(truncatingIfNeeded: (value + magic).bitPattern)
-            destination[i] = integer &<< 8
+            destination[i] = integer &<< shift
         }
     }
 

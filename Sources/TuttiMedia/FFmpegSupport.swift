@@ -9,6 +9,12 @@ enum FFmpeg {
         return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
+    /// Whether libavcodec's descriptor of `codec` says it is lossy.
+    static func isLossy(_ codec: AVCodecID) -> Bool {
+        guard let descriptor = avcodec_descriptor_get(codec) else { return false }
+        return descriptor.pointee.props & AV_CODEC_PROP_LOSSY != 0
+    }
+
     static let eof = tutti_averror_eof()
     static let again = tutti_averror_eagain()
     static let noPTS = tutti_av_nopts_value()

@@ -42,6 +42,15 @@ import TuttiTestSupport
         return samples
     }
 
+    /// What a chunk kept at `bits` significant bits must decode to: the nearest multiple of
+    /// 2^(1 - bits) (ties to even), clipped to [-1, 1 - 2^(1 - bits)], NaN as 0.
+    static func quantized(_ x: Float, bits: Int) -> Float {
+        if x.isNaN { return 0 }
+        let scale = Double(1 << (bits - 1))
+        let scaled = (Double(x) * scale).rounded(.toNearestOrEven)
+        return Float(min(max(scaled, -scale), scale - 1) / scale)
+    }
+
     /// What FLAC must return for `x`: the nearest multiple of 2⁻²³ (ties to even), clipped to
     /// [-1, 1 - 2⁻²³], NaN as 0. Computed in Double, independently of the encoder.
     static func quantized24(_ x: Float) -> Float {
@@ -57,7 +66,8 @@ import TuttiTestSupport
     }
 
     /// Cuts `samples` into chunks of `sizes` (cycled; the last chunk is what remains) and encodes each.
-    static func encode(_ samples: [Float], channels: Int, sizes: [Int], with encoder: ChunkEncoder) throws -> [Chunk] {
+    static func encode(_ samples: [Float], channels: Int, sizes: [Int], significantBits: Int = ChunkEncoder.streamBits,
+                       with encoder: ChunkEncoder) throws -> [Chunk] {
         let total = samples.count / channels
         var chunks = [Chunk]()
         var frame = 0
@@ -65,7 +75,7 @@ import TuttiTestSupport
         try samples.withUnsafeBufferPointer { buffer in
             while frame < total {
                 let frames = min(sizes[index % sizes.count], total - frame)
-                let packet = try encoder.encode(buffer.baseAddress! + frame * channels, frames: frames)
+                let packet = try encoder.encode(buffer.baseAddress! + frame * channels, frames: frames, significantBits: significantBits)
                 chunks.append(Chunk(firstFrame: frame, frames: frames, packet: packet))
                 frame += frames
                 index += 1
@@ -104,6 +114,38 @@ import TuttiTestSupport
         #expect(output == expected, "decoded FLAC differs from the 24-bit quantized input")
         #expect(maxDifferenceSameLength(output, input) <= 1.0 / 8_388_608)
         #expect(output != input, "a float source should need quantizing (else the test proves nothing)")
+    }
+
+    /// A chunk kept at fewer bits (a 16-bit source's) decodes to the input rounded to them, in
+    /// a stream that stays 24-bit, and costs what that depth costs: FLAC shifts out the zero
+    /// low bits. Mixed depths follow each other in one stream.
+    @Test(arguments: [16, 20, 8])
+    func flacChunksKeepTheirSignificantBits(_ bits: Int) throws {
+        let input = try Self.music(seconds: 2)
+        let encoder = try ChunkEncoder(codec: .flac, sampleRate: Self.rate, channelCount: 2)
+        let decoder = try ChunkDecoder(codec: .flac, sampleRate: Self.rate, channelCount: 2, codecHeader: encoder.codecHeader)
+        let reduced = try Self.encode(input, channels: 2, sizes: [2048], significantBits: bits, with: encoder)
+        let full = try Self.encode(input, channels: 2, sizes: [2048], with: encoder)
+        var block = [Float]()
+        for (index, chunk) in reduced.enumerated() {
+            // Alternate depths within the stream: each chunk decodes at its own.
+            let (packet, depth) = index % 2 == 0 ? (chunk.packet, bits) : (full[index].packet, 24)
+            #expect(try decoder.decode(packet, into: &block) == chunk.frames)
+            #expect(block == Self.slice(input, chunk, channels: 2).map { Self.quantized($0, bits: depth) },
+                    "chunk at \(chunk.firstFrame) kept at \(depth) bits")
+        }
+        // The low bits of a signal over a noise floor are noise, which FLAC cannot predict: each
+        // one dropped saves about a bit per sample (at least half of one here, at 8 bits too).
+        let reducedBytes = reduced.reduce(0) { $0 + $1.packet.count }, fullBytes = full.reduce(0) { $0 + $1.packet.count }
+        let savedBitsPerSample = Double(fullBytes - reducedBytes) * 8 / Double(input.count)
+        print("ChunkCodecTests \(bits) significant bits save \(savedBitsPerSample) bits per sample")
+        #expect(savedBitsPerSample > Double(24 - bits) * 0.5, "\(bits) bits: \(reducedBytes) bytes, 24 bits: \(fullBytes)")
+        let samples = input
+        try samples.withUnsafeBufferPointer { buffer in
+            for invalid in [7, 25] {
+                #expect(throws: MediaError.self) { _ = try encoder.encode(buffer.baseAddress!, frames: 16, significantBits: invalid) }
+            }
+        }
     }
 
     /// Chunk sizes changing from chunk to chunk (below FLAC's minimum 16, odd, the maximum),

@@ -67,6 +67,7 @@ public enum TrackProbe {
             sampleRate: rate,
             channelCount: channels,
             bitsPerSample: bits > 0 ? bits : nil,
+            isLossy: FFmpeg.isLossy(parameters.pointee.codec_id),
             bitRate: format.pointee.bit_rate > 0 ? Int(format.pointee.bit_rate) : nil,
             duration: duration?.time,
             durationIsEstimate: duration?.estimated ?? true,
