@@ -25,8 +25,10 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "tutti", targets: ["tutti"]),
+        .executable(name: "tutti-speaker", targets: ["tutti-speaker"]),
         .executable(name: "tutti-bench", targets: ["tutti-bench"]),
         .library(name: "TuttiCore", targets: ["TuttiCore"]),
+        .library(name: "TuttiStreamAudio", targets: ["TuttiStreamAudio"]),
         .library(name: "TuttiMedia", targets: ["TuttiMedia"]),
         .library(name: "TuttiMediaHTTP", targets: ["TuttiMediaHTTP"]),
         .library(name: "TuttiDevices", targets: ["TuttiDevices"]),
@@ -59,6 +61,8 @@ let package = Package(
         .systemLibrary(name: "CFFmpeg", pkgConfig: "libavformat",
                        providers: [.apt(["libavformat-dev", "libavcodec-dev", "libavutil-dev", "libswresample-dev"])]),
         .systemLibrary(name: "CSoxr", pkgConfig: "soxr", providers: [.apt(["libsoxr-dev"])]),
+        // The room decodes FLAC with the reference libFLAC: a speaker links no FFmpeg.
+        .systemLibrary(name: "CFLAC", pkgConfig: "flac", providers: [.apt(["libflac-dev"])]),
         .systemLibrary(name: "CLibOgg", pkgConfig: "ogg", providers: [.apt(["libogg-dev"])]),
         .systemLibrary(name: "CALSA", pkgConfig: "alsa", providers: [.apt(["libasound2-dev"])]),
         // No pkgConfig: avahi-client.pc adds -D_REENTRANT, a flag SwiftPM refuses with a warning.
@@ -72,7 +76,10 @@ let package = Package(
         // The data path, in order (docs/ARCHITECTURE.md): time and rings; decoding; network
         // sources; sound cards; the queue engine; the local player; the wire; the room; the house.
         .target(name: "TuttiCore", dependencies: [.product(name: "Atomics", package: "swift-atomics")]),
-        .target(name: "TuttiMedia", dependencies: ["TuttiCore", "CFFmpeg", "CSoxr", "CLibOgg", "CTuttiDSP"], swiftSettings: optimizedEvenInDebug),
+        // What a room needs of the audio, without FFmpeg: the stream codec's decoder (libFLAC)
+        // and the drift resampler. TuttiMedia re-exports it.
+        .target(name: "TuttiStreamAudio", dependencies: ["TuttiCore", "CFLAC", "CTuttiDSP"], swiftSettings: optimizedEvenInDebug),
+        .target(name: "TuttiMedia", dependencies: ["TuttiCore", "TuttiStreamAudio", "CFFmpeg", "CSoxr", "CLibOgg", "CTuttiDSP"], swiftSettings: optimizedEvenInDebug),
         .target(name: "TuttiMediaHTTP", dependencies: [
             "TuttiCore", "TuttiMedia",
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -85,12 +92,12 @@ let package = Package(
         .target(name: "TuttiPlayer", dependencies: ["TuttiCore", "TuttiMedia", "TuttiEngine", "TuttiDevices",
                                                     .product(name: "Atomics", package: "swift-atomics")]),
         .target(name: "TuttiProtocol", dependencies: [
-            "TuttiCore", "TuttiMedia",
+            "TuttiCore",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
         ], swiftSettings: optimizedEvenInDebug),
         .target(name: "TuttiSpeaker", dependencies: [
-            "TuttiCore", "TuttiMedia", "TuttiProtocol", "TuttiDevices",
+            "TuttiCore", "TuttiStreamAudio", "TuttiProtocol", "TuttiDevices",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "Atomics", package: "swift-atomics"),
@@ -148,7 +155,18 @@ let package = Package(
         ]),
         // Reads virtual-device captures back and measures sync; for tests and benchmarks.
         .target(name: "TuttiDiagnostics", swiftSettings: optimizedEvenInDebug),
+        // What a command line needs beside ArgumentParser (addresses, terminal output, signals,
+        // finding the house) and the room's command, shared by `tutti` and `tutti-speaker`.
+        .target(name: "TuttiCommandLine", dependencies: [
+            "TuttiCore", "TuttiDevices", "TuttiProtocol", "TuttiSpeaker", "TuttiDiscovery",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+        ]),
+        // The light room (`tutti speaker` becomes it): no FFmpeg, Foundation, Hummingbird or GRDB.
+        .executableTarget(name: "tutti-speaker", dependencies: ["TuttiCommandLine"]),
         .executableTarget(name: "tutti", dependencies: [
+            "TuttiCommandLine",
             "TuttiCore", "TuttiMedia", "TuttiMediaHTTP", "TuttiDevices", "TuttiEngine", "TuttiPlayer",
             "TuttiProtocol", "TuttiSpeaker", "TuttiHouse", "TuttiHouseHTTP", "TuttiHouseMPD", "TuttiHouseSnapcast", "TuttiSnapcastRooms", "TuttiDiscovery", "TuttiSimulation",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),

@@ -48,6 +48,14 @@ public final class DeviceThread: @unchecked Sendable {
         return nil
     }
 
+    /// Lets the thread end on its own, never joined: its resources go when it returns. Call
+    /// once, instead of `join`.
+    public func detach() {
+        guard !joined else { return }
+        joined = true
+        pthread_detach(thread)
+    }
+
     /// Waits for the thread to end. Call once.
     public func join() {
         guard !joined else { return }

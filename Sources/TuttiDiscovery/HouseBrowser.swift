@@ -1,5 +1,4 @@
 import CAvahi
-import Foundation
 
 /// Looks for houses on the network through the Avahi daemon (over D-Bus): browses
 /// `_tutti._tcp`, resolves each service found to an address, port and TXT record.
@@ -25,12 +24,13 @@ public enum HouseBrowser {
                                         AvahiLookupFlags(rawValue: 0), browseCallback, context) != nil else {
             throw DiscoveryError("cannot browse \(serviceType) through Avahi: \(String(cString: avahi_strerror(avahi_client_errno(client))))")
         }
-        let deadline = Date().addingTimeInterval(timeoutSeconds)
+        let deadline = ContinuousClock.now + .milliseconds(Int(timeoutSeconds * 1000))
         while !(state.reportedAll && state.pendingResolvers == 0), state.failure == nil {
-            let remaining = deadline.timeIntervalSinceNow
-            guard remaining > 0 else { break }
+            let remaining = ContinuousClock.now.duration(to: deadline)
+            guard remaining > .zero else { break }
             // Wakes for any event; the sleep bound only lets the deadline be noticed.
-            if avahi_simple_poll_iterate(poll, Int32(min(remaining, 0.1) * 1000)) != 0 { break }
+            let milliseconds = remaining.components.seconds * 1000 + remaining.components.attoseconds / 1_000_000_000_000_000
+            if avahi_simple_poll_iterate(poll, Int32(min(milliseconds, 100))) != 0 { break }
         }
         if let failure = state.failure { throw DiscoveryError(failure) }
         return state.houses.sorted { $0.name < $1.name }

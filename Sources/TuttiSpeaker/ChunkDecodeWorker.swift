@@ -1,6 +1,7 @@
-import Foundation
 import Synchronization
-import TuttiMedia
+import TuttiCore
+import TuttiDevices
+import TuttiStreamAudio
 
 /// A thread that decodes chunks just ahead of the playouts that will need them, so the thread
 /// that clocks a playout mostly finds its next chunks decoded (`TimelineChunkReader` submits them).
@@ -14,7 +15,7 @@ import TuttiMedia
 /// Thread-safety: `submit` and `stop` may be called from any thread; jobs run one at a time,
 /// in submission order, on the worker's own thread. Call `stop` when done: the thread holds the worker.
 public final class ChunkDecodeWorker: @unchecked Sendable {
-    private let condition = NSCondition()
+    private let condition = ConditionLock()
     // Guarded by `condition`:
     private var queue: [ChunkDecodeJob] = []
     private var queueHead = 0
@@ -23,9 +24,7 @@ public final class ChunkDecodeWorker: @unchecked Sendable {
     private var busy = false
 
     public init(name: String = "tutti-decode-ahead") {
-        let thread = Thread { [self] in run() }
-        thread.name = name
-        thread.start()
+        DeviceThread(name: name, realtime: false) { [self] in run() }.detach()
     }
 
     /// Ends the thread after the job it is running; jobs not started are left undone (their

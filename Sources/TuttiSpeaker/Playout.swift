@@ -1,5 +1,5 @@
 import TuttiCore
-import TuttiMedia
+import TuttiStreamAudio
 import TuttiProtocol
 
 /// A room's playout, passive and clocked by its user: asked for the block of device frames

@@ -1,7 +1,7 @@
 import Synchronization
 import TuttiCore
 import TuttiDevices
-import TuttiMedia
+import TuttiStreamAudio
 import TuttiProtocol
 
 /// A room's playout on a real device: a thread that clocks `Playout` a few tens of

@@ -1,6 +1,6 @@
 import Synchronization
 import TuttiCore
-import TuttiMedia
+import TuttiStreamAudio
 import TuttiProtocol
 
 /// Everything a speaker's playout needs from the network side, updated by the connection and

@@ -2,7 +2,7 @@ import NIOCore
 import NIOPosix
 import Synchronization
 import TuttiCore
-import TuttiMedia
+import TuttiStreamAudio
 import TuttiProtocol
 
 /// A room's connection to the house: says hello, feeds what arrives (streams, chunks, anchors,
@@ -132,7 +132,8 @@ public final class SpeakerClient: Sendable {
     fileprivate let closeReason = Mutex<String?>(nil)
 
     private static func seconds(_ nanoseconds: Int64) -> String {
-        String(format: "%.1f", Double(nanoseconds) / 1e9)
+        let tenths = (max(0, nanoseconds) + 50_000_000) / 100_000_000
+        return "\(tenths / 10).\(tenths % 10)"
     }
 
     /// An error of connecting or of a connection, in a few words: "connection refused",

@@ -1,5 +1,5 @@
 import TuttiCore
-import TuttiMedia
+import TuttiStreamAudio
 import TuttiProtocol
 
 /// The first reader of a room's playout: the stream's timeline as decoded PCM, from the chunks

@@ -1,3 +1,4 @@
+import TuttiCommandLine
 import ArgumentParser
 import TuttiProtocol
 

@@ -140,8 +140,7 @@ import TuttiTestSupport
         let savedBitsPerSample = Double(fullBytes - reducedBytes) * 8 / Double(input.count)
         print("ChunkCodecTests \(bits) significant bits save \(savedBitsPerSample) bits per sample")
         #expect(savedBitsPerSample > Double(24 - bits) * 0.5, "\(bits) bits: \(reducedBytes) bytes, 24 bits: \(fullBytes)")
-        let samples = input
-        try samples.withUnsafeBufferPointer { buffer in
+        input.withUnsafeBufferPointer { buffer in
             for invalid in [7, 25] {
                 #expect(throws: MediaError.self) { _ = try encoder.encode(buffer.baseAddress!, frames: 16, significantBits: invalid) }
             }

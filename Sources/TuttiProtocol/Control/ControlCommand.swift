@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// What a controller asks the house to do: the one definition of every control request, used
 /// by the house, `tutti ctl`, the tests and the benchmarks.
@@ -140,7 +140,7 @@ public enum ControlCommand: Sendable, Equatable {
             "group-volume needs a percentage from 0 to 100"
         case .roomLatency(_, let milliseconds) where !(milliseconds >= 0 && milliseconds <= 2000):
             "room-latency needs milliseconds from 0 to 2000"
-        case .roomRename(_, let name) where name.trimmingCharacters(in: .whitespaces).isEmpty || name.utf8.count > 64:
+        case .roomRename(_, let name) where name.allSatisfy(\.isWhitespace) || name.utf8.count > 64:
             "room-rename needs a new name of 1 to 64 bytes"
         case .librarySearch(_, let limit?) where !(1...1000).contains(limit):
             "library-search needs a limit from 1 to 1000"

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// The JSON of control commands and replies: the one place where they are encoded and decoded,
 /// by the house and by every client (`tutti ctl`, tests, benchmarks).

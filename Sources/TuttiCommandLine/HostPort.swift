@@ -1,11 +1,11 @@
 import ArgumentParser
 
 /// `HOST:PORT` on the command line (`[::1]:5000` for IPv6).
-struct HostPort: ExpressibleByArgument, CustomStringConvertible {
-    var host: String
-    var port: Int
+public struct HostPort: ExpressibleByArgument, CustomStringConvertible, Sendable {
+    public var host: String
+    public var port: Int
 
-    init?(argument: String) {
+    public init?(argument: String) {
         guard let colon = argument.lastIndex(of: ":"), let port = Int(argument[argument.index(after: colon)...]),
               (0...65535).contains(port) else { return nil }
         var host = String(argument[..<colon])
@@ -15,6 +15,6 @@ struct HostPort: ExpressibleByArgument, CustomStringConvertible {
         self.port = port
     }
 
-    var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
-    static var defaultValueDescription: String { "HOST:PORT" }
+    public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+    public static var defaultValueDescription: String { "HOST:PORT" }
 }

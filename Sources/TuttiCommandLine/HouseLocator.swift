@@ -1,15 +1,14 @@
 import ArgumentParser
-import Foundation
 import TuttiDiscovery
 import TuttiProtocol
 
 /// Where a speaker or `ctl` connects: `--server` if given, else the house found through Avahi
 /// (the only one announced, or the one `--house` names).
-enum HouseLocator {
+public enum HouseLocator {
     /// For `tutti speaker`: keeps looking until a house appears (a room often starts before its
     /// house), saying so once. Several houses and no `--house`, or no Avahi daemon, end the
     /// command with the reason.
-    static func waitForHouse(named name: String?, program: String) async throws -> HostPort {
+    public static func waitForHouse(named name: String?, program: String) async throws -> HostPort {
         var saidLooking = false
         while true {
             let houses: [DiscoveredHouse]
@@ -31,7 +30,7 @@ enum HouseLocator {
 
     /// For `tutti ctl`: one look. With no house announced, the house on this machine's default
     /// port (one that listens on loopback only is not announced).
-    static func findHouse(named name: String?, program: String) throws -> HostPort {
+    public static func findHouse(named name: String?, program: String) throws -> HostPort {
         let houses: [DiscoveredHouse]
         do { houses = try HouseBrowser.browse() } catch {
             if name != nil {
@@ -44,7 +43,7 @@ enum HouseLocator {
         return try choose(among: houses, named: name, program: program)
     }
 
-    static let localDefault = HostPort(argument: "127.0.0.1:7700")!
+    public static let localDefault = HostPort(argument: "127.0.0.1:7700")!
 
     private static func choose(among houses: [DiscoveredHouse], named name: String?, program: String) throws -> HostPort {
         do {

@@ -1,7 +1,11 @@
-import Foundation
+import Dispatch
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Returns when the process gets SIGINT or SIGTERM.
-func waitForTermination() async {
+public func waitForTermination() async {
     signal(SIGINT, SIG_IGN)
     signal(SIGTERM, SIG_IGN)
     await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
@@ -19,8 +23,8 @@ func waitForTermination() async {
     }
 }
 
-final class OnceFlag: @unchecked Sendable {
-    private let lock = NSLock()
-    private var done = false
-    func claim() -> Bool { lock.withLock { defer { done = true }; return !done } }
+/// True for the first caller only.
+final class OnceFlag: Sendable {
+    private let done = Atomic<Bool>(false)
+    func claim() -> Bool { !done.exchange(true, ordering: .acquiringAndReleasing) }
 }

@@ -4,21 +4,21 @@ import Glibc
 
 /// Writes to stdout/stderr through the file descriptors (the global `stderr` is not
 /// concurrency-safe in Swift 6).
-enum Terminal {
-    static func standardError(_ text: String) {
+public enum Terminal {
+    public static func standardError(_ text: String) {
         var bytes = Array(text.utf8)
         bytes.withUnsafeMutableBytes { _ = write(2, $0.baseAddress, $0.count) }
     }
 
-    static func standardOutput(_ text: String) {
+    public static func standardOutput(_ text: String) {
         var bytes = Array(text.utf8)
         bytes.withUnsafeMutableBytes { _ = write(1, $0.baseAddress, $0.count) }
     }
 
-    static var stderrIsTerminal: Bool { isatty(2) != 0 }
+    public static var stderrIsTerminal: Bool { isatty(2) != 0 }
 
     /// "m:ss" or "h:mm:ss".
-    static func clock(_ seconds: Double) -> String {
+    public static func clock(_ seconds: Double) -> String {
         let total = max(0, Int(seconds))
         let (h, m, s) = (total / 3600, total / 60 % 60, total % 60)
         let ss = s < 10 ? "0\(s)" : "\(s)"

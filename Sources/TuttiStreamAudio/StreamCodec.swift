@@ -4,9 +4,10 @@
 /// Every chunk is one self-contained packet: it decodes without any other chunk, so a speaker can
 /// start at any chunk, chunks can be dropped or flushed, and decoding can run in any order.
 public enum StreamCodec: Sendable, Hashable, CaseIterable, CustomStringConvertible {
-    /// FLAC, one frame per chunk, 24 bits per sample (libavcodec's encoder and decoder).
-    /// Samples are quantized to 24 bits: rounded to the nearest multiple of 2⁻²³ (ties to even) and
-    /// clipped to [-1, 1 - 2⁻²³]; the decoder returns exactly those values. The stream's codec
+    /// FLAC, one frame per chunk, 24 bits per sample (libavcodec's encoder in the house,
+    /// libFLAC's decoder in the room). Samples are quantized to 24 bits, or fewer for a chunk of
+    /// a shallower source: rounded to the nearest multiple of 2⁻²³ (ties to even) and clipped to
+    /// [-1, 1 - 2⁻²³]; the decoder returns exactly those values. The stream's codec
     /// header is FLAC's 34-byte STREAMINFO block.
     case flac
     /// Raw little-endian IEEE Float32, interleaved: bit-exact (any value, including values
@@ -37,16 +38,16 @@ public enum StreamCodec: Sendable, Hashable, CaseIterable, CustomStringConvertib
 }
 
 /// FLAC's framing details that Tutti needs outside libavcodec.
-enum FLACFormat {
-    static let bitsPerSample = 24
-    static let streamInfoSize = 34
+package enum FLACFormat {
+    package static let bitsPerSample = 24
+    package static let streamInfoSize = 34
     /// libavcodec's encoder refuses a frame size below this (FLAC_MIN_BLOCKSIZE); smaller chunks
     /// are sent as the "small last frame" of a context opened for 16.
-    static let minimumEncoderFrameSize = 16
+    package static let minimumEncoderFrameSize = 16
 
     /// The 34-byte STREAMINFO the decoder needs: block sizes 16…`maximumChunkFrames`, frame
     /// sizes and total length unknown (0), no MD5, since a stream is a live sequence of chunks.
-    static func streamInfo(sampleRate: Int, channelCount: Int) -> [UInt8] {
+    package static func streamInfo(sampleRate: Int, channelCount: Int) -> [UInt8] {
         var bytes = [UInt8]()
         bytes.reserveCapacity(streamInfoSize)
         func append(_ value: UInt64, bytes count: Int) {
@@ -62,14 +63,14 @@ enum FLACFormat {
         return bytes
     }
 
-    struct StreamInfo: Equatable {
-        var maximumBlockSize: Int
-        var sampleRate: Int
-        var channelCount: Int
-        var bitsPerSample: Int
+    package struct StreamInfo: Equatable {
+        package var maximumBlockSize: Int
+        package var sampleRate: Int
+        package var channelCount: Int
+        package var bitsPerSample: Int
     }
 
-    static func parseStreamInfo(_ bytes: [UInt8]) -> StreamInfo? {
+    package static func parseStreamInfo(_ bytes: [UInt8]) -> StreamInfo? {
         guard bytes.count == streamInfoSize else { return nil }
         let maxBlock = Int(bytes[2]) << 8 | Int(bytes[3])
         var packed: UInt64 = 0
@@ -82,7 +83,7 @@ enum FLACFormat {
 
     /// FLAC's frame CRC-16 (polynomial 0x8005, MSB first, initial 0). Over a whole frame,
     /// including its CRC footer, it is 0.
-    static func crc16(_ bytes: UnsafeRawBufferPointer) -> UInt16 {
+    package static func crc16(_ bytes: UnsafeRawBufferPointer) -> UInt16 {
         crc16Table.withUnsafeBufferPointer { table in
             var crc: UInt16 = 0
             for byte in bytes {
