@@ -62,6 +62,9 @@ struct EfficiencyBenchmark: AsyncParsableCommand {
         var startMilliseconds: Double
         /// The slowest answer to a control command (`rooms`) while the rooms filled.
         var slowestReplyMilliseconds: Double
+        /// What a room holds for 5 minutes of this music: the rooms' median bytes received by
+        /// the end of the warm-up over the seconds of audio that was, × 300 s, in MiB.
+        var heldMebibytesPer5Minutes: Double?
     }
 
     func parsedList(_ text: String, _ name: String) throws -> [Int] {
@@ -107,7 +110,7 @@ struct EfficiencyBenchmark: AsyncParsableCommand {
                                 cpuRatio: tutti.speaker.cpuPercent / max(snapcast.client.cpuPercent, 1e-9),
                                 rssRatio: tutti.speaker.peakRSSMebibytes / max(snapcast.client.peakRSSMebibytes, 1e-9),
                                 fillRate: tutti.fillRate, startMilliseconds: tutti.startMilliseconds,
-                                slowestReplyMilliseconds: tutti.slowestReplyMilliseconds))
+                                slowestReplyMilliseconds: tutti.slowestReplyMilliseconds, heldMebibytesPer5Minutes: tutti.heldPer5Minutes))
             }
         }
         if json {
@@ -118,11 +121,12 @@ struct EfficiencyBenchmark: AsyncParsableCommand {
         }
         func usage(_ u: Usage) -> String { String(format: "%6.2f %% %5.1f MiB", u.cpuPercent, u.peakRSSMebibytes) }
         Console.output("CPU in % of one core (mean over \(Int(seconds)) s of steady state) and peak RSS; speakers and clients: the mean of the rooms; speakers' device period \(Format.fixed(speakerPeriodMilliseconds, 0)) ms\n")
-        Console.output("rooms queue   snapserver 0.26      snapclient 0.26      tutti server         tutti speaker        speaker÷client CPU  RSS    fill     play→sound  slowest reply\n")
+        Console.output("rooms queue   snapserver 0.26      snapclient 0.26      tutti server         tutti speaker        speaker÷client CPU  RSS    fill     play→sound  slowest reply  5 min held\n")
         for row in rows {
             Console.output(String(format: "%-5d %3d min  ", row.rooms, row.queueMinutes) + usage(row.snapserver) + "  " + usage(row.snapclient) + "  "
                            + usage(row.tuttiServer) + "  " + usage(row.tuttiSpeaker) + String(format: "  %13.2f×  %5.1f×", row.cpuRatio, row.rssRatio)
-                           + (row.fillRate.map { String(format: "  %5.0f×", $0) } ?? "      –") + String(format: "  %6.0f ms  %7.0f ms\n", row.startMilliseconds, row.slowestReplyMilliseconds))
+                           + (row.fillRate.map { String(format: "  %5.0f×", $0) } ?? "      –") + String(format: "  %6.0f ms  %7.0f ms", row.startMilliseconds, row.slowestReplyMilliseconds)
+                           + (row.heldMebibytesPer5Minutes.map { String(format: "  %6.1f MiB\n", $0) } ?? "           –\n"))
         }
     }
 
@@ -161,7 +165,8 @@ struct EfficiencyBenchmark: AsyncParsableCommand {
 
     // MARK: Tutti
 
-    func measureTutti(rooms count: Int, queue: [String]) async throws -> (server: Usage, speaker: Usage, fillRate: Double?, startMilliseconds: Double, slowestReplyMilliseconds: Double) {
+    func measureTutti(rooms count: Int, queue: [String]) async throws -> (server: Usage, speaker: Usage, fillRate: Double?, startMilliseconds: Double,
+                                                                         slowestReplyMilliseconds: Double, heldPer5Minutes: Double?) {
         let directory = try BenchDirectory("tutti")
         defer { directory.remove() }
         let tutti = BenchDaemon.tuttiExecutable
@@ -215,6 +220,12 @@ struct EfficiencyBenchmark: AsyncParsableCommand {
         for process in processes where !process.isRunning { throw BenchError("\(process.name) ended early: see \(process.log)") }
         var rates = fills.values.sorted()
         let queueSeconds = Double(queue.count * 180)
+        // Audio received by the end of the warm-up: the queue, or the buffer's depth ahead of
+        // a playhead that started `startMilliseconds` after play.
+        let bufferSeconds = Double(House.Configuration().bufferDepthNanoseconds) / 1e9
+        let receivedSeconds = min(queueSeconds, bufferSeconds + warmup - startMilliseconds / 1000)
+        let receivedBytes = await received.samples().compactMap { $0.last?.bytes }.sorted()
+        let heldPer5Minutes = receivedBytes.isEmpty ? nil : Double(receivedBytes[receivedBytes.count / 2]) / receivedSeconds * 300 / 1_048_576
         if queueSeconds * 1e9 < Double(House.Configuration().bufferDepthNanoseconds) {
             // The whole queue fits in a room's buffer: its fill ends when its bytes stop coming.
             // Only when every room finished within the warm-up; otherwise the reports' bound.
@@ -225,7 +236,7 @@ struct EfficiencyBenchmark: AsyncParsableCommand {
                 Console.progress("  not every room finished filling within the \(Int(warmup)) s warm-up: fill is the rooms' reported bound; a longer --warmup measures it")
             }
         }
-        return (usage[0], Self.mean(Array(usage.dropFirst())), rates.isEmpty ? nil : rates[rates.count / 2], startMilliseconds, slowestReply)
+        return (usage[0], Self.mean(Array(usage.dropFirst())), rates.isEmpty ? nil : rates[rates.count / 2], startMilliseconds, slowestReply, heldPer5Minutes)
     }
 
     /// A room's fill rate from its received bytes over time (seconds since play, bytes since

@@ -26,6 +26,28 @@ struct TuttiProcess {
 }
 
 @Suite struct CLITests {
+    /// `tutti speaker` becomes `tutti-speaker` (the same process, pid and arguments), which
+    /// maps neither FFmpeg nor Foundation nor the house's SQLite: a room costs what a room
+    /// needs. It plays (to nothing, its house unreachable) and stops on SIGINT as before.
+    @Test func speakerRunsAsTheLightExecutable() throws {
+        let speaker = try ChildProcess(name: "speaker", arguments: ["speaker", "--server", "127.0.0.1:9", "--name", "probe", "--output", "null"])
+        defer { speaker.kill() }
+        _ = try speaker.waitForLine(containing: "tutti speaker probe: playing to null")
+        let pid = speaker.process.processIdentifier
+        let executable = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/exe")
+        #expect(executable.hasSuffix("/tutti-speaker"), "the room runs as \(executable)")
+        // Read, not sized: /proc files say they are empty.
+        let maps = try #require(FileHandle(forReadingAtPath: "/proc/\(pid)/maps")).readDataToEndOfFile()
+        let libraries = Set(String(decoding: maps, as: UTF8.self).split(separator: "\n")
+            .compactMap { $0.split(separator: " ", omittingEmptySubsequences: true).last.map(String.init) }
+            .filter { $0.hasPrefix("/") }.map { $0.split(separator: "/").last.map(String.init) ?? $0 })
+        #expect(libraries.contains { $0.hasPrefix("libFLAC.so") }, "\(libraries.sorted())")
+        for heavy in ["libavcodec.so", "libavformat.so", "libFoundation.so", "libsqlite3.so"] {
+            #expect(!libraries.contains { $0.hasPrefix(heavy) }, "the room maps \(heavy)")
+        }
+        #expect(speaker.interrupt() == 0)
+    }
+
     @Test func infoPrintsJSONForScripts() throws {
         let directory = try TemporaryDirectory("cli-info")
         defer { directory.remove() }
