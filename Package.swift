@@ -67,6 +67,8 @@ let package = Package(
         .systemLibrary(name: "CALSA", pkgConfig: "alsa", providers: [.apt(["libasound2-dev"])]),
         // No pkgConfig: avahi-client.pc adds -D_REENTRANT, a flag SwiftPM refuses with a warning.
         .systemLibrary(name: "CAvahi", providers: [.apt(["libavahi-client-dev"])]),
+        // Names threads (pthread_setname_np, which Swift's Glibc does not import).
+        .target(name: "CThreadName"),
         // Test-only: counts heap allocations per thread to prove the render loop allocation-free.
         .target(name: "CAllocationCounter"),
         // The resampler's inner product, vectorized for the CPU found at load time (AVX or SSE),
@@ -86,7 +88,7 @@ let package = Package(
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
         ]),
-        .target(name: "TuttiDevices", dependencies: ["TuttiCore", "CALSA",
+        .target(name: "TuttiDevices", dependencies: ["TuttiCore", "CALSA", "CThreadName",
                                                      .product(name: "Atomics", package: "swift-atomics")]),
         .target(name: "TuttiEngine", dependencies: ["TuttiCore", "TuttiMedia"]),
         .target(name: "TuttiPlayer", dependencies: ["TuttiCore", "TuttiMedia", "TuttiEngine", "TuttiDevices",

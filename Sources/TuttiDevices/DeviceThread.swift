@@ -1,3 +1,4 @@
+import CThreadName
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -13,12 +14,16 @@ public final class DeviceThread: @unchecked Sendable {
     public let isRealtime: Bool
 
     private final class Body {
+        let name: String
         let run: () -> Void
-        init(_ run: @escaping () -> Void) { self.run = run }
+        init(name: String, _ run: @escaping () -> Void) {
+            self.name = name
+            self.run = run
+        }
     }
 
     public init(name: String, realtime: Bool, priority: Int32 = 40, _ body: @escaping @Sendable () -> Void) {
-        let context = Unmanaged.passRetained(Body(body)).toOpaque()
+        let context = Unmanaged.passRetained(Body(name: name, body)).toOpaque()
         var created = pthread_t()
         var usedRealtime = false
         var status: Int32 = -1
@@ -44,6 +49,7 @@ public final class DeviceThread: @unchecked Sendable {
 
     private static let entry: @convention(c) (UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? = { context in
         let body = Unmanaged<Body>.fromOpaque(context!).takeRetainedValue()
+        tutti_name_current_thread(body.name)
         body.run()
         return nil
     }
