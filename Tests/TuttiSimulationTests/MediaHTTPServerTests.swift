@@ -352,9 +352,10 @@ private final class RawHTTPConnection {
             }
         }
         guard result == 0 else {
-            let error = errno
-            close(socket)
-            throw RawHTTPError(description: "connect: errno \(error)")
+            // Not closed here: a class whose stored properties are all set runs its deinit when
+            // its initializer throws, and a second close could take a descriptor another test
+            // (an event loop's socket) has been given meanwhile.
+            throw RawHTTPError(description: "connect: errno \(errno)")
         }
     }
 
