@@ -69,6 +69,9 @@ let package = Package(
         .systemLibrary(name: "CAvahi", providers: [.apt(["libavahi-client-dev"])]),
         // Names threads (pthread_setname_np, which Swift's Glibc does not import).
         .target(name: "CThreadName"),
+        // The kernel's receive time of a datagram (SIOCGSTAMPNS, through variadic ioctl): clock
+        // sync stamps arrivals where the packet arrived, not where a busy thread got to it.
+        .target(name: "CReceiveTime"),
         // Test-only: counts heap allocations per thread to prove the render loop allocation-free.
         .target(name: "CAllocationCounter"),
         // The resampler's inner product, vectorized for the CPU found at load time (AVX or SSE),
@@ -94,7 +97,7 @@ let package = Package(
         .target(name: "TuttiPlayer", dependencies: ["TuttiCore", "TuttiMedia", "TuttiEngine", "TuttiDevices",
                                                     .product(name: "Atomics", package: "swift-atomics")]),
         .target(name: "TuttiProtocol", dependencies: [
-            "TuttiCore",
+            "TuttiCore", "CReceiveTime",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
         ], swiftSettings: optimizedEvenInDebug),

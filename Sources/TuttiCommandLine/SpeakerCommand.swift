@@ -154,9 +154,11 @@ final class ClockTruthWriter: Sendable {
             try? await Task.sleep(nanoseconds: 100_000_000)
             guard let mapping = client.clockMapping, mapping.spanNanoseconds >= Playout.minimumClockSpanNanoseconds else { continue }
             let truth = clock.base.now()
-            let error = mapping.serverTime(atLocal: clock.reading(atBase: truth)) - truth
+            let local = clock.reading(atBase: truth)
+            let error = mapping.serverTime(atLocal: local) - truth
+            let bound = Int64(min(mapping.bound(atLocal: local), 3.6e12))
             let report = engine.latestReport
-            var line = Array("{\"mono_ns\":\(truth),\"error_ns\":\(error),\"bound_ns\":\(Int64(mapping.errorNanoseconds)),\"sync_ns\":\(report.syncErrorNanoseconds),\"playing\":\(report.isPlaying)}\n".utf8)
+            var line = Array("{\"mono_ns\":\(truth),\"error_ns\":\(error),\"bound_ns\":\(bound),\"sync_ns\":\(report.syncErrorNanoseconds),\"playing\":\(report.isPlaying)}\n".utf8)
             _ = line.withUnsafeMutableBytes { write(descriptor, $0.baseAddress, $0.count) }
         }
         close(descriptor)

@@ -39,6 +39,8 @@ public struct ClockTruth: Sendable {
         public var worstErrors: [String: Double]
         /// Per room: the fraction of samples whose |error| was within the claimed bound.
         public var coverage: [String: Double]
+        /// Per room: the median bound it claimed, ns.
+        public var medianBounds: [String: Double] = [:]
 
         public func percentile(_ p: Double) -> Double { nearestRankPercentile(skews.sorted(), p) }
     }
@@ -47,18 +49,19 @@ public struct ClockTruth: Sendable {
     public func summary(over range: ClosedRange<Int64>) -> Summary {
         let bucket: Int64 = 100_000_000
         var byBucket: [Int64: [String: Int64]] = [:]
-        var worst: [String: Double] = [:], coverage: [String: Double] = [:]
+        var worst: [String: Double] = [:], coverage: [String: Double] = [:], medianBounds: [String: Double] = [:]
         for (name, samples) in rooms {
             let inRange = samples.filter { range.contains($0.mono_ns) }
             for sample in inRange { byBucket[sample.mono_ns / bucket, default: [:]][name] = sample.error_ns }
             let errors = inRange.map { Double(abs($0.error_ns)) }.sorted()
             worst[name] = nearestRankPercentile(errors, 99)
             coverage[name] = inRange.isEmpty ? .nan : Double(inRange.filter { abs($0.error_ns) <= $0.bound_ns }.count) / Double(inRange.count)
+            medianBounds[name] = nearestRankPercentile(inRange.map { Double($0.bound_ns) }.sorted(), 50)
         }
         let skews = byBucket.keys.sorted().compactMap { key -> Double? in
             guard let errors = byBucket[key], errors.count == rooms.count, let low = errors.values.min(), let high = errors.values.max() else { return nil }
             return Double(high - low)
         }
-        return Summary(skews: skews, worstErrors: worst, coverage: coverage)
+        return Summary(skews: skews, worstErrors: worst, coverage: coverage, medianBounds: medianBounds)
     }
 }

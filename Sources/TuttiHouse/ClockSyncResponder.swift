@@ -3,8 +3,9 @@ import Synchronization
 import TuttiCore
 import TuttiProtocol
 
-/// The server's side of clock sync: stamps arrival (t2) as early as the event loop sees the
-/// datagram and departure (t3) just before writing it back. Bad packets are ignored.
+/// The server's side of clock sync, behind a `DatagramArrivalStamper`: takes arrival (t2) from
+/// the kernel's receive time of the datagram and stamps departure (t3) just before writing it
+/// back. Bad packets are ignored.
 ///
 /// Each reply is held a random 0 ..< `replyDitherNanoseconds` before it is stamped and sent.
 /// A path that delivers on a timer grid (a relay with coarse timers, Wi-Fi beacons) would
@@ -14,7 +15,7 @@ import TuttiProtocol
 /// whole grid, and the lower envelope finds the floor. The hold is not in the measurement
 /// (t3 is stamped at the send), only in the round trip.
 public final class ClockSyncResponder: ChannelInboundHandler, Sendable {
-    public typealias InboundIn = AddressedEnvelope<ByteBuffer>
+    public typealias InboundIn = StampedDatagram
     public typealias OutboundOut = AddressedEnvelope<ByteBuffer>
     private let clock: any HostClock
     public let replyDitherNanoseconds: Int64
@@ -28,8 +29,8 @@ public final class ClockSyncResponder: ChannelInboundHandler, Sendable {
     }
 
     public func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let arrival = clock.now()
-        let envelope = Self.unwrapInboundIn(data)
+        let datagram = Self.unwrapInboundIn(data)
+        let arrival = datagram.arrival, envelope = datagram.envelope
         guard var packet = try? ClockSyncPacket(decoding: envelope.data.readableBytesView), !packet.isReply else { return }
         packet.isReply = true
         packet.serverReceive = arrival

@@ -50,7 +50,9 @@ public final class HouseServer: Sendable {
         let udp = try await DatagramBootstrap(group: clockGroup)
             .channelOption(.socketOption(.so_reuseaddr), value: 1)
             .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(ClockSyncResponder(clock: clock)) }
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandlers([DatagramArrivalStamper(clock: clock), ClockSyncResponder(clock: clock)])
+                }
             }
             .bind(host: host, port: boundPort).get()
         channels.withLock { $0 = [tcp, udp] }

@@ -57,7 +57,8 @@ extension House {
         anchorPendingStart(notReady: groupRooms.filter { !isReady($0, for: pending) }.map(\.name))
     }
 
-    private func anchorPendingStart(notReady: [String]) {
+    private func anchorPendingStart(notReady names: [String]) {
+        let notReady = names.map { UnreadyRoom(room: $0, reason: readiness($0)) }
         guard let pending = pendingStart, let stream, stream.id == pending.streamID else { return }
         pendingStart = nil
         let anchored = now
@@ -65,10 +66,11 @@ extension House {
         apply(TimelineAnchor(timelineFrame: pending.firstFrame, serverTime: start, isPlaying: true))
         let waited = Int((anchored - pending.requested) / 1_000_000)
         if !notReady.isEmpty {
-            log("play: started after \(waited) ms without \(notReady.joined(separator: ", ")) (not ready: \(notReady.map(readiness).joined(separator: "; "))); they join in sync when ready")
+            log("play: started after \(waited) ms without \(names.joined(separator: ", ")) (not ready: \(notReady.map { "\($0.room): \($0.reason)" }.joined(separator: "; "))); they join in sync when ready")
         }
         var report = PlayReport(items: pending.items, rooms: groupRooms.map(\.name), startsInMs: Int((start - now) / 1_000_000))
         report.waitedMs = waited
+        report.startsAtServerTimeNs = start
         report.notReady = notReady.isEmpty ? nil : notReady
         pending.respond(.success(.started(report)))
         // The rest of the deep buffer follows the anchor and the reply (writing it can take a
@@ -83,9 +85,10 @@ extension House {
 
     /// Why a room is not ready, in a few words.
     private func readiness(_ name: String) -> String {
-        guard let room = rooms.values.first(where: { $0.name == name }) else { return "\(name) gone" }
-        guard let status = room.status else { return "\(name) has sent no status yet" }
-        if status.clockErrorNanoseconds < 0 { return "\(name)'s clock is still settling" }
-        return "\(name) has been sent too little audio"
+        guard let room = rooms.values.first(where: { $0.name == name }) else { return "it went away" }
+        guard let status = room.status else { return "it has sent no status yet" }
+        if status.clockErrorNanoseconds < 0 { return "its clock is still settling" }
+        if room.streamID != pendingStart?.streamID { return "it has not taken the new stream yet" }
+        return "it has been sent too little audio"
     }
 }

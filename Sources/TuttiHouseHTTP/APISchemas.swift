@@ -42,8 +42,10 @@ enum APISchemas {
             "GroupVolumeReport": .object([property("percent", .integer(minimum: 0, maximum: 100)), property("rooms", .array(of: .reference("RoomChange")))]),
             "PlayReport": .object([
                 property("items", integer), property("rooms", .array(of: string)), property("startsInMs", integer),
-                property("waitedMs", integer, required: false), property("notReady", .array(of: string), required: false),
+                property("startsAtServerTimeNs", integer, required: false),
+                property("waitedMs", integer, required: false), property("notReady", .array(of: .reference("UnreadyRoom")), required: false),
             ]),
+            "UnreadyRoom": .object([property("room", string), property("reason", string)]),
             "PauseReport": .object([property("pausedAtSeconds", number)]),
             "ResumeReport": .object([property("resumedAtSeconds", number), property("startsInMs", integer)]),
             "StreamCut": .object([

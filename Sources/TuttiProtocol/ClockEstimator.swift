@@ -28,8 +28,17 @@ public struct ClockMapping: Sendable, Equatable {
     public var offset: Double
     /// How much faster the server clock runs, as a fraction (1e-6 is 1 ppm).
     public var skew: Double
-    /// Estimated uncertainty of `serverTime(atLocal:)` near now, in nanoseconds.
+    /// The bound on the error of `serverTime(atLocal: reference)`, in nanoseconds: the server
+    /// time lies within it, whatever the paths' asymmetry (`ClockEstimator` says how it is
+    /// found). Further from `reference` it widens by `rateUncertainty` (`bound(atLocal:)`).
     public var errorNanoseconds: Double
+    /// How far the true rate may be from `skew`, as a fraction: the bound widens by this much
+    /// of the time from `reference` (through an outage, for instance).
+    public var rateUncertainty: Double = 0
+    /// How far the estimate's nearest exchanges and its recent estimates spread about it: its
+    /// precision, in nanoseconds. Not a bound (an asymmetric path can hold the estimate
+    /// steadily off); it says whether more exchanges would still sharpen the estimate.
+    public var spreadNanoseconds: Double = 0
     /// Exchanges the estimate rests on.
     public var sampleCount: Int
     /// Local time the estimate's history spans, from its first exchange (a window restarted
@@ -43,6 +52,12 @@ public struct ClockMapping: Sendable, Equatable {
         self.errorNanoseconds = errorNanoseconds
         self.sampleCount = sampleCount
         self.spanNanoseconds = spanNanoseconds
+    }
+
+    /// The error bound of `serverTime(atLocal: local)`: `errorNanoseconds`, widened by the rate's
+    /// uncertainty over the time from `reference`.
+    public func bound(atLocal local: Int64) -> Double {
+        errorNanoseconds + rateUncertainty * abs(Double(local - reference))
     }
 
     public func serverTime(atLocal local: Int64) -> Int64 {
@@ -101,6 +116,14 @@ public final class ClockEstimator {
         /// that fell back and those that did not differed by their lines' raise, and the bound
         /// that measures their wander stayed over 100 µs); a late stretch, by thousands.
         public var maximumPathTrend: Double = 1e-3
+        /// The least uncertainty of a fitted rate, as a fraction (2e-6 is 2 ppm): what the bound
+        /// allows per second between an exchange and now, beyond how far the recent fits'
+        /// rates spread. A fit over minutes on a clean path was seen 0.5 ppm off for tens of
+        /// seconds (its error grew half a microsecond a second while its estimates agreed).
+        public var minimumRateUncertainty: Double = 2e-6
+        /// How far back exchanges count towards the bound: past this their carry to now
+        /// costs more than any exchange could tighten it.
+        public var boundHorizonNanoseconds: Int64 = 30_000_000_000
         public init() {}
     }
 
@@ -239,21 +262,68 @@ public final class ClockEstimator {
         historyStart = min(historyStart ?? first.clientSend, first.clientSend)
         var estimate = ClockMapping(reference: reference, offset: offset, skew: skew, errorNanoseconds: 0, sampleCount: window.count,
                                     spanNanoseconds: last.clientSend - historyStart!)
-        // The bound: how far above the lines the nearest points reach, plus how far the
-        // estimates of the last few seconds, carried to now, stray from this one. The first
-        // alone was too small where the floor is soft (a timer grid, uniform jitter both ways:
-        // one sample in ten outside it); an estimate that wanders says by how much it may be off.
-        // Compared where each earlier one was made, not carried to now: an early estimate's
-        // rate error, carried over seconds, would count against this one.
-        var wander = 0.0
+        // The spread: how far above the lines the nearest points reach, plus how far the
+        // estimates of the last few seconds stray from this one, each compared where it was made
+        // (an early estimate's rate error, carried over seconds, would count against this one).
+        var wander = 0.0, rateWander = 0.0
         for earlier in recentEstimates {
             wander = max(wander, abs(Double(earlier.serverTime(atLocal: earlier.reference) - estimate.serverTime(atLocal: earlier.reference))))
+            rateWander = max(rateWander, abs(earlier.skew - skew))
         }
-        estimate.errorNanoseconds = (lineOut.slack + lineBack.slack) / 2 + wander
+        estimate.spreadNanoseconds = (lineOut.slack + lineBack.slack) / 2 + wander
+        // The rate's uncertainty: until a rate is fitted, anything the clamp allows. A fitted
+        // rate rests on two chords, each end of which may sit as high above the true floor as
+        // the points nearest the line reach (the slack): each slope may be off by twice its
+        // slack over the chord's length, half the window's span, and the rate by half their
+        // sum. Or by as much as the last fits' rates strayed, if more; and never by less than
+        // the least a fit is trusted to. (A first fit, over a second, may be tens of ppm off,
+        // and carried the exchanges of that second to the end of it, a bound without this was
+        // seen to miss the truth by 15 µs.)
+        if fitSlope { hasFittedRate = true }
+        if hasFittedRate {
+            let fitUncertainty = span > 0 ? 2 * (lineOut.slack + lineBack.slack) / span : 1e-3
+            estimate.rateUncertainty = min(1e-3, configuration.minimumRateUncertainty + max(fitUncertainty, rateWander))
+        } else {
+            estimate.rateUncertainty = 1e-3
+        }
+        estimate.errorNanoseconds = feasibleBound(window: window, reference: reference, offset: offset, skew: skew,
+                                                  rateUncertainty: estimate.rateUncertainty)
         if recentEstimates.count == Self.recentEstimateCount { recentEstimates.removeFirst() }
         // Before its rate is fitted an estimate is known to drift; it is no yardstick.
         if fitSlope || keepsRateAfterStep { recentEstimates.append(estimate) }
         mapping = estimate
+    }
+
+    /// Whether a rate has ever been fitted (a window restarted at a floor step keeps it).
+    private var hasFittedRate = false
+
+    /// The bound on the offset at `reference`, whatever the paths' asymmetry: how far `offset`
+    /// is from either end of the interval the exchanges confine the true offset to.
+    ///
+    /// Each exchange's way out took no less than nothing, so the true offset when it left was at
+    /// most `t2 − t1`; its way back likewise, so the offset when it came back was at least
+    /// `−(t4 − t3)`. Carried to the reference at the fitted rate, and widened by the rate's
+    /// uncertainty over the carry, the lowest of the first and the highest of the second close
+    /// an interval around the truth: at best as wide as the two ways' least delays (the way out
+    /// of one exchange and the way back of another), half of it on each side of an estimate
+    /// that assumes the ways equal. That is a bound, not a statistic: it holds on paths whose
+    /// two ways differ, which no two-way estimate can see (a statistic of the fit's own
+    /// scatter covered the truth 64 % of the time in a room behind a busy relay). It is as
+    /// tight as the path's round-trip floor allows: kernel receive stamps (`DatagramArrivalStamper`)
+    /// keep the hosts' wake-ups out of it.
+    private func feasibleBound(window: ArraySlice<ClockSample>, reference: Int64, offset: Double, skew: Double, rateUncertainty: Double) -> Double {
+        var upper = Double.infinity, lower = -Double.infinity
+        let horizon = reference - configuration.boundHorizonNanoseconds
+        for sample in window.reversed() {
+            if sample.clientReceive < horizon { break }
+            // θ(reference) = θ(t) + skew · (reference − t), the rate within ± rateUncertainty.
+            let out = Double(reference - sample.clientSend)
+            upper = min(upper, Double(sample.serverReceive - sample.clientSend) + skew * out + rateUncertainty * abs(out))
+            let back = Double(reference - sample.clientReceive)
+            lower = max(lower, -Double(sample.clientReceive - sample.serverSend) + skew * back - rateUncertainty * abs(back))
+        }
+        guard upper.isFinite, lower.isFinite else { return .infinity }
+        return max(abs(upper - offset), abs(offset - lower))
     }
 
     /// The first exchange the estimate rests on (the window may have started again since).

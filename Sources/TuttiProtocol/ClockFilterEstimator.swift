@@ -37,8 +37,13 @@ public final class ClockFilterEstimator: ClockEstimating {
         let jitter = (offsets.map { ($0 - best.offset) * ($0 - best.offset) }.reduce(0, +) / Double(max(1, offsets.count - 1))).squareRoot()
         let age = Double(sample.clientReceive - best.clientReceive)
         let bound = Double(best.delay) / 2 + 15e-6 * age + jitter
-        mapping = ClockMapping(reference: time, offset: best.offset, skew: skew, errorNanoseconds: bound, sampleCount: register.count,
-                               spanNanoseconds: sample.clientSend - firstTime!)
+        var mapping = ClockMapping(reference: time, offset: best.offset, skew: skew, errorNanoseconds: bound, sampleCount: register.count,
+                                   spanNanoseconds: sample.clientSend - firstTime!)
+        // NTP's root distance (half the best delay, the dispersion, the jitter) is its bound;
+        // the jitter its precision.
+        mapping.rateUncertainty = 15e-6
+        mapping.spreadNanoseconds = jitter
+        self.mapping = mapping
         return true
     }
 }

@@ -23,8 +23,11 @@ public final class MedianOffsetEstimator: ClockEstimating {
         let sorted = offsets.map(\.offset).sorted()
         let median = sorted[sorted.count / 2]
         let spread = (sorted[sorted.count * 3 / 4] - sorted[sorted.count / 4]) / 2
-        mapping = ClockMapping(reference: sample.localMidpoint, offset: median, skew: 0, errorNanoseconds: spread, sampleCount: offsets.count,
-                               spanNanoseconds: sample.clientSend - firstTime!)
+        var mapping = ClockMapping(reference: sample.localMidpoint, offset: median, skew: 0, errorNanoseconds: spread, sampleCount: offsets.count,
+                                   spanNanoseconds: sample.clientSend - firstTime!)
+        // Snapcast's figure: the offsets' spread, its bound and its precision alike.
+        mapping.spreadNanoseconds = spread
+        self.mapping = mapping
         return true
     }
 }

@@ -17,10 +17,11 @@ import TuttiProtocol
 public final class ClockSyncClient: Sendable {
     public struct Configuration: Sendable {
         /// The interval while settling: for `fastSpanNanoseconds` of history, and for as long
-        /// as the bound is over `settledBoundNanoseconds`.
+        /// as the estimate's spread (`ClockMapping.spreadNanoseconds`) is over
+        /// `settledSpreadNanoseconds`.
         public var fastIntervalNanoseconds: Int64 = 10_000_000
         public var fastSpanNanoseconds: Int64 = 15_000_000_000
-        public var settledBoundNanoseconds: Double = 30_000
+        public var settledSpreadNanoseconds: Double = 30_000
         /// The interval once settled.
         public var intervalNanoseconds: Int64 = 50_000_000
         /// Which estimator the exchanges feed (another than the envelope only to compare them).
@@ -56,17 +57,21 @@ public final class ClockSyncClient: Sendable {
 
     public var mapping: ClockMapping? { estimator.withLock { $0.mapping } }
 
-    /// Whether the estimate rests on enough history, with a bound tight enough, to slow down.
+    /// Whether the estimate rests on enough history, and has stopped moving enough, to slow
+    /// down: its spread (its precision), not its bound, which the path's round trip sets and
+    /// more exchanges would not shrink.
     private var isSettled: Bool {
         guard let mapping else { return false }
-        return mapping.spanNanoseconds >= configuration.fastSpanNanoseconds && mapping.errorNanoseconds <= configuration.settledBoundNanoseconds
+        return mapping.spanNanoseconds >= configuration.fastSpanNanoseconds && mapping.spreadNanoseconds <= configuration.settledSpreadNanoseconds
     }
     public var exchanges: (sent: Int, received: Int) { (sent.load(ordering: .relaxed), received.load(ordering: .relaxed)) }
 
     public func start(group: any EventLoopGroup) async throws {
         let bootstrap = DatagramBootstrap(group: group)
             .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(ReplyHandler(client: self)) }
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandlers([DatagramArrivalStamper(clock: self.clock), ReplyHandler(client: self)])
+                }
             }
         let bound = try await bootstrap.bind(host: server.protocol == .inet6 ? "::" : "0.0.0.0", port: 0).get()
         channel.withLock { $0 = bound }
@@ -76,7 +81,7 @@ public final class ClockSyncClient: Sendable {
     /// Runs clock sync on `datagrams`, a channel made by someone else (a simulated link): adds
     /// the reply handler and starts the exchanges. Call on the channel's event loop.
     public func attach(to datagrams: any Channel) throws {
-        try datagrams.pipeline.syncOperations.addHandler(ReplyHandler(client: self))
+        try datagrams.pipeline.syncOperations.addHandlers([DatagramArrivalStamper(clock: clock), ReplyHandler(client: self)])
         channel.withLock { $0 = datagrams }
         scheduleNext(on: datagrams, sequence: 0)
     }
@@ -113,15 +118,17 @@ public final class ClockSyncClient: Sendable {
         if let mapping { onUpdate(mapping) }
     }
 
+    /// Behind a `DatagramArrivalStamper`: the kernel's arrival stamp, not when this loop got to
+    /// the datagram. The loop also carries the audio stream, and a reply waiting behind a chunk
+    /// would look late on its way back only.
     private final class ReplyHandler: ChannelInboundHandler, Sendable {
-        typealias InboundIn = AddressedEnvelope<ByteBuffer>
+        typealias InboundIn = StampedDatagram
         let client: ClockSyncClient
         init(client: ClockSyncClient) { self.client = client }
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-            // Stamp arrival first: everything after this adds to the measured delay.
-            let arrival = client.clock.now()
-            client.receive(Self.unwrapInboundIn(data).data, at: arrival)
+            let datagram = Self.unwrapInboundIn(data)
+            client.receive(datagram.envelope.data, at: datagram.arrival)
         }
     }
 }

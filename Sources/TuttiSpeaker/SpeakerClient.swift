@@ -22,8 +22,13 @@ public final class SpeakerClient: Sendable {
         public var statusIntervalNanoseconds: Int64 = 500_000_000
         public var clockSync = ClockSyncClient.Configuration()
         /// Above this clock error bound the room says its clock is uncertain instead of claiming
-        /// sync (and below four fifths of it, that it is sure again).
-        public var uncertainClockNanoseconds: Int64 = 100_000
+        /// sync (and below four fifths of it, that it is sure again). The bound is a bound: at
+        /// least half the path's round-trip floor (`ClockEstimator`), a tenth of a millisecond
+        /// on a wired LAN and about one on Wi-Fi, whatever the true error. Two rooms within
+        /// earshot fuse into one sound up to a few milliseconds apart (the precedence effect),
+        /// and begin to smear transients past that: below 2 ms a warning would only say that
+        /// the path is a network.
+        public var uncertainClockNanoseconds: Int64 = 2_000_000
         public init(serverHost: String, serverPort: Int, name: String) {
             self.serverHost = serverHost
             self.serverPort = serverPort
@@ -210,7 +215,7 @@ public final class SpeakerClient: Sendable {
     /// playout waits for `Playout.minimumClockSpanNanoseconds` of exchanges).
     private var clockErrorForStatus: Int64 {
         guard let mapping = clockSync.mapping, mapping.spanNanoseconds >= Playout.minimumClockSpanNanoseconds else { return -1 }
-        return Int64(mapping.errorNanoseconds.rounded(.up))
+        return Int64(min(mapping.bound(atLocal: clock.now()), 3.6e12).rounded(.up))
     }
 
     /// "clock uncertain" while the bound is above `uncertainClockNanoseconds` (with hysteresis,
@@ -224,7 +229,7 @@ public final class SpeakerClient: Sendable {
         let uncertain = clockUncertain.load(ordering: .relaxed) ? bound > limit * 4 / 5 : bound > limit
         clockUncertain.store(uncertain, ordering: .relaxed)
         // The same words while it lasts (the house logs each change); the bound itself is in the status.
-        return uncertain ? "clock uncertain: its error bound is over \(limit / 1000) µs; playing on, perhaps out of sync" : ""
+        return uncertain ? "clock uncertain: its error bound is over \(limit / 1000) µs; playing on, perhaps audibly out of sync" : ""
     }
 
     fileprivate var isClockReady: Bool {

@@ -107,7 +107,14 @@ struct CtlPlay: AsyncParsableCommand {
 
     func run() async throws {
         let rooms = rooms.map { $0.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) } }
-        printReply(try await ctl.send(.play(files: files.map(absolutePath), rooms: rooms)), json: json)
+        let reply = try await ctl.send(.play(files: files.map(absolutePath), rooms: rooms))
+        printReply(reply, json: json)
+        // Lists are not among the reply's lines: say which rooms start late, and why.
+        if !json {
+            for room in reply.started?.notReady ?? [] {
+                Terminal.standardOutput("\(room.room) was not ready (\(room.reason)): it joins in sync when it is\n")
+            }
+        }
     }
 }
 

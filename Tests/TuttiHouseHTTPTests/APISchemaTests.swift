@@ -13,7 +13,8 @@ import TuttiProtocol
     static var full: [(String, ControlReply)] {
         var play = PlayReport(items: 2, rooms: ["kitchen"], startsInMs: 145)
         play.waitedMs = 20
-        play.notReady = ["attic"]
+        play.startsAtServerTimeNs = 123_601_789
+        play.notReady = [UnreadyRoom(room: "attic", reason: "its clock is still settling")]
         var status = StatusReport(server: "tutti", state: "playing", roomCount: 1, queueLength: 2, serverTimeNs: 123_456_789, stream: 7,
                                   positionSeconds: 12.5, bufferedAheadSeconds: 287.5, item: 0, title: "A", itemPositionSeconds: 12.5,
                                   itemDurationSeconds: 200.25, rooms: [room])

@@ -73,7 +73,7 @@ import TuttiTestSupport
         while Date() < deadline {
             let rooms = try await request(.GET, house.api + "/rooms").json["rooms"] as? [[String: Any]] ?? []
             let settled = names.allSatisfy { name in
-                rooms.contains { $0["name"] as? String == name && ($0["clockErrorMicroseconds"] as? Double).map { $0 < 100 } ?? false }
+                rooms.contains { $0["name"] as? String == name && $0["clockErrorMicroseconds"] is Double && $0["problem"] == nil }
             }
             if settled { return }
             try await Task.sleep(nanoseconds: 50_000_000)

@@ -50,7 +50,7 @@ import TuttiTestSupport
         let deadline = Date().addingTimeInterval(30)
         while true {
             if case .rooms(let report) = try await send(.rooms), report.rooms.count == 3,
-               report.rooms.allSatisfy({ ($0.clockErrorMicroseconds ?? 1000) < 100 }) { break }
+               report.rooms.allSatisfy(\.hasSettledClock) { break }
             guard Date() < deadline else { throw TestFailure("rooms did not connect") }
             try await Task.sleep(nanoseconds: 100_000_000)
         }

@@ -90,10 +90,10 @@ import TuttiTestSupport
         await harness.loop.advanceTime(by: .milliseconds(1500))
         let reply = try #require(box.value)
         let report = try #require(try ControlJSON.decodeReply(reply.json, to: .play(files: [a])).started)
-        #expect(report.notReady == ["hall"])
+        #expect(report.notReady == [UnreadyRoom(room: "hall", reason: "it has sent no status yet")])
         #expect(report.waitedMs == 1500)
         #expect(report.rooms == ["hall", "kitchen"])
-        #expect(harness.logLines.all.contains { $0.contains("without hall") && $0.contains("hall has sent no status yet") }, "\(harness.logLines.all)")
+        #expect(harness.logLines.all.contains { $0.contains("without hall") && $0.contains("hall: it has sent no status yet") }, "\(harness.logLines.all)")
         // Both rooms were sent the anchor: the hall plays along once its clock settles.
         for room in ["kitchen", "hall"] {
             #expect(Self.anchors(try await harness.messages(room)).last?.isPlaying == true, "\(room)")

@@ -118,9 +118,11 @@ import TuttiTestSupport
         }
     }
 
-    /// A room on a path whose timing is too noisy to sync to (20 ms of jitter each way) says
+    /// A room on a path that cannot vouch for sync (3 ms each way and 20 ms of jitter: a
+    /// half-round-trip floor of 3 ms, over the 2 ms past which rooms may be heard apart) says
     /// so: its clock bound exceeds what sync needs and the house logs "clock uncertain" for it,
-    /// and not for the room on a calm path. Its bound still covers its true error.
+    /// and not for the room on a calm LAN path (0.2 ms each way). Both bounds cover their true
+    /// errors.
     @Test(.timeLimit(.minutes(5)))
     func aRoomThatCannotMeetTheSyncBoundSaysItsClockIsUncertain() async throws {
         let directory = try TemporaryDirectory("simulated-uncertain")
@@ -131,12 +133,14 @@ import TuttiTestSupport
         var noisy = NetworkModel(name: "noisy")
         noisy.toRoom.jitter = .uniform(maxNanoseconds: 20_000_000)
         noisy.toHouse.jitter = .uniform(maxNanoseconds: 20_000_000)
-        scenario.rooms[1].link.network = noisy
+        scenario.rooms[1].link.network = noisy.withBaseDelay(3_000_000)
+        scenario.rooms[0].link.baseDelayNanoseconds = 200_000
         scenario.rooms[0].link.jitterNanoseconds = 200_000
         let result = try await Self.run(scenario)
         #expect(result.events.contains { $0.hasPrefix("house: room room2: clock uncertain") }, "\(result.events)")
         #expect(!result.events.contains { $0.hasPrefix("house: room room1: clock uncertain") }, "\(result.rooms.map { "\($0.name) bound \($0.medianReportedBoundNanoseconds), worst \($0.worstClockErrorNanoseconds)" }) \(result.events)")
-        #expect(result.rooms[1].medianReportedBoundNanoseconds > 100_000)
-        #expect(result.rooms[1].reportedBoundCoverage >= 0.99)
+        #expect(result.rooms[1].medianReportedBoundNanoseconds > 2_000_000)
+        #expect(result.rooms[0].medianReportedBoundNanoseconds < 500_000)
+        for room in result.rooms { #expect(room.reportedBoundCoverage >= 0.99, "\(room.name)") }
     }
 }

@@ -17,14 +17,14 @@ public struct HouseControlPort: Sendable {
         try await ControlClient.send(command, host: host, port: port, group: MultiThreadedEventLoopGroup.singleton)
     }
 
-    /// Returns once exactly `names` are connected, each with its clock within 100 µs.
+    /// Returns once exactly `names` are connected, each with a settled clock (`hasSettledClock`).
     public func waitForRooms(_ names: Set<String>, timeout: Double = 30) async throws {
         let deadline = Date().addingTimeInterval(timeout)
         var seen: [String] = []
         while Date() < deadline {
             if case .rooms(let report) = try await send(.rooms) {
                 seen = report.rooms.map { "\($0.name) \($0.state)" }
-                if Set(report.rooms.map(\.name)) == names && report.rooms.allSatisfy({ ($0.clockErrorMicroseconds ?? 1000) < 100 }) { return }
+                if Set(report.rooms.map(\.name)) == names && report.rooms.allSatisfy(\.hasSettledClock) { return }
             }
             try await Task.sleep(nanoseconds: 100_000_000)
         }

@@ -108,14 +108,28 @@ public struct PlayReport: Codable, Sendable, Equatable {
     public var rooms: [String]
     /// How long until the first sample is heard, from this reply.
     public var startsInMs: Int
+    /// When the first sample is heard, on the house's clock (as `StatusReport.serverTimeNs`):
+    /// exact, where `startsInMs` is rounded and counts from when the reply left.
+    public var startsAtServerTimeNs: Int64?
     /// How long the house waited for the rooms to be ready before it anchored the start.
     public var waitedMs: Int?
-    /// Rooms that were not ready when the wait ended; they join in sync when they are.
-    public var notReady: [String]?
+    /// Rooms that were not ready when the wait ended, and why; they join in sync when they are.
+    public var notReady: [UnreadyRoom]?
     public init(items: Int, rooms: [String], startsInMs: Int) {
         self.items = items
         self.rooms = rooms
         self.startsInMs = startsInMs
+    }
+}
+
+/// A room a start did not wait for any longer, and why it was not ready.
+public struct UnreadyRoom: Codable, Sendable, Equatable {
+    public var room: String
+    /// A few words: "its clock is still settling", "it has sent no status yet"…
+    public var reason: String
+    public init(room: String, reason: String) {
+        self.room = room
+        self.reason = reason
     }
 }
 

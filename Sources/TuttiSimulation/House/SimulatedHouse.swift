@@ -231,7 +231,8 @@ final class SimulatedRoom {
         self.seed = seed
         address = try SocketAddress(ipAddress: "10.0.0.\(index + 2)", port: 40000)
         // The room's clock-sync datagrams and its TCP connection, each over the room's link.
-        let houseDatagrams = EmbeddedChannel(handler: ClockSyncResponder(clock: houseClock, seed: seed ^ 0x3C6E_F372_FE94_F82B), loop: loop)
+        let houseDatagrams = EmbeddedChannel(handlers: [DatagramArrivalStamper(clock: houseClock),
+                                                        ClockSyncResponder(clock: houseClock, seed: seed ^ 0x3C6E_F372_FE94_F82B)], loop: loop)
         let roomDatagrams = EmbeddedChannel(loop: loop)
         try SimulatedLink.join(roomDatagrams, houseDatagrams, model: spec.link, seed: seed ^ 0xD1B5_4A32_D192_ED03, isStream: false, loop: loop, queues: queues)
         for channel in [houseDatagrams, roomDatagrams] { try channel.connect(to: address).wait() }
@@ -271,10 +272,12 @@ final class SimulatedRoom {
     /// Compares the room's clock mapping with the truth at true time `now`.
     func sampleClockTruth(now: Int64) {
         guard let mapping = client.clockMapping, mapping.spanNanoseconds >= Playout.minimumClockSpanNanoseconds else { return }
-        let error = Double(mapping.serverTime(atLocal: clock.reading(atBase: now)) - now)
+        let local = clock.reading(atBase: now)
+        let error = Double(mapping.serverTime(atLocal: local) - now)
+        let bound = mapping.bound(atLocal: local)
         trueErrors.append(abs(error))
-        bounds.append(mapping.errorNanoseconds)
-        if abs(error) <= mapping.errorNanoseconds { covered += 1 }
+        bounds.append(bound)
+        if abs(error) <= bound { covered += 1 }
     }
 
     func result(format: AudioFormat) -> SimulatedHouse.RoomResult {
