@@ -65,7 +65,7 @@ DISCOVERY_TESTS := DiscoveryTests
 # when the machine is loaded), so its test would fail CI on snapclient's behaviour, not ours.
 # Run it alone: `make test-snapclient`.
 SNAPCLIENT_TESTS := SnapclientRoomTests
-REALTIME_TESTS := PlayoutEngineTests|HouseAPITests|MPDServerTests|SnapcastControlTests|ALSAVirtualCardTests|NetworkPlaybackTests|HLSPlaybackTests|HLSSegmentBufferTests|HTTPSourceTests|URLPlayTests|MediaHTTPServerTests|ImpairmentProxyTests|QueueEditingTests|QueuePlayerControlTests|SampleBufferRendererPlaybackTests|RendererDemandTests|RendererPacketTests|PlayerRealTimeTests|RenderAllocationTests|EventsTests
+REALTIME_TESTS := PlayoutEngineTests|DatagramArrivalTests|HouseAPITests|MPDServerTests|SnapcastControlTests|ALSAVirtualCardTests|NetworkPlaybackTests|HLSPlaybackTests|HLSSegmentBufferTests|HTTPSourceTests|URLPlayTests|MediaHTTPServerTests|ImpairmentProxyTests|QueueEditingTests|QueuePlayerControlTests|SampleBufferRendererPlaybackTests|RendererDemandTests|RendererPacketTests|PlayerRealTimeTests|RenderAllocationTests|EventsTests
 SUITES_DEADLINE ?= 1200
 REALTIME_DEADLINE ?= 900
 SOLO_DEADLINE ?= 600
@@ -127,8 +127,9 @@ DEMO_CHECK_DIR ?= out/demo-check
 demo-check:
 	@mkdir -p $(DEMO_CHECK_DIR)
 	@bash scripts/make-demo-tune.sh $(DEMO_CHECK_DIR)
-	.build/debug/tutti-bench sync $(DEMO_ARGS) --files $(DEMO_CHECK_DIR)/tune-1.flac $(DEMO_CHECK_DIR)/tune-2.mp3 $(DEMO_CHECK_DIR)/tune-3.opus \
-		--check sync --tutti .build/debug/tutti --work-dir $(DEMO_CHECK_DIR)/rooms
+	bin=$$(swift build --show-bin-path $(SWIFT_BUILD_FLAGS)) && \
+	$$bin/tutti-bench sync $(DEMO_ARGS) --files $(DEMO_CHECK_DIR)/tune-1.flac $(DEMO_CHECK_DIR)/tune-2.mp3 $(DEMO_CHECK_DIR)/tune-3.opus \
+		--check sync --tutti $$bin/tutti --work-dir $(DEMO_CHECK_DIR)/rooms
 
 bench: deps
 	swift build -c release

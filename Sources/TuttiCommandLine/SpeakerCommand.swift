@@ -156,7 +156,7 @@ final class ClockTruthWriter: Sendable {
             let truth = clock.base.now()
             let local = clock.reading(atBase: truth)
             let error = mapping.serverTime(atLocal: local) - truth
-            let bound = Int64(min(mapping.bound(atLocal: local), 3.6e12))
+            let bound = mapping.reportedBound(atLocal: local)
             let report = engine.latestReport
             var line = Array("{\"mono_ns\":\(truth),\"error_ns\":\(error),\"bound_ns\":\(bound),\"sync_ns\":\(report.syncErrorNanoseconds),\"playing\":\(report.isPlaying)}\n".utf8)
             _ = line.withUnsafeMutableBytes { write(descriptor, $0.baseAddress, $0.count) }

@@ -60,6 +60,12 @@ public struct ClockMapping: Sendable, Equatable {
         errorNanoseconds + rateUncertainty * abs(Double(local - reference))
     }
 
+    /// `bound(atLocal:)` in whole nanoseconds, rounded up, and at most an hour (a mapping
+    /// carried through a days-long outage at its clamp rate): what a room reports.
+    public func reportedBound(atLocal local: Int64) -> Int64 {
+        Int64(min(bound(atLocal: local), 3.6e12).rounded(.up))
+    }
+
     public func serverTime(atLocal local: Int64) -> Int64 {
         local + Int64((offset + skew * Double(local - reference)).rounded())
     }
@@ -117,8 +123,8 @@ public final class ClockEstimator {
         /// that measures their wander stayed over 100 µs); a late stretch, by thousands.
         public var maximumPathTrend: Double = 1e-3
         /// The least uncertainty of a fitted rate, as a fraction (2e-6 is 2 ppm): what the bound
-        /// allows per second between an exchange and now, beyond how far the recent fits'
-        /// rates spread. A fit over minutes on a clean path was seen 0.5 ppm off for tens of
+        /// allows per second between an exchange and now, beyond what the fit's slack and how
+        /// far the recent fits' rates spread allow. A fit over minutes on a clean path was seen 0.5 ppm off for tens of
         /// seconds (its error grew half a microsecond a second while its estimates agreed).
         public var minimumRateUncertainty: Double = 2e-6
         /// How far back exchanges count towards the bound: past this their carry to now
@@ -144,6 +150,11 @@ public final class ClockEstimator {
     /// exchange that was rejected as implausible.
     @discardableResult
     public func add(_ sample: ClockSample) -> Bool {
+        // The server's stamps come off the network: any value a forged reply carries must not
+        // overflow the arithmetic below (146 years either side of zero is any clock's reading).
+        let limit: Int64 = 1 << 62
+        guard (-limit...limit).contains(sample.serverReceive), (-limit...limit).contains(sample.serverSend),
+              (-limit...limit).contains(sample.clientSend), (-limit...limit).contains(sample.clientReceive) else { return false }
         guard sample.clientReceive >= sample.clientSend, sample.serverSend >= sample.serverReceive,
               sample.delay >= 0, sample.delay <= configuration.maximumDelayNanoseconds else { return false }
         // A reply that arrives after one sent later (reordered by a delay far above the floor)
@@ -279,8 +290,12 @@ public final class ClockEstimator {
         // the least a fit is trusted to. (A first fit, over a second, may be tens of ppm off,
         // and carried the exchanges of that second to the end of it, a bound without this was
         // seen to miss the truth by 15 µs.)
+        // While the window restarted at a floor step keeps the rate fitted before it, the rate
+        // is that fit's, and so is its uncertainty (this window's lines are not fitted).
         if fitSlope { hasFittedRate = true }
-        if hasFittedRate {
+        if keepsRateAfterStep, let before = mapping {
+            estimate.rateUncertainty = before.rateUncertainty
+        } else if hasFittedRate {
             let fitUncertainty = span > 0 ? 2 * (lineOut.slack + lineBack.slack) / span : 1e-3
             estimate.rateUncertainty = min(1e-3, configuration.minimumRateUncertainty + max(fitUncertainty, rateWander))
         } else {
@@ -322,8 +337,11 @@ public final class ClockEstimator {
             let back = Double(reference - sample.clientReceive)
             lower = max(lower, -Double(sample.clientReceive - sample.serverSend) + skew * back - rateUncertainty * abs(back))
         }
-        guard upper.isFinite, lower.isFinite else { return .infinity }
-        return max(abs(upper - offset), abs(offset - lower))
+        // The window always holds the exchange at the reference: both ends are set.
+        precondition(upper.isFinite && lower.isFinite, "ClockEstimator: a refit's window holds no exchange within the bound's horizon")
+        // Ends that cross (lower above upper) mean an assumption failed: the rate is further off
+        // than its uncertainty says, or a clock stepped. The bound then grows by the overlap.
+        return max(abs(upper - offset), abs(offset - lower)) + max(0, lower - upper)
     }
 
     /// The first exchange the estimate rests on (the window may have started again since).

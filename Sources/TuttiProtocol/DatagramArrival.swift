@@ -26,19 +26,33 @@ public struct StampedDatagram: Sendable {
 /// longer depends on the reader's scheduling.
 ///
 /// The kernel's stamp is in CLOCK_REALTIME; it is carried to `clock` by its age: `clock.now()`
-/// minus how long ago, by CLOCK_REALTIME, it was taken (both advance at the same rate; a step
-/// of the wall clock in between makes the age implausible, and the stamp is not used). A
-/// channel without a socket (a simulated link) has no kernel stamp: its datagrams are stamped
-/// `now`.
-public final class DatagramArrivalStamper: ChannelInboundHandler, Sendable {
+/// minus how long ago, by CLOCK_REALTIME, it was taken (both advance at the same rate). A stamp
+/// that cannot be trusted is not used, and the datagram is stamped `now`, which is only ever
+/// late (safe for the clock bound, which a late arrival only widens):
+/// - the wall clock stepped since the last datagram (CLOCK_REALTIME − CLOCK_MONOTONIC moved);
+/// - the stamp did not change since the last datagram (the kernel stops updating it if some
+///   code sets SO_TIMESTAMP on the socket), or it is older than a second or in the future;
+/// - the channel has no socket (a simulated link).
+///
+/// NIO hands on each datagram it reads before it reads the next (one `recvmsg` at a time; vector
+/// reads, which would read several, are never set on a clock-sync channel), so the socket's last
+/// stamp is this datagram's.
+///
+/// Thread-safety: a channel handler of one channel, on its loop.
+public final class DatagramArrivalStamper: ChannelInboundHandler {
     public typealias InboundIn = AddressedEnvelope<ByteBuffer>
     public typealias InboundOut = StampedDatagram
 
     /// The longest a datagram may have waited for its reader and still be stamped by the
-    /// kernel: an age beyond it is a wall-clock step, not a wait.
+    /// kernel.
     static let maximumAgeNanoseconds: Int64 = 1_000_000_000
+    /// A move of CLOCK_REALTIME against CLOCK_MONOTONIC beyond this is a step of the wall clock
+    /// (a slew moves them together).
+    static let stepNanoseconds: Int64 = 100_000
 
     private let clock: any HostClock
+    private var lastStamp: Int64?
+    private var lastWallOffset: Int64?
 
     public init(clock: any HostClock) {
         self.clock = clock
@@ -54,22 +68,29 @@ public final class DatagramArrivalStamper: ChannelInboundHandler, Sendable {
     }
 
     public func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        // The socket's last stamp is this datagram's: NIO hands each one on before it reads the next.
-        let age = try? context.pipeline.syncOperations.withUnsafeTransportIfAvailable(of: NIOBSDSocket.Handle.self) { socket -> Int64? in
-            var realtime: Int64 = 0, age: Int64 = 0
-            return tutti_last_receive_time(socket, &realtime, &age) == 0 ? age : nil
+        let reading = try? context.pipeline.syncOperations.withUnsafeTransportIfAvailable(of: NIOBSDSocket.Handle.self) { socket in
+            var stamp: Int64 = 0, realtime: Int64 = 0, monotonic: Int64 = 0
+            return tutti_last_receive_time(socket, &stamp, &realtime, &monotonic) == 0 ? (stamp, realtime, monotonic) : nil
         }
         let now = clock.now()
         var arrival = now
-        if let age = age ?? nil, age >= 0, age < Self.maximumAgeNanoseconds { arrival = now - age }
+        if let (stamp, realtime, monotonic) = reading ?? nil {
+            let wallOffset = realtime - monotonic
+            let stepped = lastWallOffset.map { abs(wallOffset - $0) > Self.stepNanoseconds } ?? false
+            let stale = stamp == lastStamp
+            let age = realtime - stamp
+            if !stepped && !stale && age >= 0 && age < Self.maximumAgeNanoseconds { arrival = now - age }
+            lastWallOffset = wallOffset
+            lastStamp = stamp
+        }
         context.fireChannelRead(Self.wrapInboundOut(StampedDatagram(envelope: Self.unwrapInboundIn(data), arrival: arrival)))
     }
 
     /// The first request turns the kernel's stamps on for the socket (and fails: no datagram yet).
     private func enableStamps(_ context: ChannelHandlerContext) {
         _ = try? context.pipeline.syncOperations.withUnsafeTransportIfAvailable(of: NIOBSDSocket.Handle.self) { socket in
-            var realtime: Int64 = 0, age: Int64 = 0
-            _ = tutti_last_receive_time(socket, &realtime, &age)
+            var stamp: Int64 = 0, realtime: Int64 = 0, monotonic: Int64 = 0
+            _ = tutti_last_receive_time(socket, &stamp, &realtime, &monotonic)
         }
     }
 }

@@ -25,8 +25,10 @@ public final class MedianOffsetEstimator: ClockEstimating {
         let spread = (sorted[sorted.count * 3 / 4] - sorted[sorted.count / 4]) / 2
         var mapping = ClockMapping(reference: sample.localMidpoint, offset: median, skew: 0, errorNanoseconds: spread, sampleCount: offsets.count,
                                    spanNanoseconds: sample.clientSend - firstTime!)
-        // Snapcast's figure: the offsets' spread, its bound and its precision alike.
+        // Snapcast's figure: the offsets' spread, its bound and its precision alike. It fits no
+        // rate: the clocks may drift apart by anything a crystal does (±100 ppm).
         mapping.spreadNanoseconds = spread
+        mapping.rateUncertainty = 100e-6
         self.mapping = mapping
         return true
     }

@@ -6,12 +6,12 @@ import TuttiProtocol
 
 /// Runs the speaker's side of clock sync over UDP, each reply feeding a `ClockEstimator`.
 ///
-/// Exchanges come fast (100 a second) while the estimate is young or its bound is wide, then
+/// Exchanges come fast (100 a second) while the estimate is young or its spread is wide, then
 /// slow down (20 a second). An estimate's error falls with the number of exchanges near each
 /// path's floor, and a soft floor (a relay's timer grid, uniform jitter) needs many: at 20 a
 /// second the first ten seconds gave 200 exchanges and a skew p99 of 60-120 µs on such paths,
-/// at 100 a second 1000 exchanges and half that. Slowing down on a path whose bound is still
-/// wide made it worse (coarse timers, seed 2: p99 51 → 69 µs): the fitted lines pivot about
+/// at 100 a second 1000 exchanges and half that. Slowing down on a path whose spread (then
+/// called its bound) was still wide made it worse (coarse timers, seed 2: p99 51 → 69 µs): the fitted lines pivot about
 /// the window's mean time, which the dense early exchanges then hold far from now.
 /// Thread-safety: all members may be called from any thread.
 public final class ClockSyncClient: Sendable {

@@ -215,21 +215,21 @@ public final class SpeakerClient: Sendable {
     /// playout waits for `Playout.minimumClockSpanNanoseconds` of exchanges).
     private var clockErrorForStatus: Int64 {
         guard let mapping = clockSync.mapping, mapping.spanNanoseconds >= Playout.minimumClockSpanNanoseconds else { return -1 }
-        return Int64(min(mapping.bound(atLocal: clock.now()), 3.6e12).rounded(.up))
+        return mapping.reportedBound(atLocal: clock.now())
     }
 
     /// "clock uncertain" while the bound is above `uncertainClockNanoseconds` (with hysteresis,
     /// so a bound near it does not flip the report at every status), else empty.
     private var clockProblem: String {
         let bound = clockErrorForStatus
-        // In its first ten seconds an estimate is still settling (its bound counts how far it
-        // moved meanwhile): not yet a verdict on the network.
+        // In its first ten seconds an estimate is still settling (its rate is uncertain, and the
+        // bound allows for it): not yet a verdict on the network.
         guard bound >= 0, let span = clockSync.mapping?.spanNanoseconds, span >= 10_000_000_000 else { return "" }
         let limit = configuration.uncertainClockNanoseconds
         let uncertain = clockUncertain.load(ordering: .relaxed) ? bound > limit * 4 / 5 : bound > limit
         clockUncertain.store(uncertain, ordering: .relaxed)
         // The same words while it lasts (the house logs each change); the bound itself is in the status.
-        return uncertain ? "clock uncertain: its error bound is over \(limit / 1000) µs; playing on, perhaps audibly out of sync" : ""
+        return uncertain ? "clock uncertain: its error bound is over \(Double(limit) / 1e6) ms; playing on, perhaps audibly out of sync" : ""
     }
 
     fileprivate var isClockReady: Bool {

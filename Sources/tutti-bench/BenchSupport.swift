@@ -169,6 +169,8 @@ enum Format {
     static func json<T: Encodable>(_ value: T) throws -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        // A figure not measured in a run (an analysis of old captures has no CPU readings) is NaN.
+        encoder.nonConformingFloatEncodingStrategy = .convertToString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
         return String(decoding: try encoder.encode(value), as: UTF8.self) + "\n"
     }
 }

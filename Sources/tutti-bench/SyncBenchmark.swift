@@ -21,7 +21,7 @@ struct SyncBenchmark: AsyncParsableCommand {
             Needs the release `tutti` next to `tutti-bench` (swift build -c release).
             Targets (printed after the report; --check fails a run that misses one): p99 inter-room \
             skew ≤ 100 µs (goal 21 µs; Snapcast claims "typically below 200 µs"); every room heard \
-            from the moment the house announced, within 2 ms; play → sound ≤ 150 ms plus the largest \
+            from the moment the house announced, within 0.25 ms; play → sound ≤ 200 ms plus the largest \
             room latency; no underrun, discontinuity or unmatched audio; fill ≥ 100× real time; every \
             room's clock bound covering its true error ≥ 99 % of the time.
             """)

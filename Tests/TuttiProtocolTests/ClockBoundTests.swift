@@ -68,17 +68,25 @@ import TuttiCore
     }
 
     /// Without exchanges (an outage) the estimate is carried at the fitted rate, and the bound
-    /// widens by the rate's uncertainty: 20 s on, it still covers the truth.
+    /// widens by the rate's uncertainty, which holds the true rate: five minutes on, with a
+    /// floor of a few microseconds each way, the rate's error is what the bound must cover.
     @Test func widensThroughAnOutage() {
-        var path = Path(driftPPM: -95, out: 150_000, back: 150_000, jitter: 300_000)
+        let driftPPM = -95.0
+        var path = Path(driftPPM: driftPPM, out: 3_000, back: 3_000, jitter: 300_000)
         let (estimator, _, uncovered, _, t) = run(&path, seconds: 40)
         let mapping = estimator.mapping!
         #expect(uncovered == 0)
+        // server = local + offset + skew (local − reference): the true skew makes up for the drift.
+        let trueSkew = (1 / (1 + driftPPM / 1e6)) - 1
+        #expect(abs(mapping.skew - trueSkew) <= mapping.rateUncertainty, "rate off by \((mapping.skew - trueSkew) * 1e6) ppm, uncertainty \(mapping.rateUncertainty * 1e6) ppm")
         #expect(mapping.rateUncertainty >= 2e-6 && mapping.rateUncertainty < 20e-6, "rate uncertainty \(mapping.rateUncertainty)")
-        let later = t + 20_000_000_000
-        let error = Double(mapping.serverTime(atLocal: path.local(later)) - later)
-        #expect(mapping.bound(atLocal: path.local(later)) >= mapping.errorNanoseconds + 40_000)
-        #expect(abs(error) <= mapping.bound(atLocal: path.local(later)), "error \(error), bound \(mapping.bound(atLocal: path.local(later)))")
+        for minutes in [1, 5] {
+            let later = t + Int64(minutes) * 60_000_000_000
+            let error = Double(mapping.serverTime(atLocal: path.local(later)) - later)
+            let bound = mapping.bound(atLocal: path.local(later))
+            #expect(abs(error) <= bound, "\(minutes) min on: error \(error), bound \(bound)")
+            #expect(bound >= mapping.errorNanoseconds + Double(minutes) * 60e9 * 2e-6)
+        }
     }
 
     /// The first fit rests on a second of exchanges and may be tens of ppm off: the bound

@@ -67,6 +67,9 @@ struct SimulatedPath {
         let estimator = ClockEstimator()
         #expect(!estimator.add(ClockSample(clientSend: 100, serverReceive: 0, serverSend: 0, clientReceive: 50)))
         #expect(!estimator.add(ClockSample(clientSend: 0, serverReceive: 0, serverSend: 0, clientReceive: 2_000_000_000)))
+        // A forged reply's stamps, whose differences would overflow: refused, not a crash.
+        #expect(!estimator.add(ClockSample(clientSend: 0, serverReceive: -1, serverSend: .max, clientReceive: 100)))
+        #expect(!estimator.add(ClockSample(clientSend: 10, serverReceive: .min, serverSend: .min + 5, clientReceive: 100)))
         #expect(estimator.mapping == nil)
         #expect(estimator.add(ClockSample(clientSend: 0, serverReceive: 1_000_050, serverSend: 1_000_060, clientReceive: 110)))
         #expect(estimator.mapping!.serverTime(atLocal: 55) == 1_000_055)

@@ -10,14 +10,21 @@ import TuttiSimulation
 /// Clock sync stamps a datagram's arrival with the kernel's receive time, not with when its
 /// event loop got to it: a reply that waits behind other work must not look late.
 @Suite struct DatagramArrivalTests {
-    /// Records the first datagram's arrival stamp and when it was handled.
-    final class Recorder: ChannelInboundHandler, Sendable {
+    /// Answers the first datagram (the warm-up) at `warmedUp`, and records the second's arrival
+    /// stamp and when it was handled at `stamps`.
+    final class Recorder: ChannelInboundHandler {
         typealias InboundIn = StampedDatagram
+        let warmedUp: EventLoopPromise<Void>
         let stamps: EventLoopPromise<(arrival: Int64, handled: Int64)>
-        init(stamps: EventLoopPromise<(arrival: Int64, handled: Int64)>) { self.stamps = stamps }
+        var count = 0
+        init(warmedUp: EventLoopPromise<Void>, stamps: EventLoopPromise<(arrival: Int64, handled: Int64)>) {
+            self.warmedUp = warmedUp
+            self.stamps = stamps
+        }
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-            stamps.succeed((Self.unwrapInboundIn(data).arrival, MonotonicClock().now()))
+            count += 1
+            if count == 1 { warmedUp.succeed() } else { stamps.succeed((Self.unwrapInboundIn(data).arrival, MonotonicClock().now())) }
         }
     }
 
@@ -37,14 +44,23 @@ import TuttiSimulation
         let loops = Array(group.makeIterator())
         let receiverLoop = loops[0]
         let stamps = receiverLoop.makePromise(of: (arrival: Int64, handled: Int64).self)
+        let warmedUp = receiverLoop.makePromise(of: Void.self)
         let receiver = try await DatagramBootstrap(group: receiverLoop)
-            .channelInitializer { channel in channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandlers([DatagramArrivalStamper(clock: MonotonicClock()), Recorder(stamps: stamps)]) } }
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandlers([DatagramArrivalStamper(clock: MonotonicClock()), Recorder(warmedUp: warmedUp, stamps: stamps)])
+                }
+            }
             .bind(host: "127.0.0.1", port: 0).get()
         let sender = try await DatagramBootstrap(group: loops[1]).bind(host: "127.0.0.1", port: 0).get()
         defer {
             receiver.close(promise: nil)
             sender.close(promise: nil)
         }
+        // The kernel may turn stamping on only after the first request for it: a first datagram
+        // makes sure it is on.
+        try await sender.writeAndFlush(AddressedEnvelope(remoteAddress: receiver.localAddress!, data: sender.allocator.buffer(string: "warm-up"))).get()
+        try await warmedUp.futureResult.get()
         // Occupy the receiver's loop; once it is busy, the sender's loop sends (both on event
         // loops, so nothing waits for the test's own thread), and the receiver stays busy for
         // 50 ms after the send.
@@ -69,7 +85,9 @@ import TuttiSimulation
         try await written.get()
         let sent = sentAt.load(ordering: .acquiring)
         let (arrival, handled) = try await stamps.futureResult.get()
-        #expect(handled - sent > 40_000_000, "the loop was busy: handled \(handled - sent) ns after sending")
+        // The loop got to it 50 ms later; the stamp is when it came (the kernel stamps it as the
+        // send delivers it, on loopback). A stamp taken when the handler ran would be 50 ms on.
+        #expect(handled - arrival > 40_000_000, "handled \(handled - arrival) ns after its stamp")
         #expect(arrival >= sent && arrival - sent < 5_000_000, "stamped \(arrival - sent) ns after sending")
     }
 
