@@ -147,11 +147,19 @@ let package = Package(
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
         ]),
-        // Test clocks, the seeded generator, the network impairment proxy, the HTTP media server,
-        // child processes and the simulated house: what tests, benchmarks and `tutti proxy`
-        // drive the product with (like NIOEmbedded beside NIOCore). No product module depends on it.
+        // A bad network on purpose (`tutti proxy`, tests, benchmarks): delay, jitter, loss and
+        // outages between a speaker and a house, and the home-network models they follow. Its
+        // own module so that `tutti` links it without the simulation.
+        .target(name: "TuttiImpairment", dependencies: [
+            "TuttiCore",
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+        ]),
+        // Test clocks, the HTTP media server, child processes, hostile clients and the simulated
+        // house: what tests and benchmarks drive the product with (like NIOEmbedded beside
+        // NIOCore). No product module and no shipped executable depends on it.
         .target(name: "TuttiSimulation", dependencies: [
-            "TuttiCore", "TuttiMedia", "TuttiDevices", "TuttiProtocol", "TuttiSpeaker", "TuttiHouse", "TuttiDiagnostics",
+            "TuttiCore", "TuttiMedia", "TuttiDevices", "TuttiProtocol", "TuttiSpeaker", "TuttiHouse", "TuttiDiagnostics", "TuttiImpairment",
             .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOEmbedded", package: "swift-nio"),
@@ -173,7 +181,7 @@ let package = Package(
         .executableTarget(name: "tutti", dependencies: [
             "TuttiCommandLine",
             "TuttiCore", "TuttiMedia", "TuttiMediaHTTP", "TuttiDevices", "TuttiEngine", "TuttiPlayer",
-            "TuttiProtocol", "TuttiSpeaker", "TuttiHouse", "TuttiHouseHTTP", "TuttiHouseMPD", "TuttiHouseSnapcast", "TuttiSnapcastRooms", "TuttiDiscovery", "TuttiSimulation",
+            "TuttiProtocol", "TuttiSpeaker", "TuttiHouse", "TuttiHouseHTTP", "TuttiHouseMPD", "TuttiHouseSnapcast", "TuttiSnapcastRooms", "TuttiDiscovery", "TuttiImpairment",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "NIOCore", package: "swift-nio"),
@@ -201,13 +209,14 @@ let package = Package(
                                                                .product(name: "NIOEmbedded", package: "swift-nio")]),
         .testTarget(name: "TuttiSpeakerTests", dependencies: ["TuttiSpeaker", "TuttiProtocol", "TuttiDevices", "TuttiSimulation", "TuttiTestSupport"]),
         .testTarget(name: "TuttiHouseTests", dependencies: ["TuttiHouse", "TuttiProtocol", "TuttiEngine", "TuttiSimulation",
-                                                            "TuttiTestSupport", "TuttiDiagnostics", "TuttiMedia"]),
+                                                            "TuttiTestSupport", "TuttiDiagnostics", "TuttiMedia",
+                                                            .product(name: "GRDB", package: "GRDB.swift")]),
         .testTarget(name: "TuttiHouseHTTPTests", dependencies: ["TuttiHouseHTTP", "TuttiHouse", "TuttiProtocol", "TuttiSimulation",
                                                                 "TuttiTestSupport", "TuttiDiagnostics",
                                                                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                                                                 .product(name: "NIOHTTP1", package: "swift-nio"),
                                                                 .product(name: "NIOPosix", package: "swift-nio")]),
-        .testTarget(name: "TuttiSimulationTests", dependencies: ["TuttiSimulation", "TuttiTestSupport",
+        .testTarget(name: "TuttiSimulationTests", dependencies: ["TuttiSimulation", "TuttiImpairment", "TuttiTestSupport",
                                                                  .product(name: "NIOCore", package: "swift-nio"),
                                                                  .product(name: "NIOHTTP1", package: "swift-nio"),
                                                                 .product(name: "NIOPosix", package: "swift-nio")]),

@@ -16,30 +16,18 @@ extension House {
     /// Calls `observer` on the loop after each change, until `stopObservingChanges(_:)` with
     /// the returned token.
     public func observeChanges(_ observer: @escaping ChangeObserver) async -> Int {
-        await withCheckedContinuation { continuation in
+        let core = self.core
+        return await withCheckedContinuation { continuation in
             loop.execute {
-                let token = self.changeObservers.add(observer)
+                let token = core.value.changeObservers.add(observer)
                 continuation.resume(returning: token)
             }
         }
     }
 
     public func stopObservingChanges(_ token: Int) {
-        loop.execute { self.changeObservers.remove(token) }
-    }
-
-    /// Tells every observer that something may have changed. On the loop.
-    func noteChange() {
-        loop.preconditionInEventLoop()
-        changeObservers.notify()
-    }
-
-    /// Performs `command` from any thread: the house answers on its loop, at once or once the
-    /// engine has applied an edit.
-    public func perform(_ command: ControlCommand) async -> Result<ControlReply, ControlRefusal> {
-        await withCheckedContinuation { continuation in
-            loop.execute { self.control(command) { continuation.resume(returning: $0) } }
-        }
+        let core = self.core
+        loop.execute { core.value.changeObservers.remove(token) }
     }
 }
 

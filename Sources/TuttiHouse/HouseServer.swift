@@ -35,7 +35,7 @@ public final class HouseServer: Sendable {
         let house = self.house
         // Before any room can connect: a room that played on while the house was down resumes
         // the stream it holds.
-        try await house.loop.submit { house.resumeStoredStream() }.get()
+        try await house.loop.submit { house.resumeStoredStreams() }.get()
         let tcp = try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 64)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -62,14 +62,28 @@ public final class HouseServer: Sendable {
     public func stop() async {
         let open = channels.withLock { $0 }
         for channel in open { try? await channel.close() }
-        let watcher = try? await house.loop.submit { self.house.stopStream(); return self.house.libraryWatcher }.get()
-        watcher?.stop()
+        try? await house.loop.submit { self.house.stop() }.get()
         try? await group.shutdownGracefully()
         try? await clockGroup.shutdownGracefully()
     }
 }
 
 extension House {
+    /// A request as it arrives on the wire; `reply` gets the JSON to send back (called once, on
+    /// the loop). On the loop.
+    func control(json: String, reply: @escaping (_ ok: Bool, _ json: String) -> Void) {
+        let request: ControlRequest
+        do { request = try ControlJSON.decodeRequest(json) } catch {
+            return reply(false, ControlJSON.encode(error))
+        }
+        control(request) { result in
+            switch result {
+            case .success(let answer): reply(true, ControlJSON.encode(answer))
+            case .failure(let refusal): reply(false, ControlJSON.encode(refusal))
+            }
+        }
+    }
+
     /// Serves one connection (a speaker or a controller) on `channel`, made by the server's
     /// listener or by a simulated link: adds the codec and the house's connection handler.
     /// Call on the channel's event loop, before it is active.
@@ -84,7 +98,7 @@ extension House {
 }
 
 /// The house end of one TCP connection: a speaker or a controller.
-final class HouseConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
+final class HouseConnectionHandler: ChannelInboundHandler {
     typealias InboundIn = WireMessage
     typealias OutboundOut = WireMessage
     private let house: House
@@ -122,15 +136,15 @@ final class HouseConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
                 return
             }
             self.role = hello.role
-            let id = house.connect(channel: context.channel, hello: hello)
+            let id = house.core.value.connect(channel: context.channel, hello: hello)
             clientID = id
             context.writeAndFlush(Self.wrapOutboundOut(.welcome(.init(serverName: house.configuration.name, clientID: id))), promise: nil)
-            if hello.role == .speaker { house.startSending(toRoom: id) }
+            if hello.role == .speaker { house.core.value.startSending(toConnection: id) }
             return
         }
         switch (role, message) {
         case (.speaker, .speakerStatus(let status)):
-            house.received(status: status, from: clientID!)
+            house.core.value.received(status: status, fromConnection: clientID!)
         case (.controller, .controlRequest(let request)):
             house.control(json: request.json) { ok, json in
                 context.writeAndFlush(Self.wrapOutboundOut(.controlResponse(.init(requestID: request.requestID, ok: ok, json: json))), promise: nil)
@@ -143,12 +157,12 @@ final class HouseConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
-        if context.channel.isWritable, role == .speaker, let id = clientID, let room = house.rooms[id] { house.pump(room) }
+        if context.channel.isWritable, role == .speaker, let id = clientID { house.core.value.writable(connection: id) }
         context.fireChannelWritabilityChanged()
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        if role == .speaker, let id = clientID { house.disconnect(id: id) }
+        if role == .speaker, let id = clientID { house.core.value.disconnect(connectionID: id) }
         context.fireChannelInactive()
     }
 
@@ -157,7 +171,7 @@ final class HouseConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
     }
 
     private func reject(_ context: ChannelHandlerContext, _ reason: String) {
-        house.logRejection("\(context.channel.remoteAddress.map { "\($0)" } ?? "peer"): \(reason); connection closed")
+        house.core.value.logRejection("\(context.channel.remoteAddress.map { "\($0)" } ?? "peer"): \(reason); connection closed")
         context.writeAndFlush(Self.wrapOutboundOut(.goodbye(reason: reason)), promise: nil)
         context.close(promise: nil)
     }

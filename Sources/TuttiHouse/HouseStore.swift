@@ -4,19 +4,21 @@ import TuttiCore
 import TuttiProtocol
 
 /// What the house keeps across restarts, in SQLite (`<state-dir>/house.sqlite`, through GRDB,
-/// in WAL mode): the queue with its entries' tags, room volumes and latencies, the group, and
-/// the stream being played: its id and epoch, its anchors, and where each item starts on its
-/// timeline. Each change is its own transaction, committed before the house acts on it, so a
-/// house killed at any instant reopens with a prefix of its changes.
+/// in WAL mode): its groups (name, queue with its entries' tags, play modes), one record per
+/// room (its name, volume, latencies and group), stored playlists, and each group's stream:
+/// its id and epoch, its anchors, and where each item starts on its timeline. Each change is
+/// its own transaction, committed before the house acts on it, so a house killed at any instant
+/// reopens with a prefix of its changes.
 ///
 /// Write-ahead rules that make a restarted house agree with its rooms:
-/// - an anchor is stored before any room is sent it (`House.apply`);
+/// - an anchor is stored before any room is sent it (`GroupSession.apply`);
 /// - an item's start is stored, on the producer thread, before any of its audio is encoded;
 /// - a cut's epoch is stored before the cut is visible to the rooms' sender
 ///   (`ServerStream.truncate` calls `recordCut` under its lock).
 ///
-/// The old `house.json` (queue, volumes, group) is imported once, then renamed
-/// `house.json.migrated`.
+/// The old `house.json` (queue, volumes) is imported once into the default group and the
+/// rooms' records, then renamed `house.json.migrated`; a store of one group (before v5) becomes
+/// the default group's.
 ///
 /// Thread-safety: every method may be called from any thread (GRDB's `DatabaseQueue`
 /// serializes them). Writes that fail (a full disk) return a one-line problem for the log;
@@ -45,11 +47,21 @@ final class HouseStore: Sendable {
         var items: [TimelineItem]
     }
 
-    struct Snapshot: Sendable {
-        var state = HouseState()
+    /// What is kept of one group.
+    struct StoredGroup: Sendable, Equatable {
+        var id: UInt32
+        var name: String
+        var queue: [String] = []
         var tags: [Int] = []
-        var latencies: [String: Int64] = [:]
-        var stream: StoredStream?
+        var playModes = PlayModes()
+        var randomOrder: [Int] = []
+        /// The stream it was playing (only when read).
+        var stream: StoredStream? = nil
+    }
+
+    struct Snapshot: Sendable {
+        var groups: [StoredGroup] = []
+        var rooms: [RoomRecord] = []
         var playlists: [String: StoredPlaylistsReport.Playlist] = [:]
     }
 
@@ -63,16 +75,26 @@ final class HouseStore: Sendable {
         let store = try HouseStore(path: directory + "/house.sqlite")
         let json = directory + "/house.json"
         guard FileManager.default.fileExists(atPath: json) else { return (store, nil) }
-        let (legacy, problem) = HouseState.loadJSON(path: json)
-        if problem == nil {
-            try store.database.write { db in
-                // Only into an empty store: a store written since wins over a stale file.
-                guard try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM queue_item") == 0 else { return }
-                try Self.writeState(legacy, tags: Array(legacy.queue.indices), in: db)
-            }
-            try FileManager.default.moveItem(atPath: json, toPath: json + ".migrated")
+        guard let data = FileManager.default.contents(atPath: json) else { return (store, nil) }
+        /// The three things `house.json` knew.
+        struct Legacy: Decodable {
+            var queue: [String] = []
+            var volumes: [String: Int] = [:]
         }
-        return (store, problem)
+        let legacy: Legacy
+        do { legacy = try JSONDecoder().decode(Legacy.self, from: data) } catch {
+            return (store, "\(json): unreadable state (\(error.localizedDescription)); not imported")
+        }
+        try store.database.write { db in
+            // Only into an empty store: a store written since wins over a stale file.
+            guard try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM group_queue_item") == 0 else { return }
+            try Self.write(StoredGroup(id: 1, name: "default", queue: legacy.queue, tags: Array(legacy.queue.indices)), in: db)
+            for (index, (name, volume)) in legacy.volumes.sorted(by: { $0.key < $1.key }).enumerated() {
+                try Self.write(RoomRecord(id: RoomID(index + 1), speakerName: name, name: name, volume: volume, group: 1), in: db)
+            }
+        }
+        try FileManager.default.moveItem(atPath: json, toPath: json + ".migrated")
+        return (store, nil)
     }
 
     init(path: String) throws {
@@ -117,6 +139,36 @@ final class HouseStore: Sendable {
         migrator.registerMigration("v4: stored playlists") { db in
             try db.execute(sql: "CREATE TABLE stored_playlist (name TEXT PRIMARY KEY NOT NULL, files TEXT NOT NULL, modified_seconds REAL NOT NULL)")
         }
+        migrator.registerMigration("v5: groups, and one record per room") { db in
+            try db.execute(sql: """
+                CREATE TABLE house_group (id INTEGER PRIMARY KEY NOT NULL, name TEXT NOT NULL UNIQUE, play_modes TEXT NOT NULL,
+                                          random_order TEXT NOT NULL);
+                CREATE TABLE group_queue_item (group_id INTEGER NOT NULL, position INTEGER NOT NULL, tag INTEGER NOT NULL, path TEXT NOT NULL,
+                                               PRIMARY KEY (group_id, position));
+                CREATE TABLE room_record (id INTEGER PRIMARY KEY NOT NULL, speaker_name TEXT NOT NULL UNIQUE, name TEXT NOT NULL,
+                                          volume INTEGER NOT NULL, latency_set_ns INTEGER, latency_known_ns INTEGER, group_id INTEGER NOT NULL);
+                ALTER TABLE stream ADD COLUMN group_id INTEGER NOT NULL DEFAULT 1;
+                """)
+            // The one group there was becomes the default group; each room, a record in it.
+            let setting = { (key: String) in try String.fetchOne(db, sql: "SELECT value FROM setting WHERE key = ?", arguments: [key]) }
+            try db.execute(sql: "INSERT INTO house_group (id, name, play_modes, random_order) VALUES (1, 'default', ?, ?)",
+                           arguments: [try setting("play_modes") ?? String(decoding: try JSONEncoder().encode(PlayModes()), as: UTF8.self),
+                                       try setting("random_order") ?? "[]"])
+            try db.execute(sql: "INSERT INTO group_queue_item (group_id, position, tag, path) SELECT 1, position, tag, path FROM queue_item")
+            var speakers: [String: String] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT speaker_name, room_name FROM room_name") { speakers[row["room_name"]] = row["speaker_name"] }
+            for (index, row) in try Row.fetchAll(db, sql: "SELECT name, volume, latency_ns, latency_set_ns FROM room ORDER BY name").enumerated() {
+                let name: String = row["name"]
+                let volume: Int? = row["volume"], known: Int64? = row["latency_ns"], set: Int64? = row["latency_set_ns"]
+                try db.execute(sql: """
+                    INSERT INTO room_record (id, speaker_name, name, volume, latency_set_ns, latency_known_ns, group_id) VALUES (?, ?, ?, ?, ?, ?, 1)
+                    """, arguments: [index + 1, speakers[name] ?? name, name, volume ?? 100, set, known])
+            }
+            try db.execute(sql: """
+                DROP TABLE queue_item; DROP TABLE room; DROP TABLE room_name;
+                DELETE FROM setting WHERE key IN ('group', 'play_modes', 'random_order');
+                """)
+        }
         return migrator
     }
 
@@ -125,85 +177,87 @@ final class HouseStore: Sendable {
     func load() throws -> Snapshot {
         try database.read { db in
             var snapshot = Snapshot()
-            for row in try Row.fetchAll(db, sql: "SELECT tag, path FROM queue_item ORDER BY position") {
-                snapshot.tags.append(row["tag"])
-                snapshot.state.queue.append(row["path"])
+            let decoder = JSONDecoder()
+            for row in try Row.fetchAll(db, sql: "SELECT id, name, play_modes, random_order FROM house_group ORDER BY id") {
+                let id: Int64 = row["id"]
+                var group = StoredGroup(id: UInt32(truncatingIfNeeded: id), name: row["name"])
+                group.playModes = try decoder.decode(PlayModes.self, from: Data((row["play_modes"] as String).utf8))
+                group.randomOrder = try decoder.decode([Int].self, from: Data((row["random_order"] as String).utf8))
+                for item in try Row.fetchAll(db, sql: "SELECT tag, path FROM group_queue_item WHERE group_id = ? ORDER BY position", arguments: [id]) {
+                    group.tags.append(item["tag"])
+                    group.queue.append(item["path"])
+                }
+                group.stream = try Self.stream(ofGroup: id, in: db)
+                snapshot.groups.append(group)
             }
-            for row in try Row.fetchAll(db, sql: "SELECT speaker_name, room_name FROM room_name") {
-                snapshot.state.roomNames[row["speaker_name"]] = row["room_name"]
-            }
-            for row in try Row.fetchAll(db, sql: "SELECT name, volume, latency_ns, latency_set_ns FROM room") {
-                let name: String = row["name"]
-                if let set: Int64 = row["latency_set_ns"] { snapshot.state.latencies[name] = set }
-                if let volume: Int = row["volume"] { snapshot.state.volumes[name] = volume }
-                if let latency: Int64 = row["latency_ns"] { snapshot.latencies[name] = latency }
-            }
-            if let group = try String.fetchOne(db, sql: "SELECT value FROM setting WHERE key = 'group'") {
-                snapshot.state.group = try JSONDecoder().decode([String].self, from: Data(group.utf8))
-            }
-            if let modes = try String.fetchOne(db, sql: "SELECT value FROM setting WHERE key = 'play_modes'") {
-                snapshot.state.playModes = try JSONDecoder().decode(PlayModes.self, from: Data(modes.utf8))
-            }
-            if let order = try String.fetchOne(db, sql: "SELECT value FROM setting WHERE key = 'random_order'") {
-                snapshot.state.randomOrder = try JSONDecoder().decode([Int].self, from: Data(order.utf8))
+            for row in try Row.fetchAll(db, sql: "SELECT * FROM room_record ORDER BY id") {
+                let id: Int64 = row["id"], group: Int64 = row["group_id"]
+                snapshot.rooms.append(RoomRecord(id: RoomID(truncatingIfNeeded: id), speakerName: row["speaker_name"], name: row["name"],
+                                                 volume: row["volume"], latencySet: row["latency_set_ns"], latencyKnown: row["latency_known_ns"],
+                                                 group: GroupID(truncatingIfNeeded: group)))
             }
             for row in try Row.fetchAll(db, sql: "SELECT name, files, modified_seconds FROM stored_playlist") {
                 let name: String = row["name"], files: String = row["files"]
-                snapshot.playlists[name] = StoredPlaylistsReport.Playlist(name: name, files: try JSONDecoder().decode([String].self, from: Data(files.utf8)),
+                snapshot.playlists[name] = StoredPlaylistsReport.Playlist(name: name, files: try decoder.decode([String].self, from: Data(files.utf8)),
                                                                           modifiedSeconds: row["modified_seconds"])
-            }
-            if let row = try Row.fetchOne(db, sql: "SELECT id, epoch, end_frame FROM stream") {
-                let id: Int64 = row["id"]
-                let anchors = try Row.fetchAll(db, sql: "SELECT * FROM anchor WHERE stream_id = ? ORDER BY ordinal", arguments: [id]).map { a in
-                    TimelineAnchor(timelineFrame: a["timeline_frame"], serverTime: a["server_time"], isPlaying: a["is_playing"])
-                }
-                let items = try Row.fetchAll(db, sql: "SELECT * FROM timeline_item WHERE stream_id = ? ORDER BY start_frame", arguments: [id]).map { i in
-                    TimelineItem(startFrame: i["start_frame"], tag: i["tag"],
-                                 itemStartTime: MediaTime(value: i["item_start_value"], timescale: i["item_start_timescale"]),
-                                 path: i["path"], title: i["title"], durationSeconds: i["duration_seconds"], artist: i["artist"], album: i["album"])
-                }
-                snapshot.stream = StoredStream(id: UInt32(truncatingIfNeeded: id), epoch: row["epoch"], endFrame: row["end_frame"],
-                                               anchors: anchors, items: items)
             }
             return snapshot
         }
     }
 
-    // MARK: Writing
-
-    /// The queue (with its tags), volumes and group, replacing what was stored.
-    func save(_ state: HouseState, tags: [Int]) -> String? {
-        attempt("the queue") { db in try Self.writeState(state, tags: tags, in: db) }
+    private static func stream(ofGroup group: Int64, in db: Database) throws -> StoredStream? {
+        guard let row = try Row.fetchOne(db, sql: "SELECT id, epoch, end_frame FROM stream WHERE group_id = ?", arguments: [group]) else { return nil }
+        let id: Int64 = row["id"]
+        let anchors = try Row.fetchAll(db, sql: "SELECT * FROM anchor WHERE stream_id = ? ORDER BY ordinal", arguments: [id]).map { a in
+            TimelineAnchor(timelineFrame: a["timeline_frame"], serverTime: a["server_time"], isPlaying: a["is_playing"])
+        }
+        let items = try Row.fetchAll(db, sql: "SELECT * FROM timeline_item WHERE stream_id = ? ORDER BY start_frame", arguments: [id]).map { i in
+            TimelineItem(startFrame: i["start_frame"], tag: i["tag"],
+                         itemStartTime: MediaTime(value: i["item_start_value"], timescale: i["item_start_timescale"]),
+                         path: i["path"], title: i["title"], durationSeconds: i["duration_seconds"], artist: i["artist"], album: i["album"])
+        }
+        return StoredStream(id: UInt32(truncatingIfNeeded: id), epoch: row["epoch"], endFrame: row["end_frame"], anchors: anchors, items: items)
     }
 
-    private static func writeState(_ state: HouseState, tags: [Int], in db: Database) throws {
-        try db.execute(sql: "DELETE FROM queue_item")
-        for (position, (path, tag)) in zip(state.queue, tags).enumerated() {
-            try db.execute(sql: "INSERT INTO queue_item (position, tag, path) VALUES (?, ?, ?)", arguments: [position, tag, path])
+    // MARK: Writing
+
+    /// A group: its name, queue (with its tags) and play modes, replacing what was stored of it.
+    func save(_ group: StoredGroup) -> String? {
+        attempt("\(group.name)'s queue") { db in try Self.write(group, in: db) }
+    }
+
+    private static func write(_ group: StoredGroup, in db: Database) throws {
+        let encoder = JSONEncoder()
+        try db.execute(sql: """
+            INSERT INTO house_group (id, name, play_modes, random_order) VALUES (?, ?, ?, ?)
+            ON CONFLICT(id) DO UPDATE SET name = excluded.name, play_modes = excluded.play_modes, random_order = excluded.random_order
+            """, arguments: [Int64(group.id), group.name, String(decoding: try encoder.encode(group.playModes), as: UTF8.self),
+                             String(decoding: try encoder.encode(group.randomOrder), as: UTF8.self)])
+        try db.execute(sql: "DELETE FROM group_queue_item WHERE group_id = ?", arguments: [Int64(group.id)])
+        for (position, (path, tag)) in zip(group.queue, group.tags).enumerated() {
+            try db.execute(sql: "INSERT INTO group_queue_item (group_id, position, tag, path) VALUES (?, ?, ?, ?)",
+                           arguments: [Int64(group.id), position, tag, path])
         }
-        try db.execute(sql: "UPDATE room SET volume = NULL, latency_set_ns = NULL")
-        for (name, volume) in state.volumes {
-            try db.execute(sql: "INSERT INTO room (name, volume) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET volume = excluded.volume",
-                           arguments: [name, volume])
+    }
+
+    /// A group removed: its queue and stream go with it.
+    func deleteGroup(_ id: UInt32) -> String? {
+        attempt("the removal of group \(id)") { db in
+            try Self.deleteStream(ofGroup: id, in: db)
+            try db.execute(sql: "DELETE FROM group_queue_item WHERE group_id = ?; DELETE FROM house_group WHERE id = ?",
+                           arguments: [Int64(id), Int64(id)])
         }
-        for (name, latency) in state.latencies {
-            try db.execute(sql: "INSERT INTO room (name, latency_set_ns) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET latency_set_ns = excluded.latency_set_ns",
-                           arguments: [name, latency])
-        }
-        try db.execute(sql: "DELETE FROM room_name")
-        for (speaker, room) in state.roomNames {
-            try db.execute(sql: "INSERT INTO room_name (speaker_name, room_name) VALUES (?, ?)", arguments: [speaker, room])
-        }
-        if let group = state.group {
-            let json = String(decoding: try JSONEncoder().encode(group), as: UTF8.self)
-            try db.execute(sql: "INSERT OR REPLACE INTO setting (key, value) VALUES ('group', ?)", arguments: [json])
-        } else {
-            try db.execute(sql: "DELETE FROM setting WHERE key = 'group'")
-        }
-        try db.execute(sql: "INSERT OR REPLACE INTO setting (key, value) VALUES ('play_modes', ?)",
-                       arguments: [String(decoding: try JSONEncoder().encode(state.playModes), as: UTF8.self)])
-        try db.execute(sql: "INSERT OR REPLACE INTO setting (key, value) VALUES ('random_order', ?)",
-                       arguments: [String(decoding: try JSONEncoder().encode(state.randomOrder), as: UTF8.self)])
+    }
+
+    /// A room's record, replacing what was stored of it.
+    func save(_ room: RoomRecord) -> String? {
+        attempt("room \(room.name)") { db in try Self.write(room, in: db) }
+    }
+
+    private static func write(_ room: RoomRecord, in db: Database) throws {
+        try db.execute(sql: """
+            INSERT OR REPLACE INTO room_record (id, speaker_name, name, volume, latency_set_ns, latency_known_ns, group_id) VALUES (?, ?, ?, ?, ?, ?, ?)
+            """, arguments: [Int64(room.id), room.speakerName, room.name, room.volume, room.latencySet, room.latencyKnown, Int64(room.group)])
     }
 
     /// Stores `playlist`, replacing one of its name.
@@ -218,27 +272,23 @@ final class HouseStore: Sendable {
         attempt("playlist \(name)") { db in try db.execute(sql: "DELETE FROM stored_playlist WHERE name = ?", arguments: [name]) }
     }
 
-    func saveLatency(room: String, nanoseconds: Int64) -> String? {
-        attempt("room \(room)'s latency") { db in
-            try db.execute(sql: "INSERT INTO room (name, latency_ns) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET latency_ns = excluded.latency_ns",
-                           arguments: [room, nanoseconds])
-        }
-    }
-
-    /// A new stream replaces the stored one.
-    func beginStream(id: UInt32, epoch: Int) -> String? {
+    /// A group's new stream replaces the one stored for it.
+    func beginStream(id: UInt32, group: UInt32, epoch: Int) -> String? {
         attempt("stream \(id)") { db in
-            try Self.deleteStreams(in: db)
-            try db.execute(sql: "INSERT INTO stream (id, epoch) VALUES (?, ?)", arguments: [Int64(id), epoch])
+            try Self.deleteStream(ofGroup: group, in: db)
+            try db.execute(sql: "INSERT INTO stream (id, epoch, group_id) VALUES (?, ?, ?)", arguments: [Int64(id), epoch, Int64(group)])
         }
     }
 
-    func endStream() -> String? {
-        attempt("the end of the stream") { db in try Self.deleteStreams(in: db) }
+    func endStream(group: UInt32) -> String? {
+        attempt("the end of a stream") { db in try Self.deleteStream(ofGroup: group, in: db) }
     }
 
-    private static func deleteStreams(in db: Database) throws {
-        try db.execute(sql: "DELETE FROM stream; DELETE FROM anchor; DELETE FROM timeline_item")
+    private static func deleteStream(ofGroup group: UInt32, in db: Database) throws {
+        for id in try Int64.fetchAll(db, sql: "SELECT id FROM stream WHERE group_id = ?", arguments: [Int64(group)]) {
+            try db.execute(sql: "DELETE FROM anchor WHERE stream_id = ?; DELETE FROM timeline_item WHERE stream_id = ?; DELETE FROM stream WHERE id = ?",
+                           arguments: [id, id, id])
+        }
     }
 
     func saveAnchors(_ anchors: [TimelineAnchor], streamID: UInt32) -> String? {

@@ -29,22 +29,61 @@ struct APIOperation: Sendable {
     /// What it may be refused as, besides `invalid` (every operation may be).
     var refusals: [ControlRefusal.Kind] = []
 
-    /// The operations, in the order `/openapi.json` lists them.
+    /// The group field of an operation under `/api/groups/{group}`.
+    static let group = Field(name: "group", schema: .string(), summary: "The group's name or id.")
+
+    /// The commands that act on one group: at their path they act on the default group, and
+    /// under `/api/groups/{group}` on that group (`ControlCommand.actsOnAGroup`).
+    static let groupCommands: Set<String> = ["status", "join", "leave", "group-volume", "play", "pause", "resume", "seek", "stop", "next", "previous",
+                                             "queue", "queue-clear", "queue-add", "queue-move", "queue-play", "queue-remove", "queue-shuffle",
+                                             "play-modes", "playlist-save", "playlist-load"]
+
+    /// The operations, in the order `/openapi.json` lists them: each that acts on a group at
+    /// its path (the default group) and again under `/api/groups/{group}`.
     static let all: [APIOperation] = {
-        let room = Field(name: "room", schema: .string(), summary: "The room's name, as its speaker gave it.")
+        var operations: [APIOperation] = []
+        for operation in base {
+            operations.append(operation)
+            guard let command = operation.command, groupCommands.contains(command) else { continue }
+            var scoped = operation
+            scoped.path = operation.path == "/api/group/volume" ? "/api/groups/{group}/volume"
+                : "/api/groups/{group}/" + operation.path.dropFirst("/api/".count)
+            scoped.pathFields.insert(group, at: 0)
+            scoped.summary = operation.summary.replacingOccurrences(of: "the default group", with: "the group") + " In this group."
+            if !scoped.refusals.contains(.notFound) { scoped.refusals.append(.notFound) }
+            operations.append(scoped)
+        }
+        return operations
+    }()
+
+    private static let base: [APIOperation] = {
+        let room = Field(name: "room", schema: .string(), summary: "The room's name or id.")
         let index = Field(name: "index", schema: .integer(minimum: 0), summary: "A position in the queue, from 0.")
         let playlist = Field(name: "name", schema: .string(), summary: "The playlist's name: 1-255 bytes, no slash or line break.")
         let files = Field(name: "files", schema: .array(of: .string(), minItems: 1), summary: "Paths on the house's disk, or URLs.")
-        let rooms = Field(name: "rooms", schema: .array(of: .string()), required: false, summary: "The rooms to play in; every room if absent.")
+        let rooms = Field(name: "rooms", schema: .array(of: .string()), required: false,
+                          summary: "Exactly the rooms to play in (they move into the group, its others leave it); the group's rooms if absent.")
         return [
-            APIOperation(method: .get, path: "/api/status", command: "status", summary: "What the house is doing: its state, the playhead, the item heard, every room.",
+            APIOperation(method: .get, path: "/api/status", command: "status", summary: "What the default group is doing: its state, the playhead, the item heard; and every room of the house.",
                          reply: "StatusReport"),
-            APIOperation(method: .get, path: "/api/rooms", command: "rooms", summary: "Every connected room with its state, buffer, sync error and clock bound.",
+            APIOperation(method: .get, path: "/api/rooms", command: "rooms", summary: "Every connected room with its group, state, buffer, sync error and clock bound.",
                          reply: "RoomsReport"),
-            APIOperation(method: .post, path: "/api/rooms/{room}/join", command: "join", summary: "Add a room to the group; it starts in sync with the others.",
-                         pathFields: [room], reply: "RoomChange", refusals: [.notFound]),
-            APIOperation(method: .post, path: "/api/rooms/{room}/leave", command: "leave", summary: "Take a room out of the group; it falls silent.",
-                         pathFields: [room], reply: "RoomChange", refusals: [.notFound]),
+            APIOperation(method: .post, path: "/api/rooms/{room}/join", command: "join",
+                         summary: "Move a room into the default group (out of the one it is in); it starts in sync with the group's rooms.",
+                         pathFields: [room], reply: "RoomChange", refusals: [.notFound, .conflict]),
+            APIOperation(method: .post, path: "/api/rooms/{room}/leave", command: "leave",
+                         summary: "Take a room out of the default group into a group of its own, where it falls silent.",
+                         pathFields: [room], reply: "RoomChange", refusals: [.notFound, .conflict]),
+            APIOperation(method: .get, path: "/api/groups", command: "groups", summary: "The house's groups: each one's rooms and what it plays.",
+                         reply: "GroupsReport"),
+            APIOperation(method: .post, path: "/api/groups", command: "group-create", summary: "A new group, empty and silent.",
+                         bodyFields: [Field(name: "name", schema: .string(), summary: "Its name, 1-64 bytes.")], reply: "GroupsReport", refusals: [.conflict]),
+            APIOperation(method: .put, path: "/api/groups/{group}/name", command: "group-rename", summary: "Rename a group.",
+                         pathFields: [group], bodyFields: [Field(name: "to", schema: .string(), summary: "The new name, 1-64 bytes.")],
+                         reply: "GroupsReport", refusals: [.notFound, .conflict]),
+            APIOperation(method: .delete, path: "/api/groups/{group}", command: "group-remove",
+                         summary: "Remove a group: its rooms move to the default group, which cannot be removed.",
+                         pathFields: [group], reply: "GroupsReport", refusals: [.notFound, .conflict]),
             APIOperation(method: .put, path: "/api/rooms/{room}/volume", command: "volume", summary: "Set a room's volume (60 dB across 0-100; 0 is silence).",
                          pathFields: [room], bodyFields: [Field(name: "percent", schema: .integer(minimum: 0, maximum: 100), summary: "The volume, 0-100.")],
                          reply: "RoomChange", refusals: [.notFound]),

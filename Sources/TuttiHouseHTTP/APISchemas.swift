@@ -12,7 +12,7 @@ enum APISchemas {
     static let components: [String: JSONSchema] = {
         let number = JSONSchema.number(), integer = JSONSchema.integer(), string = JSONSchema.string()
         let room: JSONSchema = .object([
-            property("name", string), property("inGroup", .boolean), property("volume", .integer(minimum: 0, maximum: 100)),
+            property("id", .integer(minimum: 1)), property("name", string), property("group", string), property("volume", .integer(minimum: 0, maximum: 100)),
             property("latencyMs", number), property("state", string),
             property("bufferSeconds", number, required: false), property("syncErrorMicroseconds", number, required: false),
             property("clockErrorMicroseconds", number, required: false), property("underruns", integer, required: false),
@@ -23,7 +23,8 @@ enum APISchemas {
         var schemas: [String: JSONSchema] = [
             "RoomReport": room,
             "RoomsReport": .object([property("rooms", .array(of: .reference("RoomReport")))]),
-            "RoomChange": .object([property("room", string), property("inGroup", .boolean), property("volume", .integer(minimum: 0, maximum: 100)),
+            "RoomChange": .object([property("id", .integer(minimum: 1)), property("room", string), property("group", string),
+                                   property("volume", .integer(minimum: 0, maximum: 100)),
                                    property("latencyMs", .number(minimum: 0, maximum: 2000), required: false)]),
             "LibraryTrack": .object([
                 property("path", string), property("title", string, required: false), property("artist", string, required: false),
@@ -62,7 +63,8 @@ enum APISchemas {
             ]),
             "QueueReport": .object([property("items", .array(of: .reference("QueueEntryReport"))), property("current", integer, required: false)]),
             "StatusReport": .object([
-                property("server", string), property("state", .string(oneOf: ["stopped", "starting", "playing", "paused"])),
+                property("server", string), property("group", string, required: false), property("groupId", .integer(minimum: 1), required: false),
+                property("state", .string(oneOf: ["stopped", "starting", "playing", "paused"])),
                 property("roomCount", integer), property("queueLength", integer), property("serverTimeNs", integer),
                 property("stream", integer, required: false), property("positionSeconds", number, required: false),
                 property("bufferedAheadSeconds", number, required: false), property("item", integer, required: false),
@@ -74,6 +76,14 @@ enum APISchemas {
                 property("playModes", .reference("PlayModes"), required: false), property("nextItem", integer, required: false),
                 property("rooms", .array(of: .reference("RoomReport"))),
             ]),
+            "GroupReport": .object([
+                property("id", .integer(minimum: 1)), property("name", string), property("isDefault", .boolean),
+                property("rooms", .array(of: string)), property("knownRooms", .array(of: string)),
+                property("state", .string(oneOf: ["stopped", "starting", "playing", "paused"])), property("queueLength", integer),
+                property("stream", integer, required: false), property("title", string, required: false),
+                property("positionSeconds", number, required: false), property("volume", .integer(minimum: 0, maximum: 100), required: false),
+            ]),
+            "GroupsReport": .object([property("groups", .array(of: .reference("GroupReport")))]),
             "PlayModes": .object([property("repeat", .boolean), property("random", .boolean), property("single", .boolean), property("consume", .boolean)]),
             "StoredPlaylist": .object([property("name", string), property("files", .array(of: string)), property("modifiedSeconds", number)]),
             "StoredPlaylistsReport": .object([property("playlists", .array(of: .reference("StoredPlaylist")))]),
@@ -83,7 +93,7 @@ enum APISchemas {
             ]),
         ]
         schemas["AnyReply"] = .anyOf(["PlayReport", "PauseReport", "ResumeReport", "EditReport", "RoomsReport", "RoomChange",
-                                      "GroupVolumeReport", "QueueReport", "StatusReport", "LibraryBrowseReport", "StoredPlaylistsReport"].map { .reference($0) })
+                                      "GroupVolumeReport", "GroupsReport", "QueueReport", "StatusReport", "LibraryBrowseReport", "StoredPlaylistsReport"].map { .reference($0) })
         return schemas
     }()
 }

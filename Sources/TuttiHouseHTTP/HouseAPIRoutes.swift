@@ -45,10 +45,11 @@ enum HouseAPIRoutes {
                             fields[field.name] = text
                         }
                     }
+                    fields.merge(path) { _, fromPath in fromPath }
                     let json = String(decoding: try! JSONSerialization.data(withJSONObject: fields), as: UTF8.self)
-                    let command: ControlCommand
-                    do throws(ControlRefusal) { command = try ControlJSON.decodeCommand(json) } catch { return refusal(error) }
-                    return await answer(house, command)
+                    let request: ControlRequest
+                    do throws(ControlRefusal) { request = try ControlJSON.decodeRequest(json) } catch { return refusal(error) }
+                    return await answer(house, request)
                 }
                 return await run(operation.command, request, context, house, path: path)
             }
@@ -74,9 +75,9 @@ enum HouseAPIRoutes {
         if let name { fields["command"] = name }
         // Serializing what was just parsed (plus strings and integers) cannot fail.
         let json = String(decoding: try! JSONSerialization.data(withJSONObject: fields), as: UTF8.self)
-        let command: ControlCommand
-        do { command = try ControlJSON.decodeCommand(json) } catch { return refusal(error) }
-        return await answer(house, command)
+        let request: ControlRequest
+        do { request = try ControlJSON.decodeRequest(json) } catch { return refusal(error) }
+        return await answer(house, request)
     }
 
     /// The body as a JSON object; empty is `{}`.
@@ -88,8 +89,8 @@ enum HouseAPIRoutes {
         return object
     }
 
-    static func answer(_ house: House, _ command: ControlCommand) async -> Response {
-        switch await house.perform(command) {
+    static func answer(_ house: House, _ request: ControlRequest) async -> Response {
+        switch await house.perform(request.command, group: request.group) {
         case .success(let reply): json(ControlJSON.encode(reply), status: .ok)
         case .failure(let refused): refusal(refused)
         }

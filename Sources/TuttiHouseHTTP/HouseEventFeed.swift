@@ -4,9 +4,11 @@ import HummingbirdWebSocket
 import TuttiHouse
 import TuttiProtocol
 
-/// `GET /api/events`, a WebSocket: the house's status and queue, pushed as text frames
-/// `{"event": "status", "status": {…}}` and `{"event": "queue", "queue": {…}}` whenever they
-/// change, and both at once on connecting.
+/// `GET /api/events`, a WebSocket: the house's groups, and each group's status and queue,
+/// pushed as text frames `{"event": "groups", "groups": {…}}`,
+/// `{"event": "status", "group": "NAME", "status": {…}}` and
+/// `{"event": "queue", "group": "NAME", "queue": {…}}` whenever they change (each says which
+/// group changed), and all at once on connecting.
 ///
 /// The feed looks at the house when the house says something changed (a command, a room's
 /// status) and every `intervalNanoseconds` besides, for what only time changes. It sends a
@@ -46,23 +48,46 @@ enum HouseEventFeed {
 
     /// What the listener was last sent.
     struct ShownState {
-        var status: StatusReport?
-        var queue: QueueReport?
+        var groups: GroupsReport?
+        var statuses: [String: StatusReport] = [:]
+        var queues: [String: QueueReport] = [:]
 
         /// The messages that bring the listener up to date with the house.
         mutating func changes(in house: House) async -> [String] {
             var messages: [String] = []
-            if case .success(let reply) = await house.perform(.status), let report = reply.status {
-                if status.map({ Self.differs(report, from: $0) }) ?? true {
-                    messages.append(#"{"event":"status","status":"# + ControlJSON.encode(reply) + "}")
-                    status = report
+            guard case .success(let reply) = await house.perform(.groups), let report = reply.groups else { return messages }
+            if groups.map({ Self.steady($0) != Self.steady(report) }) ?? true {
+                messages.append(#"{"event":"groups","groups":"# + ControlJSON.encode(reply) + "}")
+                groups = report
+            }
+            for group in report.groups {
+                // Encoding a struct of one string cannot fail.
+                let name = String(decoding: try! JSONEncoder().encode(GroupName(group: group.name)), as: UTF8.self).dropFirst().dropLast()
+                if case .success(let reply) = await house.perform(.status, group: String(group.id)), let status = reply.status {
+                    if statuses[group.name].map({ Self.differs(status, from: $0) }) ?? true {
+                        messages.append(#"{"event":"status","# + name + #","status":"# + ControlJSON.encode(reply) + "}")
+                        statuses[group.name] = status
+                    }
+                }
+                if case .success(let reply) = await house.perform(.queue, group: String(group.id)), let queue = reply.queue, queue != queues[group.name] {
+                    messages.append(#"{"event":"queue","# + name + #","queue":"# + ControlJSON.encode(reply) + "}")
+                    queues[group.name] = queue
                 }
             }
-            if case .success(let reply) = await house.perform(.queue), let report = reply.queue, report != queue {
-                messages.append(#"{"event":"queue","queue":"# + ControlJSON.encode(reply) + "}")
-                queue = report
-            }
+            let names = Set(report.groups.map(\.name))
+            statuses = statuses.filter { names.contains($0.key) }
+            queues = queues.filter { names.contains($0.key) }
             return messages
+        }
+
+        /// `"group": NAME`, JSON-escaped.
+        private struct GroupName: Encodable { var group: String }
+
+        /// The groups without what moves on by itself: their playheads.
+        static func steady(_ report: GroupsReport) -> GroupsReport {
+            var report = report
+            for index in report.groups.indices { report.groups[index].positionSeconds = nil }
+            return report
         }
 
         /// Whether `now` shows something that `shown`, carried forward in time, does not.

@@ -27,8 +27,10 @@ final class HouseMetrics: Sendable {
 
     /// The metrics as they are now, in the text exposition format.
     func scrape() async -> String {
-        guard case .success(let reply) = await house.perform(.status), let status = reply.status else { return registry.emitToString() }
-        state.withLock { series in series.update(from: status, factory: factory) }
+        guard case .success(let reply) = await house.perform(.status), let status = reply.status,
+              case .success(let listed) = await house.perform(.groups), let groups = listed.groups else { return registry.emitToString() }
+        let groupIDs = Dictionary(uniqueKeysWithValues: groups.groups.map { ($0.name, $0.id) })
+        state.withLock { series in series.update(from: status, groupIDs: groupIDs, factory: factory) }
         return registry.emitToString()
     }
 
@@ -37,7 +39,7 @@ final class HouseMetrics: Sendable {
         var house: HouseSeries?
         var rooms: [String: RoomSeries] = [:]
 
-        mutating func update(from status: StatusReport, factory: PrometheusMetricsFactory) {
+        mutating func update(from status: StatusReport, groupIDs: [String: UInt32], factory: PrometheusMetricsFactory) {
             if house == nil { house = HouseSeries(factory: factory) }
             house!.update(from: status)
             let present = Set(status.rooms.map(\.name))
@@ -47,7 +49,7 @@ final class HouseMetrics: Sendable {
             }
             for report in status.rooms {
                 if rooms[report.name] == nil { rooms[report.name] = RoomSeries(room: report.name, factory: factory) }
-                rooms[report.name]!.update(from: report)
+                rooms[report.name]!.update(from: report, groupIDs: groupIDs)
             }
         }
     }
@@ -81,7 +83,7 @@ final class HouseMetrics: Sendable {
     }
 
     private struct RoomSeries {
-        let buffer, syncError, clockBound, volume, inGroup, playing: Metrics.Gauge
+        let buffer, syncError, clockBound, volume, group, playing: Metrics.Gauge
         let underruns, reconnects: Metrics.Counter
         /// The counts already added to the counters: a room reports totals.
         var countedUnderruns = 0, countedReconnects = 0
@@ -92,18 +94,19 @@ final class HouseMetrics: Sendable {
             syncError = Metrics.Gauge(label: "tutti_room_sync_error_seconds", dimensions: dimensions, factory: factory)
             clockBound = Metrics.Gauge(label: "tutti_room_clock_error_bound_seconds", dimensions: dimensions, factory: factory)
             volume = Metrics.Gauge(label: "tutti_room_volume_percent", dimensions: dimensions, factory: factory)
-            inGroup = Metrics.Gauge(label: "tutti_room_in_group", dimensions: dimensions, factory: factory)
+            // The group's id: a number, so a room that moves is one series whose value changes.
+            group = Metrics.Gauge(label: "tutti_room_group", dimensions: dimensions, factory: factory)
             playing = Metrics.Gauge(label: "tutti_room_playing", dimensions: dimensions, factory: factory)
             underruns = Metrics.Counter(label: "tutti_room_underruns_total", dimensions: dimensions, factory: factory)
             reconnects = Metrics.Counter(label: "tutti_room_reconnects_total", dimensions: dimensions, factory: factory)
         }
 
-        mutating func update(from report: RoomReport) {
+        mutating func update(from report: RoomReport, groupIDs: [String: UInt32]) {
             buffer.record(report.bufferSeconds ?? 0)
             syncError.record((report.syncErrorMicroseconds ?? 0) / 1e6)
             clockBound.record((report.clockErrorMicroseconds ?? 0) / 1e6)
             volume.record(report.volume)
-            inGroup.record(report.inGroup ? 1 : 0)
+            if let id = groupIDs[report.group] { group.record(Int(id)) }
             playing.record(report.state == "playing" ? 1 : 0)
             add(report.underruns ?? 0, to: underruns, counted: &countedUnderruns)
             add(report.reconnects ?? 0, to: reconnects, counted: &countedReconnects)
@@ -118,7 +121,7 @@ final class HouseMetrics: Sendable {
         }
 
         func destroy() {
-            for gauge in [buffer, syncError, clockBound, volume, inGroup, playing] { gauge.destroy() }
+            for gauge in [buffer, syncError, clockBound, volume, group, playing] { gauge.destroy() }
             underruns.destroy()
             reconnects.destroy()
         }

@@ -277,20 +277,23 @@ struct MPDCommands {
 
         case "outputs":
             let now = try await current()
-            for (id, room) in Self.outputs(now.status).enumerated() {
-                out.add("outputid", id)
+            for room in Self.outputs(now.status) {
+                out.add("outputid", Self.outputID(room))
                 out.add("outputname", room.name)
                 out.add("plugin", "tutti")
-                out.add("outputenabled", room.inGroup ? 1 : 0)
+                out.add("outputenabled", room.group == now.status.group ? 1 : 0)
             }
         case "enableoutput", "disableoutput", "toggleoutput":
             try Self.expect(a, 1...1, request.name)
             let now = try await current()
-            let rooms = Self.outputs(now.status)
             let id = try Self.integer(a[0], "id")
-            guard rooms.indices.contains(id) else { throw MPDError(.noExist, "No such audio output") }
-            let join = request.name == "enableoutput" || (request.name == "toggleoutput" && !rooms[id].inGroup)
-            _ = try await perform(join ? .join(room: rooms[id].name) : .leave(room: rooms[id].name), for: request.name)
+            guard let room = Self.outputs(now.status).first(where: { Self.outputID($0) == id }) else { throw MPDError(.noExist, "No such audio output") }
+            let enabled = room.group == now.status.group
+            let join = request.name == "enableoutput" || (request.name == "toggleoutput" && !enabled)
+            // Enabled is in this partition's group; disabled, out of it, in a group of its own.
+            if join != enabled {
+                _ = try await perform(join ? .join(room: room.name) : .leave(room: room.name), for: request.name)
+            }
 
         case "lsinfo", "listall", "listallinfo":
             try Self.expect(a, 0...1, request.name)
@@ -406,8 +409,15 @@ struct MPDCommands {
         Date(timeIntervalSince1970: seconds.rounded(.down)).ISO8601Format()
     }
 
+    /// The rooms as outputs, by output id.
     static func outputs(_ status: StatusReport) -> [RoomReport] {
-        status.rooms.sorted { $0.name < $1.name }
+        status.rooms.sorted { $0.id < $1.id }
+    }
+
+    /// A room's MPD output id: its stable id less one (MPD's outputs count from 0, and mpc
+    /// shows the first as "Output 1").
+    static func outputID(_ room: RoomReport) -> Int {
+        Int(room.id) - 1
     }
 
     /// A queue entry's MPD song id: its house tag plus one. MPD's ids start at 1, and ncmpcpp

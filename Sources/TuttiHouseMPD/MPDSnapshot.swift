@@ -20,7 +20,7 @@ struct MPDSnapshot: Sendable {
         if status.groupVolume != later.status.groupVolume { changed.insert("mixer") }
         if status.playModes != later.status.playModes { changed.insert("options") }
         if playlists != later.playlists { changed.insert("stored_playlist") }
-        if status.rooms.map({ "\($0.name)/\($0.inGroup)" }).sorted() != later.status.rooms.map({ "\($0.name)/\($0.inGroup)" }).sorted() {
+        if status.rooms.map({ "\($0.id)/\($0.name)/\($0.group)" }).sorted() != later.status.rooms.map({ "\($0.id)/\($0.name)/\($0.group)" }).sorted() {
             changed.insert("output")
         }
         if status.library?.tracks != later.status.library?.tracks { changed.insert("database") }

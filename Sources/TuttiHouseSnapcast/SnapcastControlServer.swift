@@ -74,41 +74,24 @@ struct SnapcastControlConnection {
 
     mutating func run(_ connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>) async {
         await methods.house.serveLines(connection) { events, outbound in
-            var lastSent = await comparableStatus()
+            var lastSent = (try? await methods.view())?.steady
             for await event in events {
                 switch event {
                 case .closed:
                     return
                 case .changed:
-                    guard let now = await comparableStatus(), now != lastSent, let status = try? await methods.status() else { continue }
+                    guard let view = try? await methods.view() else { continue }
+                    let now = view.steady
+                    guard now != lastSent else { continue }
                     lastSent = now
                     let notification: [String: Any] = ["jsonrpc": "2.0", "method": "Server.OnUpdate",
-                                                       "params": SnapcastServerStatus.json(status, hostName: methods.hostName)]
+                                                       "params": SnapcastServerStatus.json(view, hostName: methods.hostName)]
                     try await outbound.write(Self.line(notification))
                 case .line(let buffer):
                     if let reply = await answer(Data(buffer.readableBytesView)) { try await outbound.write(reply) }
                 }
             }
         }
-    }
-
-    /// What a controller sees, without what only time changes (the position, the clock).
-    private func comparableStatus() async -> String? {
-        guard var status = try? await methods.status() else { return nil }
-        status.serverTimeNs = 0
-        status.positionSeconds = nil
-        status.itemPositionSeconds = nil
-        status.bufferedAheadSeconds = nil
-        status.rooms = status.rooms.map { room in
-            var room = room
-            room.bufferSeconds = nil
-            room.syncErrorMicroseconds = nil
-            room.clockErrorMicroseconds = nil
-            room.sentSeconds = 0
-            room.fillRate = nil
-            return room
-        }
-        return String(decoding: (try? JSONEncoder().encode(status)) ?? Data(), as: UTF8.self)
     }
 
     /// The reply to one line: a request, a notification (no reply) or a batch.

@@ -1,48 +1,81 @@
 import Foundation
 import TuttiProtocol
 
-/// The house as Snapcast's control API describes a server (`Server.GetStatus`): its rooms as
-/// clients, in groups, playing streams.
-///
-/// Snapcast puts every client in a group, and each group plays a stream. The house has one
-/// group and one stream, so: group `tutti` holds the rooms of the house's group and plays stream
-/// `tutti`; every other room is a group of its own, named after it, on stream `idle`, which plays
-/// nothing. A client's id is its room's name.
-enum SnapcastServerStatus {
-    static let groupID = "tutti"
-    static let streamID = "tutti"
-    static let idleStreamID = "idle"
+/// The house as its Snapcast controllers see it: its groups, each group's status, its rooms.
+/// Gathered in one look (`SnapcastControlMethods.view()`).
+struct SnapcastHouseView {
+    var groups: [GroupReport]
+    /// Each group's status, by group id.
+    var statuses: [UInt32: StatusReport]
+    /// Every connected room.
+    var rooms: [RoomReport]
 
-    static func json(_ status: StatusReport, hostName: String) -> [String: Any] {
-        let rooms = status.rooms.sorted { $0.name < $1.name }
-        // A group is muted when every room of it is silent (Group.SetMute turns each to 0).
-        let members = rooms.filter(\.inGroup)
-        var groups: [[String: Any]] = [[
-            "id": groupID, "name": "Tutti", "muted": !members.isEmpty && members.allSatisfy { $0.volume == 0 }, "stream_id": streamID,
-            "clients": members.map(client),
-        ]]
-        for room in rooms where !room.inGroup {
-            groups.append(["id": room.name, "name": room.name, "muted": room.volume == 0, "stream_id": idleStreamID, "clients": [client(room)]])
+    func group(snapcastID id: String) -> GroupReport? {
+        groups.first { SnapcastServerStatus.groupID($0) == id }
+    }
+
+    func group(streamID id: String) -> GroupReport? {
+        groups.first { SnapcastServerStatus.streamID($0) == id }
+    }
+
+    func room(clientID id: String) -> RoomReport? {
+        rooms.first { SnapcastServerStatus.clientID($0) == id }
+    }
+
+    func members(of group: GroupReport) -> [RoomReport] {
+        rooms.filter { $0.group == group.name }
+    }
+
+    /// Without what only time changes (positions, the clock, buffers): what a controller
+    /// would be told of again.
+    var steady: String {
+        var view = self
+        for id in view.statuses.keys {
+            view.statuses[id]!.serverTimeNs = 0
+            view.statuses[id]!.positionSeconds = nil
+            view.statuses[id]!.itemPositionSeconds = nil
+            view.statuses[id]!.bufferedAheadSeconds = nil
+            view.statuses[id]!.rooms = []
         }
-        let playing = status.state == "playing" || status.state == "starting"
-        var metadata: [String: Any] = [:]
-        if let title = status.title { metadata["title"] = title }
-        if let artist = status.artist { metadata["artist"] = [artist] }
-        if let album = status.album { metadata["album"] = album }
-        if let duration = status.itemDurationSeconds { metadata["duration"] = duration }
-        if let path = status.path, path.hasPrefix("/") {
-            metadata["artUrl"] = "/api/artwork?placeholder=true&path=" + (path.addingPercentEncoding(withAllowedCharacters: .urlQueryAllowed) ?? path)
+        for index in view.groups.indices { view.groups[index].positionSeconds = nil }
+        view.rooms = view.rooms.map { room in
+            var room = room
+            room.bufferSeconds = nil
+            room.syncErrorMicroseconds = nil
+            room.clockErrorMicroseconds = nil
+            room.playheadSeconds = nil
+            room.sentSeconds = 0
+            room.fillRate = nil
+            return room
         }
-        var properties: [String: Any] = [
-            "playbackStatus": playing ? "playing" : status.state == "paused" ? "paused" : "stopped",
-            "loopStatus": Self.loopStatus(status.playModes ?? PlayModes()), "shuffle": status.playModes?.random ?? false, "volume": status.groupVolume ?? 100, "mute": false, "rate": 1.0,
-            "canGoNext": true, "canGoPrevious": true, "canPlay": true, "canPause": true, "canSeek": true, "canControl": true,
-            "metadata": metadata,
-        ]
-        if let position = status.itemPositionSeconds { properties["position"] = position }
-        func stream(_ id: String, _ state: String, _ properties: [String: Any]) -> [String: Any] {
-            ["id": id, "status": state, "properties": properties,
-             "uri": ["raw": "tutti:///\(id)", "scheme": "tutti", "host": "", "path": "/\(id)", "fragment": "", "query": ["name": id]]]
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        let parts = [try? encoder.encode(view.groups), try? encoder.encode(view.statuses.sorted { $0.key < $1.key }.map(\.value)),
+                     try? encoder.encode(view.rooms)]
+        return parts.map { String(decoding: $0 ?? Data(), as: UTF8.self) }.joined(separator: "\n")
+    }
+}
+
+/// The house as Snapcast's control API describes a server (`Server.GetStatus`): its rooms as
+/// clients, its groups as groups, each playing a stream of its own.
+///
+/// A Snapcast group plays a stream; a house group plays its queue. So each house group is a
+/// Snapcast group (its id the group's id) playing the group's stream (its id `group-ID`, its
+/// name the group's): moving a group onto another group's stream moves its rooms into that
+/// group, to hear its music. A client's id is its room's id, which a rename does not change.
+enum SnapcastServerStatus {
+    static func groupID(_ group: GroupReport) -> String { String(group.id) }
+    static func streamID(_ group: GroupReport) -> String { "group-\(group.id)" }
+    static func clientID(_ room: RoomReport) -> String { String(room.id) }
+
+    static func json(_ view: SnapcastHouseView, hostName: String) -> [String: Any] {
+        // Snapcast keeps no empty group (snapserver drops one as its last client leaves); the
+        // house keeps them, with their queues. Their streams stay listed, to be chosen.
+        let groups: [[String: Any]] = view.groups.filter { !view.members(of: $0).isEmpty }.map { group in
+            let members = view.members(of: group).sorted { $0.id < $1.id }
+            // A group is muted when every room of it is silent (Group.SetMute turns each to 0).
+            return ["id": groupID(group), "name": group.name, "muted": !members.isEmpty && members.allSatisfy { $0.volume == 0 },
+                    "stream_id": streamID(group), "clients": members.map(client)]
         }
         return ["server": [
             "groups": groups,
@@ -50,8 +83,33 @@ enum SnapcastServerStatus {
                 "host": ["arch": "x86_64", "ip": "", "mac": "", "name": hostName, "os": "Linux"],
                 "snapserver": ["controlProtocolVersion": 1, "name": "Snapserver", "protocolVersion": 1, "version": "0.26.0"],
             ],
-            "streams": [stream(streamID, playing ? "playing" : "idle", properties), stream(idleStreamID, "idle", [:])],
+            "streams": view.groups.map { stream($0, status: view.statuses[$0.id]) },
         ] as [String: Any]]
+    }
+
+    /// A group's stream: what it plays, as MPRIS-like properties.
+    static func stream(_ group: GroupReport, status: StatusReport?) -> [String: Any] {
+        let playing = group.state == "playing" || group.state == "starting"
+        var metadata: [String: Any] = [:]
+        if let title = status?.title { metadata["title"] = title }
+        if let artist = status?.artist { metadata["artist"] = [artist] }
+        if let album = status?.album { metadata["album"] = album }
+        if let duration = status?.itemDurationSeconds { metadata["duration"] = duration }
+        if let path = status?.path, path.hasPrefix("/") {
+            metadata["artUrl"] = "/api/artwork?placeholder=true&path=" + (path.addingPercentEncoding(withAllowedCharacters: .urlQueryAllowed) ?? path)
+        }
+        var properties: [String: Any] = [
+            "playbackStatus": playing ? "playing" : group.state == "paused" ? "paused" : "stopped",
+            "loopStatus": loopStatus(status?.playModes ?? PlayModes()), "shuffle": status?.playModes?.random ?? false,
+            "volume": group.volume ?? 100, "mute": false, "rate": 1.0,
+            "canGoNext": true, "canGoPrevious": true, "canPlay": true, "canPause": true, "canSeek": true, "canControl": true,
+            "metadata": metadata,
+        ]
+        if let position = status?.itemPositionSeconds { properties["position"] = position }
+        let id = streamID(group)
+        return ["id": id, "status": playing ? "playing" : "idle", "properties": properties,
+                "uri": ["raw": "tutti:///\(id)?name=\(group.name.addingPercentEncoding(withAllowedCharacters: .urlQueryAllowed) ?? id)",
+                        "scheme": "tutti", "host": "", "path": "/\(id)", "fragment": "", "query": ["name": group.name]]]
     }
 
     /// The play modes as MPRIS's loop status, which Snapcast's stream properties carry.
@@ -61,7 +119,7 @@ enum SnapcastServerStatus {
 
     static func client(_ room: RoomReport) -> [String: Any] {
         [
-            "id": room.name,
+            "id": clientID(room),
             "connected": true,
             "lastSeen": ["sec": Int(Date().timeIntervalSince1970), "usec": 0],
             "host": ["arch": "x86_64", "ip": "", "mac": "00:00:00:00:00:00", "name": room.name, "os": "Linux"],

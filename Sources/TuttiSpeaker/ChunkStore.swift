@@ -70,6 +70,9 @@ public final class ChunkStore: Sendable {
         }
     }
 
+    /// The first timeline frame held, if any.
+    public var firstFrame: Int64? { state.withLock { $0.chunks.first?.firstFrame } }
+
     /// The chunk holding timeline frame `frame`.
     public func chunk(containing frame: Int64) -> Chunk? {
         state.withLock { s in

@@ -29,6 +29,9 @@ public final class Playout {
     private var stream: PlayoutInputs.Stream?
     private var flushGeneration = -1
     private var wasPlaying = false
+    /// The stream the playout has played audio of (a room that joins another is silent until
+    /// its join point without being starved).
+    private var playedStreamID: UInt32?
     private var resyncsLogged = 0
     /// What the playout reports about itself, as of the last block.
     public private(set) var report = PlayoutReport()
@@ -110,16 +113,24 @@ public final class Playout {
                     // `start`, refilling its input from the chunk store.
                     resampler.reset(firstInputFrame: start.frame - Int64(resampler.lookaheadFrames), position: start)
                 }
+                let wanted = resampler.position.frame
                 let produced = renderAudio(into: offset, frames: frames, step: step, endFrame: inputs.endFrame)
                 if produced < frames {
-                    if wasPlaying {
-                        onEvent?("audio at timeline frame \(resampler.position.frame) of stream \(stream.id) has not arrived; silent until it does")
+                    // Before the first frame the room holds of a stream it has not played yet
+                    // is where it joins (a room moved into a playing group joins a little after
+                    // the playhead): silent by design, not starved.
+                    let beforeJoin = playedStreamID != stream.id && (self.inputs.chunks.firstFrame.map { $0 > wanted } ?? true)
+                    if !beforeJoin {
+                        if wasPlaying {
+                            onEvent?("audio at timeline frame \(resampler.position.frame) of stream \(stream.id) has not arrived; silent until it does")
+                        }
+                        report.starvedBlocks += 1
                     }
                     controller.stopReading()
-                    report.starvedBlocks += 1
                     wasPlaying = false
                 } else {
                     playing = true
+                    playedStreamID = stream.id
                 }
                 offset += frames
             }

@@ -21,8 +21,15 @@ struct Ctl: AsyncParsableCommand {
               tutti ctl --server 127.0.0.1:7700 group-volume 30
               tutti ctl --server 127.0.0.1:7700 queue add c.ogg --at 1
               tutti ctl --server 127.0.0.1:7700 status --json
+            Groups: each plays its own music in its own rooms; a command that acts on a group acts on the default group, or on the one --group names.
+              tutti ctl group create Kitchen
+              tutti ctl move kitchen Kitchen
+              tutti ctl --group Kitchen play radio.m3u8
+              tutti ctl --group Kitchen pause
+              tutti ctl groups
             """,
         subcommands: [CtlHouses.self, CtlPlay.self, CtlPause.self, CtlResume.self, CtlSeek.self, CtlNext.self, CtlPrevious.self, CtlRooms.self,
+                      CtlGroups.self, CtlGroup.self, CtlMove.self,
                       CtlJoin.self, CtlLeave.self, CtlVolume.self, CtlLatency.self, CtlRename.self, CtlGroupVolume.self, CtlQueue.self, CtlModes.self, CtlPlaylist.self, CtlLibrary.self,
                       CtlStatus.self])
 
@@ -33,12 +40,17 @@ struct Ctl: AsyncParsableCommand {
     @Option(help: "Without --server: the name of the house to control, when the network has several (see `tutti ctl houses`).")
     var house: String?
 
-    /// Sends a command; prints the refusal and exits 1 if the house refuses it, 2 if it
-    /// cannot be reached.
-    func send(_ command: ControlCommand) async throws -> ControlReply {
+    @Option(help: ArgumentHelp("The group a command acts on (its name or id; see `tutti ctl groups`).",
+                               discussion: "Play, pause, resume, seek, next, previous, queue, modes, status, group-volume, join, leave and playlist save and load act on one group: this one, or the default group."))
+    var group: String?
+
+    /// Sends a command (to `--group`, for one that acts on a group); prints the refusal and
+    /// exits 1 if the house refuses it, 2 if it cannot be reached.
+    func send(_ command: ControlCommand, group: String? = nil) async throws -> ControlReply {
         let server = try self.server ?? HouseLocator.findHouse(named: house, program: "tutti ctl")
         do {
-            return try await ControlClient.send(command, host: server.host, port: server.port, group: MultiThreadedEventLoopGroup.singleton)
+            return try await ControlClient.send(ControlRequest(command, group: group ?? self.group), host: server.host, port: server.port,
+                                                group: MultiThreadedEventLoopGroup.singleton)
         } catch let refusal as ControlRefusal {
             Terminal.standardError("tutti ctl: \(refusal)\n")
             throw ExitCode(1)
@@ -160,28 +172,85 @@ struct CtlRooms: AsyncParsableCommand {
         let rooms = reply.rooms?.rooms ?? []
         if rooms.isEmpty { Terminal.standardOutput("no rooms connected\n") }
         for room in rooms {
-            let group = room.inGroup ? "" : "  (not in group)"
             let clock = room.clockErrorMicroseconds.map { String(format: "±%.1f µs", $0) } ?? "settling"
-            Terminal.standardOutput(String(format: "%-12@ %-10@ buffer %6.1f s  sync %+8.1f µs  clock %@  volume %d%%%@\n",
-                                           room.name as NSString, room.state as NSString, room.bufferSeconds ?? 0,
-                                           room.syncErrorMicroseconds ?? 0, clock as NSString, room.volume, group as NSString))
+            Terminal.standardOutput(String(format: "%-12@ %-12@ %-10@ buffer %6.1f s  sync %+8.1f µs  clock %@  volume %d%%\n",
+                                           room.name as NSString, room.group as NSString, room.state as NSString, room.bufferSeconds ?? 0,
+                                           room.syncErrorMicroseconds ?? 0, clock as NSString, room.volume))
             if let problem = room.problem { Terminal.standardOutput("             problem: \(problem)\n") }
         }
     }
 }
 
 struct CtlJoin: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "join", abstract: "Add a room to the playing group; it starts in sync.")
+    static let configuration = CommandConfiguration(commandName: "join", abstract: "Move a room into the group (--group, or the default); it starts in sync.")
     @ParentCommand var ctl: Ctl
     @Argument var room: String
     func run() async throws { printReply(try await ctl.send(.join(room: room)), json: false) }
 }
 
 struct CtlLeave: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "leave", abstract: "Remove a room from the playing group.")
+    static let configuration = CommandConfiguration(commandName: "leave", abstract: "Take a room out of its group (--group, or the default) into a group of its own, silent.")
     @ParentCommand var ctl: Ctl
     @Argument var room: String
     func run() async throws { printReply(try await ctl.send(.leave(room: room)), json: false) }
+}
+
+struct CtlMove: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "move", abstract: "Move a room into a group: it plays that group's music, in sync with its rooms, within a second.",
+        discussion: "The rooms it leaves play on without a gap. Example: tutti ctl move kitchen Radio")
+    @ParentCommand var ctl: Ctl
+    @Argument var room: String
+    @Argument(help: "The group's name or id.") var group: String
+    func run() async throws { printReply(try await ctl.send(.join(room: room), group: group), json: false) }
+}
+
+struct CtlGroups: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "groups", abstract: "List the groups: their rooms and what they play.")
+    @ParentCommand var ctl: Ctl
+    @Flag(help: "Print JSON.") var json = false
+    func run() async throws { printGroups(try await ctl.send(.groups), json: json) }
+}
+
+/// Prints the groups, one line each: JSON for scripts.
+func printGroups(_ reply: ControlReply, json: Bool) {
+    if json { return printReply(reply, json: true) }
+    for group in reply.groups?.groups ?? [] {
+        let rooms = group.rooms.isEmpty ? "no room connected" : group.rooms.joined(separator: ", ")
+        let playing = group.title.map { "  \(group.state): \($0)" } ?? "  \(group.state)"
+        Terminal.standardOutput("\(group.name)\(group.isDefault ? " (default)" : "")  [\(rooms)]\(playing)  queue \(group.queueLength)\n")
+    }
+}
+
+struct CtlGroup: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "group", abstract: "Create, rename or remove a group.",
+                                                    subcommands: [CtlGroupCreate.self, CtlGroupRename.self, CtlGroupRemove.self])
+    @ParentCommand var ctl: Ctl
+}
+
+struct CtlGroupCreate: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "create", abstract: "A new group, empty and silent: move rooms into it, then play.")
+    @ParentCommand var parent: CtlGroup
+    @Argument var name: String
+    @Flag(help: "Print JSON.") var json = false
+    func run() async throws { printGroups(try await parent.ctl.send(.groupCreate(name: name)), json: json) }
+}
+
+struct CtlGroupRename: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "rename", abstract: "Rename a group.")
+    @ParentCommand var parent: CtlGroup
+    @Argument(help: "The group's name or id.") var group: String
+    @Argument(help: "Its new name.") var name: String
+    @Flag(help: "Print JSON.") var json = false
+    func run() async throws { printGroups(try await parent.ctl.send(.groupRename(to: name), group: group), json: json) }
+}
+
+struct CtlGroupRemove: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "remove", abstract: "Remove a group; its rooms move to the default group.")
+    @ParentCommand var parent: CtlGroup
+    @Argument(help: "The group's name or id.") var group: String
+    @Flag(help: "Print JSON.") var json = false
+    func run() async throws { printGroups(try await parent.ctl.send(.groupRemove, group: group), json: json) }
 }
 
 struct CtlVolume: AsyncParsableCommand {

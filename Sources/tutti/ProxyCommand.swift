@@ -2,7 +2,7 @@ import TuttiCommandLine
 import ArgumentParser
 import Foundation
 import Synchronization
-import TuttiSimulation
+import TuttiImpairment
 
 struct Proxy: ParsableCommand {
     static let configuration = CommandConfiguration(

@@ -48,6 +48,27 @@ struct TuttiProcess {
         #expect(speaker.interrupt() == 0)
     }
 
+    /// No shipped executable carries the simulation (test clocks, the simulated house, hostile
+    /// clients): `tutti proxy` needs only the impairment proxy, a module of its own. Read from
+    /// the executables' symbols, where a linked module's code shows by its mangled name.
+    @Test func noShippedExecutableLinksTheSimulation() throws {
+        let directory = URL(fileURLWithPath: ChildProcess.tuttiExecutable).deletingLastPathComponent().path
+        for executable in ["tutti", "tutti-speaker"] {
+            let path = directory + "/" + executable
+            let symbols = Process()
+            symbols.executableURL = URL(fileURLWithPath: "/usr/bin/nm")
+            symbols.arguments = ["--defined-only", path]
+            let output = Pipe()
+            symbols.standardOutput = output
+            try symbols.run()
+            let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            symbols.waitUntilExit()
+            #expect(symbols.terminationStatus == 0 && text.contains("15TuttiImpairment") == (executable == "tutti"), "nm \(path)")
+            let simulation = text.split(separator: "\n").filter { $0.contains("15TuttiSimulation") }
+            #expect(simulation.isEmpty, "\(executable) links TuttiSimulation: \(simulation.prefix(3))")
+        }
+    }
+
     @Test func infoPrintsJSONForScripts() throws {
         let directory = try TemporaryDirectory("cli-info")
         defer { directory.remove() }

@@ -7,7 +7,7 @@ import TuttiProtocol
 /// report with every field set conforms and uses every property its schema lists, and with no
 /// optional set still conforms. A field added to a report, renamed or retyped fails here.
 @Suite struct APISchemaTests {
-    static let room = RoomReport(name: "kitchen", inGroup: true, volume: 40, latencyMs: 12.5, state: "playing", bufferSeconds: 290.5,
+    static let room = RoomReport(id: 3, name: "kitchen", group: "default", volume: 40, latencyMs: 12.5, state: "playing", bufferSeconds: 290.5,
                                  syncErrorMicroseconds: -3.5, clockErrorMicroseconds: 21, underruns: 0, fillRate: 180, playheadSeconds: 12.25,
                                  sentSeconds: 300, problem: "none", reconnects: 1)
     static var full: [(String, ControlReply)] {
@@ -25,6 +25,13 @@ import TuttiProtocol
         status.library = LibraryStatus(tracks: 9, unreadable: 1, scanning: false, scannedFiles: 10, foundFiles: 10)
         status.playModes = PlayModes(repeat: true, random: false, single: false, consume: true)
         status.nextItem = 1
+        status.group = "default"
+        status.groupId = 1
+        var group = GroupReport(id: 2, name: "Kitchen", isDefault: false, rooms: ["kitchen"], knownRooms: ["kitchen", "pantry"], state: "playing", queueLength: 2)
+        group.stream = 9
+        group.title = "A"
+        group.positionSeconds = 1.5
+        group.volume = 40
         return [
             ("PlayReport", .started(play)),
             ("PauseReport", .paused(PauseReport(pausedAtSeconds: 3.5))),
@@ -32,26 +39,29 @@ import TuttiProtocol
             ("EditReport", .edited(EditReport(cut: StreamCut(fromSeconds: 12.5, aheadSeconds: 0.4, seamless: false, reason: "late"),
                                               item: 1, stopped: false, queueLength: 3))),
             ("RoomsReport", .rooms(RoomsReport(rooms: [room]))),
-            ("RoomChange", .room(RoomChange(room: "kitchen", inGroup: false, volume: 0, latencyMs: 80))),
+            ("RoomChange", .room(RoomChange(id: 3, room: "kitchen", group: "kitchen", volume: 0, latencyMs: 80))),
             ("LibraryBrowseReport", .library(LibraryBrowseReport(artists: ["A"], albums: ["B"],
                                                                  tracks: [LibraryTrack(path: "/m/a.flac", title: "A", artist: "B", album: "C", durationSeconds: 1, format: "flac 44100 Hz")],
                                                                  problems: [LibraryProblem(path: "/m/x.mp3", reason: "invalid data")]))),
-            ("GroupVolumeReport", .group(GroupVolumeReport(percent: 40, rooms: [RoomChange(room: "kitchen", inGroup: true, volume: 40, latencyMs: 0)]))),
+            ("GroupVolumeReport", .group(GroupVolumeReport(percent: 40, rooms: [RoomChange(id: 3, room: "kitchen", group: "default", volume: 40, latencyMs: 0)]))),
             ("QueueReport", .queue(QueueReport(items: [{ var entry = QueueEntryReport(index: 0, path: "/m/a.flac", current: true, title: "A", durationSeconds: 200.25)
                                                             entry.id = 7
                                                             return entry }()],
                                                current: 0))),
             ("StatusReport", .status(status)),
             ("StoredPlaylistsReport", .playlists(StoredPlaylistsReport(playlists: [.init(name: "Party", files: ["/m/a.flac"], modifiedSeconds: 1.7e9)]))),
+            ("GroupsReport", .groups(GroupsReport(groups: [group]))),
         ]
     }
     static var bare: [(String, ControlReply)] {
         [
             ("PlayReport", .started(PlayReport(items: 1, rooms: [], startsInMs: 0))),
             ("EditReport", .edited(EditReport(queueLength: 0))),
-            ("RoomsReport", .rooms(RoomsReport(rooms: [RoomReport(name: "a", inGroup: true, volume: 100, latencyMs: 0, state: "connecting", sentSeconds: 0)]))),
+            ("RoomsReport", .rooms(RoomsReport(rooms: [RoomReport(id: 1, name: "a", group: "default", volume: 100, latencyMs: 0, state: "connecting", sentSeconds: 0)]))),
             ("QueueReport", .queue(QueueReport(items: [QueueEntryReport(index: 0, path: "/m/a.flac", current: false)], current: nil))),
             ("StatusReport", .status(StatusReport(server: "tutti", state: "stopped", roomCount: 0, queueLength: 0, serverTimeNs: 0))),
+            ("GroupsReport", .groups(GroupsReport(groups: [GroupReport(id: 1, name: "default", isDefault: true, rooms: [], knownRooms: [],
+                                                                       state: "stopped", queueLength: 0)]))),
         ]
     }
 
@@ -73,7 +83,7 @@ import TuttiProtocol
         #expect(!SchemaCheck.problems(["pausedAtSeconds": "soon"], .reference("PauseReport"), at: "", unusedProperties: &scratch).isEmpty)
         #expect(!SchemaCheck.problems(["pausedAtSeconds": 1, "extra": 1], .reference("PauseReport"), at: "", unusedProperties: &scratch).isEmpty)
         #expect(!SchemaCheck.problems([String: Any](), .reference("PauseReport"), at: "", unusedProperties: &scratch).isEmpty)
-        #expect(!SchemaCheck.problems(["room": "a", "inGroup": 1, "volume": 5], .reference("RoomChange"), at: "", unusedProperties: &scratch).isEmpty)
+        #expect(!SchemaCheck.problems(["id": 1, "room": "a", "group": 1, "volume": 5], .reference("RoomChange"), at: "", unusedProperties: &scratch).isEmpty)
         let refusal = try JSONSerialization.jsonObject(with: Data(ControlJSON.encode(ControlRefusal("no such room: attic", kind: .notFound)).utf8))
         var unused = Set<String>()
         #expect(SchemaCheck.problems(refusal, .reference("Refusal"), at: "Refusal", unusedProperties: &unused).isEmpty)

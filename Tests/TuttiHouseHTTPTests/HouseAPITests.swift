@@ -115,7 +115,7 @@ import TuttiTestSupport
         let scraped = try await metrics(house)
         print("HTTP API: /metrics for room a: \(scraped.filter { $0.key.hasSuffix("{a}") }.sorted { $0.key < $1.key })")
         #expect(scraped["tutti_room_volume_percent{a}"] == 50)
-        #expect(scraped["tutti_room_in_group{a}"] == 1 && scraped["tutti_room_playing{a}"] == 1)
+        #expect(scraped["tutti_room_group{a}"] == 1 && scraped["tutti_room_playing{a}"] == 1)
         #expect((scraped["tutti_room_buffer_seconds{a}"] ?? 0) > 1)
         // In seconds (tens of microseconds, more on a loaded machine), not microseconds.
         #expect(scraped["tutti_room_clock_error_bound_seconds{a}"].map { $0 > 0 && $0 < 0.01 } ?? false)
@@ -379,7 +379,7 @@ import TuttiTestSupport
         _ = try await request(.PUT, house.api + "/rooms/b/volume", body: #"{"percent":70}"#)
         let renamed = try await request(.POST, house.api + "/rooms/b/rename", body: #"{"to":"Bedroom"}"#)
         #expect(renamed.status == 200, "\(renamed.json)")
-        #expect(renamed.json["room"] as? String == "Bedroom" && renamed.json["volume"] as? Int == 70 && renamed.json["inGroup"] as? Bool == true
+        #expect(renamed.json["room"] as? String == "Bedroom" && renamed.json["volume"] as? Int == 70 && renamed.json["group"] as? String == "default"
                 && renamed.json["latencyMs"] as? Double == 80, "\(renamed.json)")
         #expect(try await request(.POST, house.api + "/rooms/a/rename", body: #"{"to":"Bedroom"}"#).status == 409)
         #expect(try await request(.POST, house.api + "/rooms/b/rename", body: #"{"to":"Attic"}"#).status == 404)

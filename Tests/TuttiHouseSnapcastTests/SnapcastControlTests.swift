@@ -73,26 +73,26 @@ import TuttiTestSupport
         func step(_ name: String) -> [String: Any]? { steps.first { $0["step"] as? String == name } }
         let connected = try #require(step("connected"))
         #expect(connected["clients"] as? [String] == ["a", "b", "snap1"] && connected["version"] as? String == "0.26.0")
-        #expect((connected["groups"] as? [String: [String]])?["tutti"] == ["a", "b", "snap1"])
+        #expect((connected["groups"] as? [String: [String]])?["default"] == ["a", "b", "snap1"])
         #expect(step("set")?["volume"] as? Int == 40 && step("set")?["latency"] as? Int == 25)
-        #expect((step("removed")?["groups"] as? [String: [String]]) == ["tutti": ["a", "snap1"], "b": ["b"]])
-        #expect((step("added")?["groups"] as? [String: [String]]) == ["tutti": ["a", "b", "snap1"]])
+        #expect((step("removed")?["groups"] as? [String: [String]]) == ["default": ["a", "snap1"], "b": ["b"]])
+        #expect((step("added")?["groups"] as? [String: [String]]) == ["default": ["a", "b", "snap1"]])
         #expect(step("updated")?["b"] as? Int == 70)
         #expect((step("muted")?["volumes"] as? [String: Int]) == ["a": 0, "b": 0, "snap1": 0])
         #expect((step("unmuted")?["volumes"] as? [String: Int]) == ["a": 40, "b": 70, "snap1": 100])
-        #expect((step("moved")?["groups"] as? [String: [String]]) == ["tutti": ["a", "b"], "snap1": ["snap1"]])
-        #expect((step("back")?["groups"] as? [String: [String]]) == ["tutti": ["a", "b", "snap1"]])
+        #expect((step("moved")?["groups"] as? [String: [String]]) == ["default": ["a", "b"], "snap1": ["snap1"]])
+        #expect((step("back")?["groups"] as? [String: [String]]) == ["default": ["a", "b", "snap1"]])
 
         // The house did what the library asked: a at 40 with 25 ms latency, b back in the group.
         guard case .rooms(let report) = try await send(.rooms) else { throw TestFailure("no rooms") }
         let a = report.rooms.first { $0.name == "a" }, b = report.rooms.first { $0.name == "b" }
-        #expect(a?.volume == 40 && a?.latencyMs == 25 && b?.inGroup == true && b?.volume == 70)
+        #expect(a?.volume == 40 && a?.latencyMs == 25 && b?.group == "default" && b?.volume == 70)
 
         // Bad requests get JSON-RPC errors, and the connection goes on.
         let socket = try Socket(port: controlPort)
         #expect(try socket.exchange("{oops").contains("\"code\":-32700"))
-        #expect(try socket.exchange(#"{"id":1,"jsonrpc":"2.0","method":"Client.SetVolume","params":{"id":"zz","volume":{"percent":10}}}"#).contains("-32602"))
-        #expect(try socket.exchange(#"{"id":2,"jsonrpc":"2.0","method":"Client.SetLatency","params":{"id":"a","latency":"soon"}}"#).contains("-32602"))
+        #expect(try socket.exchange(#"{"id":1,"jsonrpc":"2.0","method":"Client.SetVolume","params":{"id":"999","volume":{"percent":10}}}"#).contains("-32602"))
+        #expect(try socket.exchange(#"{"id":2,"jsonrpc":"2.0","method":"Client.SetLatency","params":{"id":"1","latency":"soon"}}"#).contains("-32602"))
         #expect(try socket.exchange(#"{"id":3,"jsonrpc":"2.0","method":"Server.GetRPCVersion"}"#).contains("\"major\":2"))
         // A second and a half more of the rooms, at their new volumes.
         guard case .status(let now) = try await send(.status) else { throw TestFailure("no status") }

@@ -43,9 +43,9 @@ final class HouseHarness: @unchecked Sendable {
         try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 9)).get()
         let house = self.house
         let id = try await loop.executeInContext {
-            let id = house.connect(channel: channel, hello: .init(role: .speaker, name: name, codecs: ["flac"], latencyNanoseconds: latency,
-                                                                           outputLeadNanoseconds: outputLead, resume: resume))
-            house.startSending(toRoom: id)
+            let id = house.core.value.connect(channel: channel, hello: .init(role: .speaker, name: name, codecs: ["flac"], latencyNanoseconds: latency,
+                                                                             outputLeadNanoseconds: outputLead, resume: resume))
+            house.core.value.startSending(toConnection: id)
             return id
         }
         rooms[name] = channel
@@ -54,7 +54,7 @@ final class HouseHarness: @unchecked Sendable {
 
     /// Runs the loop until `condition` holds on it (the producer thread posts to the loop as it
     /// goes); the timeout only guards.
-    func runLoop(until what: String, timeout: Double = 20, _ condition: @escaping @Sendable (House) -> Bool) async throws {
+    func runLoop(until what: String, timeout: Double = 20, _ condition: @escaping @Sendable (HouseCore) -> Bool) async throws {
         let deadline = Date().addingTimeInterval(timeout)
         while true {
             await loop.run()
@@ -67,8 +67,8 @@ final class HouseHarness: @unchecked Sendable {
     /// Sends a control command (through its JSON, as a client would) and waits for the reply;
     /// edits of a playing queue are answered once the engine's producer thread has applied them
     /// (its answer hops to the loop, which the test drives). The timeout only guards.
-    func control(_ command: ControlCommand, timeout: Double = 20) async throws -> ControlReply {
-        let json = ControlJSON.encode(command)
+    func control(_ command: ControlCommand, group: String? = nil, timeout: Double = 20) async throws -> ControlReply {
+        let json = ControlJSON.encode(ControlRequest(command, group: group))
         let house = self.house
         let box = ReplyBox()
         try await loop.executeInContext { house.control(json: json) { ok, json in box.set(ok, json) } }
@@ -83,9 +83,10 @@ final class HouseHarness: @unchecked Sendable {
         return try ControlJSON.decodeReply(reply.json, to: command)
     }
 
-    func onLoop<T: Sendable>(_ body: @escaping @Sendable (House) -> T) async throws -> T {
+    /// Runs `body` on the loop with the house's state (`HouseCore`).
+    func onLoop<T: Sendable>(_ body: @escaping @Sendable (HouseCore) -> T) async throws -> T {
         let house = self.house
-        return try await loop.executeInContext { body(house) }
+        return try await loop.executeInContext { body(house.core.value) }
     }
 
     /// The current stream's production, once it has finished (the producer thread posts to
@@ -96,8 +97,8 @@ final class HouseHarness: @unchecked Sendable {
         while true {
             await loop.run()
             let done = try await onLoop { house -> ServerStream? in
-                guard let stream = house.stream, stream.endFrame != nil,
-                      house.rooms.values.allSatisfy({ !house.inGroup($0) || $0.sentEnd }) else { return nil }
+                let group = house.defaultGroup
+                guard let stream = group.stream, stream.endFrame != nil, group.rooms.allSatisfy({ $0.sender.sentEnd }) else { return nil }
                 return stream
             }
             if let stream = done {
@@ -191,7 +192,7 @@ final class LogLines: @unchecked Sendable {
         let reference = try TestMedia.decodeWithFFmpeg(a) + (try TestMedia.decodeWithFFmpeg(c)) + (try TestMedia.decodeWithFFmpeg(b))
         #expect(audio.allSatisfy { !$0.isNaN })
         #expect(SignalCheck.maxDifference(audio, reference) < 1e-5)
-        #expect(try await harness.onLoop { $0.state.queue } == [a, c, b])
+        #expect(try await harness.onLoop { $0.defaultGroup.queue } == [a, c, b])
     }
 
     /// Closer to the playhead than the seamless margin (but beyond the start delay every room
@@ -300,7 +301,7 @@ final class LogLines: @unchecked Sendable {
         // The queue is [b, c]; move c first: it no longer follows b, so the stream ends after b.
         let moved = try await harness.control(.queueMove(from: 1, to: 0)).edited!
         #expect(moved.cut?.fromSeconds == Double(bStart + 96000) / 48000)
-        #expect(try await harness.onLoop { $0.state.queue } == [c, b])
+        #expect(try await harness.onLoop { $0.defaultGroup.queue } == [c, b])
         let ended = try await harness.waitForProduction()
         #expect(ended.endFrame == Int64(bStart + 96000))
         // The queue ran out, its end 2 s ahead: d continues the stream there.

@@ -34,7 +34,7 @@ import TuttiTestSupport
 
     /// Runs the loop until the stream has been produced to `frame`.
     static func produced(_ harness: HouseHarness, to frame: Int64) async throws {
-        try await harness.runLoop(until: "production to frame \(frame)") { $0.stream.map { $0.producedEnd >= frame } ?? false }
+        try await harness.runLoop(until: "production to frame \(frame)") { $0.defaultGroup.stream.map { $0.producedEnd >= frame } ?? false }
     }
 
     /// Repeat turned on before the queue's end is heard continues the stream into the first
@@ -52,7 +52,7 @@ import TuttiTestSupport
         let status = try await harness.control(.playModes(repeat: true)).status!
         #expect(status.playModes == PlayModes(repeat: true) && status.nextItem == 1)
         try await Self.produced(harness, to: 4 * 48000)
-        #expect(try await harness.onLoop { $0.stream?.endFrame } == nil)
+        #expect(try await harness.onLoop { $0.defaultGroup.stream?.endFrame } == nil)
         let sent = try await harness.messages("kitchen")
         let audio = try HouseHarness.audio(sent, stream: stream.id, from: 0, frames: 4 * 48000)
         let a = try TestMedia.decodeWithFFmpeg(files[0]), b = try TestMedia.decodeWithFFmpeg(files[1])
@@ -80,7 +80,7 @@ import TuttiTestSupport
         let stream = try await harness.waitForProduction()
         let end = stream.endFrame
         #expect(end == Int64(5 * 24000))
-        let order = try await harness.onLoop { house in house.state.randomOrder.map { house.queueTags.firstIndex(of: $0)! } }
+        let order = try await harness.onLoop { house in house.defaultGroup.randomOrder.map { house.defaultGroup.tags.firstIndex(of: $0)! } }
         #expect(order.sorted() == [0, 1, 2, 3, 4] && order != [0, 1, 2, 3, 4], "\(order)")
         let audio = try HouseHarness.audio(try await harness.messages("kitchen"), stream: stream.id, from: 0, frames: 5 * 24000)
         // Each item's tone, away from the seams.
@@ -95,7 +95,7 @@ import TuttiTestSupport
         try await again.connect("kitchen")
         _ = try await again.control(.playModes(random: true))
         _ = try await again.control(.play(files: files))
-        #expect(try await again.onLoop { house in house.state.randomOrder.map { house.queueTags.firstIndex(of: $0)! } } == order)
+        #expect(try await again.onLoop { house in house.defaultGroup.randomOrder.map { house.defaultGroup.tags.firstIndex(of: $0)! } } == order)
     }
 
     /// Single ends the stream after the item heard; with repeat it plays that item again and
@@ -139,11 +139,11 @@ import TuttiTestSupport
             await harness.loop.advanceTime(by: .milliseconds(400))
         }
         try await heard(seconds: 0.5)
-        #expect(try await harness.onLoop { $0.state.queue } == files)
+        #expect(try await harness.onLoop { $0.defaultGroup.queue } == files)
         try await heard(seconds: 1.5)
-        try await harness.runLoop(until: "item 1 consumed") { $0.state.queue == Array(files[1...]) }
+        try await harness.runLoop(until: "item 1 consumed") { $0.defaultGroup.queue == Array(files[1...]) }
         try await heard(seconds: 3.5)
-        try await harness.runLoop(until: "every item consumed") { $0.state.queue.isEmpty }
+        try await harness.runLoop(until: "every item consumed") { $0.defaultGroup.queue.isEmpty }
         let audio = try HouseHarness.audio(try await harness.messages("kitchen"), stream: stream.id, from: 0, frames: 3 * 48000)
         let reference = try files.flatMap { try TestMedia.decodeWithFFmpeg($0) }
         #expect(SignalCheck.maxDifference(audio, reference) < 1e-5)
@@ -161,7 +161,7 @@ import TuttiTestSupport
         let stream = try await harness.waitForProduction()
         harness.clock.advance(by: House.Configuration().startDelayNanoseconds + 1_500_000_000)
         let shuffled = try await harness.control(.queueShuffle).edited!
-        let queue = try await harness.onLoop { $0.state.queue }
+        let queue = try await harness.onLoop { $0.defaultGroup.queue }
         #expect(queue[0] == files[1] && Set(queue) == Set(files) && queue != files, "\(queue)")
         #expect(shuffled.cut.map { $0.fromSeconds >= 2 } ?? true)
         _ = try await harness.waitForProduction()
@@ -188,7 +188,7 @@ import TuttiTestSupport
         _ = try await harness.control(.queueClear)
         _ = try await harness.control(.playlistLoad(name: "Sunday"))
         _ = try await harness.control(.playlistLoad(name: "Sunday"))
-        #expect(try await harness.onLoop { $0.state.queue } == files + files)
+        #expect(try await harness.onLoop { $0.defaultGroup.queue } == files + files)
         await #expect(throws: TestFailure.self) { _ = try await harness.control(.playlistLoad(name: "Monday")) }
         _ = try await harness.control(.playlistSave(name: "Monday"))
         _ = try await harness.control(.playModes(repeat: true, consume: true))

@@ -42,7 +42,7 @@ import TuttiTestSupport
         // Killed: nothing more reaches the store.
 
         let second = HouseHarness(configuration: configuration, clock: first.clock)
-        try await second.onLoop { $0.resumeStoredStream() }
+        try await second.onLoop { $0.resumeStoredStreams() }
         let resumed = try await second.control(.status).status
         #expect(resumed?.stream == stream.id)
         #expect(resumed?.state == "playing")
@@ -86,10 +86,52 @@ import TuttiTestSupport
         let stream = try await first.waitForProduction()
         first.clock.advance(by: 5_000_000_000)
         let second = HouseHarness(configuration: configuration, clock: first.clock)
-        try await second.onLoop { $0.resumeStoredStream() }
+        try await second.onLoop { $0.resumeStoredStreams() }
         #expect(try await second.control(.status).status?.state == "stopped")
         #expect(second.logLines.all.contains { $0.contains("(\(stream.id)) ended at timeline frame 48000 while it was down") })
         #expect(try await second.control(.queue).queue?.items.map(\.path) == [a])
+    }
+
+    /// Groups, their rooms, queues and play modes, and what each plays, survive a restart: both
+    /// groups' streams are taken up, each on its own timeline, and each room goes back to its
+    /// group when it reconnects.
+    @Test func groupsAndWhatTheyPlaySurviveARestart() async throws {
+        let directory = try TemporaryDirectory("house-restart-groups")
+        defer { directory.remove() }
+        let a = directory.file("a.flac"), b = directory.file("b.flac"), c = directory.file("c.flac")
+        for (index, path) in [a, b, c].enumerated() { try Self.noise(path, seconds: 4, seed: index + 1) }
+        var configuration = House.Configuration()
+        configuration.stateDirectory = directory.file("state")
+        let first = HouseHarness(configuration: configuration)
+        try await first.connect("kitchen")
+        try await first.connect("hall")
+        _ = try await first.control(.groupCreate(name: "Radio"))
+        _ = try await first.control(.join(room: "hall"), group: "Radio")
+        _ = try await first.control(.playModes(repeat: true), group: "Radio")
+        _ = try await first.control(.play(files: [a]))
+        _ = try await first.control(.play(files: [b, c]), group: "Radio")
+        _ = try await first.control(.volume(room: "hall", percent: 30))
+        let before = try #require(try await first.control(.groups).groups)
+        #expect(before.groups.map(\.name) == ["default", "Radio"] && before["Radio"]?.rooms == ["hall"] && before["default"]?.rooms == ["kitchen"])
+        let streams = try await first.onLoop { house in house.orderedGroups.map { $0.stream?.id } }
+        first.clock.advance(by: 1_000_000_000)
+
+        let second = HouseHarness(configuration: configuration, clock: first.clock)
+        try await second.onLoop { $0.resumeStoredStreams() }
+        let after = try #require(try await second.control(.groups).groups)
+        #expect(after.groups.map(\.name) == ["default", "Radio"])
+        #expect(after["Radio"]?.knownRooms == ["hall"] && after["default"]?.knownRooms == ["kitchen"] && after["Radio"]?.rooms == [])
+        #expect(after.groups.map(\.state) == ["playing", "playing"] && after.groups.map(\.stream) == streams, "\(after)")
+        #expect(try await second.control(.queue, group: "Radio").queue?.items.map(\.path) == [b, c])
+        #expect(try await second.control(.status, group: "Radio").status?.playModes?.repeat == true)
+        #expect(try await second.control(.queue).queue?.items.map(\.path) == [a])
+        // The hall reconnects: into the radio, at its volume, sent the radio's stream.
+        try await second.connect("hall")
+        let rooms = try #require(try await second.control(.rooms).rooms)
+        #expect(rooms["hall"]?.group == "Radio" && rooms["hall"]?.volume == 30)
+        let sent = try await second.messages("hall")
+        #expect(sent.contains { if case .streamStart(let start) = $0 { start.streamID == streams[1] } else { false } })
+        #expect(!sent.contains { if case .streamStart(let start) = $0 { start.streamID == streams[0] } else { false } })
     }
 
     /// Queue edits, volumes and the group are each committed as they are made; an old
@@ -104,7 +146,8 @@ import TuttiTestSupport
         var configuration = House.Configuration()
         configuration.stateDirectory = state
         let first = HouseHarness(configuration: configuration)
-        #expect(try await first.onLoop { $0.state } == HouseState(queue: ["/music/x.flac", "/music/y.flac"], volumes: ["kitchen": 40], group: ["kitchen"]))
+        #expect(try await first.onLoop { $0.defaultGroup.queue } == ["/music/x.flac", "/music/y.flac"])
+        #expect(try await first.onLoop { $0.rooms.records.values.map { "\($0.name) \($0.volume)" } } == ["kitchen 40"])
         #expect(FileManager.default.fileExists(atPath: state + "/house.json.migrated"))
         #expect(!FileManager.default.fileExists(atPath: state + "/house.json"))
         let z = directory.file("z.flac")
@@ -115,15 +158,16 @@ import TuttiTestSupport
         _ = try await first.control(.volume(room: "kitchen", percent: 70))
 
         let second = HouseHarness(configuration: configuration, clock: first.clock)
-        let kept = try await second.onLoop { ($0.state, $0.queueTags) }
-        #expect(kept.0 == HouseState(queue: [z, "/music/y.flac", "/music/x.flac"], volumes: ["kitchen": 70], group: ["kitchen"]))
+        let kept = try await second.onLoop { ($0.defaultGroup.queue, $0.defaultGroup.tags, $0.rooms.records.values.map { "\($0.name) \($0.volume) \($0.latencyKnown ?? -1)" }) }
+        #expect(kept.0 == [z, "/music/y.flac", "/music/x.flac"])
         #expect(kept.1 == [2, 1, 0], "tags move with their entries")
+        #expect(kept.2 == ["kitchen 70 30000000"])
         #expect(second.logLines.all.isEmpty, "\(second.logLines.all)")
 
         try "not a database, not at all".write(toFile: state + "/house.sqlite", atomically: true, encoding: .utf8)
         for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: state + "/house.sqlite" + suffix) }
         let third = HouseHarness(configuration: configuration, clock: first.clock)
-        #expect(try await third.onLoop { $0.state } == HouseState())
+        #expect(try await third.onLoop { $0.defaultGroup.queue.isEmpty && $0.rooms.records.isEmpty && $0.groups.count == 1 })
         #expect(third.logLines.all.contains { $0.contains("house.sqlite: unreadable store") && $0.contains("moved to") })
     }
 }

@@ -162,11 +162,11 @@ import TuttiTestSupport
         _ = try await ControlClient.send(.play(files: [track]), host: "127.0.0.1", port: port, group: group)
         let house = server.house
         let deadline = ContinuousClock.now + .seconds(30)
-        while try await !house.loop.submit({ house.stream?.endFrame != nil }).get() {
+        while try await !house.loop.submit({ house.core.value.defaultGroup.stream?.endFrame != nil }).get() {
             guard ContinuousClock.now < deadline else { throw TestTimeout("the house did not produce the 20 s track within 30 s") }
             try await Task.sleep(for: .milliseconds(5))
         }
-        let total = try await house.loop.submit { house.stream?.endFrame ?? 0 }.get()
+        let total = try await house.loop.submit { house.core.value.defaultGroup.stream?.endFrame ?? 0 }.get()
 
         let ended = group.next().makePromise(of: Void.self)
         let peer = SpeakerPeer(ended: ended)

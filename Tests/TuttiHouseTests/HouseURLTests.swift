@@ -20,7 +20,7 @@ import TuttiTestSupport
         let audio = try HouseHarness.audio(sent, stream: stream.id, from: 0, frames: tone.frameCount)
         #expect(audio.allSatisfy { !$0.isNaN })
         #expect(audio.elementsEqual(tone.samples))
-        #expect(try await harness.onLoop { $0.state.queue } == [url])
+        #expect(try await harness.onLoop { $0.defaultGroup.queue } == [url])
     }
 
     /// An unreachable URL is reported as the item's error; the rest of the queue still plays.

@@ -36,13 +36,13 @@ import TuttiTestSupport
         // A speaker on a virtual card commits each frame to its device 95 ms before it is heard.
         let kitchen = try await harness.connect("kitchen", outputLead: 95_000_000)
         // The room's last status says its clock is still settling.
-        try await harness.onLoop { $0.received(status: Self.status(streamID: 0, clockError: -1), from: kitchen) }
+        try await harness.onLoop { $0.received(status: Self.status(streamID: 0, clockError: -1), fromConnection: kitchen) }
         let box = try await Self.startPlay(harness, [a])
         try await harness.runLoop(until: "the start of the stream to be sent") { house in
-            house.rooms[kitchen].map { $0.sentUntilFrame >= 12000 } ?? false
+            house.rooms.connected.first { $0.connectionID == kitchen }.map { $0.sender.sentUntilFrame >= 12000 } ?? false
         }
         #expect(box.value == nil, "answered before the room was ready")
-        let status = try await harness.onLoop { $0.statusReport() }
+        let status = try await harness.onLoop { $0.statusReport(of: $0.defaultGroup) }
         #expect(status.state == "starting")
         var sent = try await harness.messages("kitchen")
         let streamID = try #require(sent.compactMap { if case .streamStart(let m) = $0 { return m.streamID } else { return nil } }.first)
@@ -51,7 +51,7 @@ import TuttiTestSupport
 
         // 800 ms later the clock has settled.
         harness.clock.advance(by: 800_000_000)
-        try await harness.onLoop { $0.received(status: Self.status(streamID: streamID, clockError: 40_000), from: kitchen) }
+        try await harness.onLoop { $0.received(status: Self.status(streamID: streamID, clockError: 40_000), fromConnection: kitchen) }
         await harness.loop.run()
         let reply = try #require(box.value)
         #expect(reply.ok, "\(reply.json)")
@@ -76,14 +76,14 @@ import TuttiTestSupport
         let harness = HouseHarness(waitsForRooms: true)
         let kitchen = try await harness.connect("kitchen")
         try await harness.connect("hall")
-        try await harness.onLoop { $0.received(status: Self.status(streamID: 0, clockError: 30_000), from: kitchen) }
+        try await harness.onLoop { $0.received(status: Self.status(streamID: 0, clockError: 30_000), fromConnection: kitchen) }
         let box = try await Self.startPlay(harness, [a])
         try await harness.runLoop(until: "the start of the stream to be sent") { house in
-            house.rooms.values.allSatisfy { $0.sentUntilFrame >= 12000 }
+            house.rooms.connected.allSatisfy { $0.sender.sentUntilFrame >= 12000 }
         }
         // The kitchen's clock is settled; the hall never says anything.
-        let streamID = try await harness.onLoop { $0.stream!.id }
-        try await harness.onLoop { $0.received(status: Self.status(streamID: streamID, clockError: 30_000), from: kitchen) }
+        let streamID = try await harness.onLoop { $0.defaultGroup.stream!.id }
+        try await harness.onLoop { $0.received(status: Self.status(streamID: streamID, clockError: 30_000), fromConnection: kitchen) }
         await harness.loop.run()
         #expect(box.value == nil, "started without waiting for the hall")
         harness.clock.advance(by: 1_500_000_000)

@@ -29,7 +29,7 @@ import TuttiTestSupport
         #expect(!Self.chunks(sent).isEmpty)
 
         // The connection drops a second into the track; the room held the first 2 s.
-        try await harness.onLoop { $0.disconnect(id: first) }
+        try await harness.onLoop { $0.disconnect(connectionID: first) }
         harness.clock.advance(by: House.Configuration().startDelayNanoseconds + 1_000_000_000)
         try await harness.connect("kitchen", resume: .init(streamID: stream.id, epoch: 0, held: [0..<96000]))
         let again = try await harness.messages("kitchen")
@@ -57,7 +57,7 @@ import TuttiTestSupport
         _ = try await harness.control(.play(files: [a, b]))
         let stream = try await harness.waitForProduction()
         _ = try await harness.messages("kitchen")
-        try await harness.onLoop { $0.disconnect(id: first) }
+        try await harness.onLoop { $0.disconnect(connectionID: first) }
 
         // While it is away, b is removed: the stream is cut where b began.
         harness.clock.advance(by: House.Configuration().startDelayNanoseconds + 1_000_000_000)

@@ -13,7 +13,8 @@ import Testing
         .librarySearch(query: "help beatles", limit: 20), .librarySearch(query: "x"), .libraryBrowse(), .libraryBrowse(artist: "A"),
         .libraryBrowse(artist: "A", album: "B"), .libraryProblems, .queueShuffle, .playModes(repeat: true), .playModes(random: false, consume: true),
         .playModes(repeat: false, random: true, single: true, consume: false), .playlists, .playlistSave(name: "Party mix"),
-        .playlistLoad(name: "Party mix"), .playlistRemove(name: "Ärger"),
+        .playlistLoad(name: "Party mix"), .playlistRemove(name: "Ärger"), .groups, .groupCreate(name: "Kök"), .groupRename(to: "Upstairs"),
+        .groupRemove,
     ]
 
     @Test func everyCommandReadsBackAsItself() throws {
@@ -25,8 +26,19 @@ import Testing
         #expect(Set(Self.commands.map(\.name)) == Set(ControlCommand.names))
     }
 
+    /// A request names the group it acts on beside its command's own fields, and reads back.
+    @Test func aRequestCarriesItsGroup() throws {
+        for request in [ControlRequest(.pause, group: "Kitchen"), ControlRequest(.join(room: "attic"), group: "2"), ControlRequest(.status)] {
+            let json = ControlJSON.encode(request)
+            #expect(try ControlJSON.decodeRequest(json) == request, "\(json)")
+        }
+        #expect(ControlJSON.encode(ControlRequest(.seek(seconds: 3), group: "Radio")) == #"{"command":"seek","group":"Radio","seconds":3}"#)
+        #expect(try ControlJSON.decodeCommand(#"{"command":"pause","group":"x"}"#) == .pause)
+        #expect(throws: ControlRefusal.self) { try ControlJSON.decodeRequest(#"{"command":"pause","group":7}"#) }
+    }
+
     @Test func everyReplyReadsBackAsItself() throws {
-        let room = RoomReport(name: "kitchen", inGroup: true, volume: 40, latencyMs: 12, state: "playing", bufferSeconds: 181.5,
+        let room = RoomReport(id: 3, name: "kitchen", group: "default", volume: 40, latencyMs: 12, state: "playing", bufferSeconds: 181.5,
                               syncErrorMicroseconds: -3.5, clockErrorMicroseconds: 8, underruns: 0, fillRate: 210,
                               playheadSeconds: 12.25, sentSeconds: 193.75)
         let cut = StreamCut(fromSeconds: 4, aheadSeconds: 0.2, seamless: false, reason: "the change takes effect 0.20 s ahead")
@@ -36,17 +48,19 @@ import Testing
             (.librarySearch(query: "a"), .library(LibraryBrowseReport(tracks: [LibraryTrack(path: "/m/a.flac", title: "A", artist: "B", album: "C",
                                                                                           durationSeconds: 3.5, format: "flac 44100 Hz")]))),
             (.libraryProblems, .library(LibraryBrowseReport(problems: [LibraryProblem(path: "/m/x.mp3", reason: "invalid data")]))),
-            (.groupVolume(percent: 30), .group(GroupVolumeReport(percent: 30, rooms: [RoomChange(room: "kitchen", inGroup: true, volume: 20)]))),
+            (.groupVolume(percent: 30), .group(GroupVolumeReport(percent: 30, rooms: [RoomChange(id: 3, room: "kitchen", group: "default", volume: 20)]))),
             (.resume, .resumed(ResumeReport(resumedAtSeconds: 3.5, startsInMs: 150))),
             (.seek(seconds: 4), .edited(EditReport(cut: cut, item: 0, queueLength: 2))),
             (.next, .edited(EditReport(stopped: true, queueLength: 2))),
             (.playlistSave(name: "p"), .playlists(StoredPlaylistsReport(playlists: [.init(name: "p", files: ["/m/a.flac"], modifiedSeconds: 1.7e9)]))),
             (.queueRemove(index: 0), .edited(EditReport(queueLength: 1))),
-            (.rooms, .rooms(RoomsReport(rooms: [room, RoomReport(name: "attic", inGroup: false, volume: 100, latencyMs: 0,
+            (.rooms, .rooms(RoomsReport(rooms: [room, RoomReport(id: 4, name: "attic", group: "attic", volume: 100, latencyMs: 0,
                                                                   state: "connecting", sentSeconds: 0)]))),
-            (.volume(room: "kitchen", percent: 40), .room(RoomChange(room: "kitchen", inGroup: true, volume: 40))),
+            (.volume(room: "kitchen", percent: 40), .room(RoomChange(id: 3, room: "kitchen", group: "default", volume: 40))),
             (.queue, .queue(QueueReport(items: [QueueEntryReport(index: 0, path: "/m/a.flac", current: true, title: "A", durationSeconds: 3)],
                                         current: 0))),
+            (.groups, .groups(GroupsReport(groups: [GroupReport(id: 1, name: "default", isDefault: true, rooms: ["kitchen"], knownRooms: ["kitchen", "hall"],
+                                                                state: "playing", queueLength: 3)]))),
             (.status, .status(StatusReport(server: "house", state: "playing", roomCount: 1, queueLength: 1, serverTimeNs: 123_456_789,
                                            stream: 7, positionSeconds: 1.5, item: 0, title: "A", rooms: [room]))),
         ]

@@ -3,7 +3,8 @@ import NIOPosix
 import Synchronization
 import Testing
 import TuttiCore
-@testable import TuttiSimulation
+@testable import TuttiImpairment
+import TuttiSimulation
 
 /// The impairment proxy with real sockets on 127.0.0.1: NIO echo servers (TCP and UDP on one
 /// port, like Tutti's server) behind it, NIO clients in front. Timing is only ever checked as a

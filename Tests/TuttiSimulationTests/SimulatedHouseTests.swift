@@ -17,9 +17,9 @@ import TuttiTestSupport
         try await onOwnThread("the simulated house", timeout: .seconds(480)) { try SimulatedHouse.run(scenario) }
     }
 
-    static func music(seconds: Int, in directory: TemporaryDirectory) throws -> String {
-        let path = directory.file("music-\(seconds).flac")
-        try TestMedia.ffmpeg(["-f", "lavfi", "-i", "sine=f=220:d=\(seconds)", "-f", "lavfi", "-i", "anoisesrc=d=\(seconds):c=pink:a=0.2:seed=3",
+    static func music(seconds: Int, tone: Int = 220, seed: Int = 3, in directory: TemporaryDirectory) throws -> String {
+        let path = directory.file("music-\(seconds)-\(tone)-\(seed).flac")
+        try TestMedia.ffmpeg(["-f", "lavfi", "-i", "sine=f=\(tone):d=\(seconds)", "-f", "lavfi", "-i", "anoisesrc=d=\(seconds):c=pink:a=0.2:seed=\(seed)",
                               "-filter_complex", "[0]vibrato=f=5[x];[x][1]amix=inputs=2,pan=stereo|c0=c0|c1=0.8*c0", "-ar", "48000", path])
         return path
     }

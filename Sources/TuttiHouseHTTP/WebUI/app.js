@@ -63,8 +63,11 @@ function connect() {
   feed.onopen = () => { indicator.dataset.state = "open"; indicator.textContent = "live"; };
   feed.onmessage = (event) => {
     const message = JSON.parse(event.data);
-    if (message.event === "status") receiveStatus(message.status);
-    else if (message.event === "queue") { state.queue = message.queue; renderQueue(); }
+    // Each group's status and queue come tagged with its name, after the groups; this page
+    // shows the default group's.
+    if (message.event === "groups") state.defaultGroup = message.groups.groups.find((group) => group.isDefault)?.name;
+    else if (message.event === "status" && message.group === state.defaultGroup) receiveStatus(message.status);
+    else if (message.event === "queue" && message.group === state.defaultGroup) { state.queue = message.queue; renderQueue(); }
   };
   feed.onclose = () => {
     indicator.dataset.state = "closed";
@@ -252,7 +255,7 @@ function renderRooms() {
     let view = roomViews.get(room.name);
     if (!view) { view = makeRoomView(room.name); roomViews.set(room.name, view); }
     if (list.children[index] !== view) list.insertBefore(view, list.children[index] ?? null);
-    view.querySelector(".in-group").checked = room.inGroup;
+    view.querySelector(".in-group").checked = room.group === state.status.group;
     view.querySelector(".state").textContent = room.state;
     const slider = view.querySelector(".volume-slider");
     // Not under the user's finger.

@@ -13,9 +13,15 @@ public enum ControlClient {
     ///   `Failure` when the house cannot be reached or does not answer in time.
     public static func send(_ command: ControlCommand, host: String, port: Int, group: any EventLoopGroup,
                             timeoutNanoseconds: Int64 = 10_000_000_000) async throws -> ControlReply {
-        let reply = try await sendJSON(ControlJSON.encode(command), host: host, port: port, group: group, timeoutNanoseconds: timeoutNanoseconds)
+        try await send(ControlRequest(command), host: host, port: port, group: group, timeoutNanoseconds: timeoutNanoseconds)
+    }
+
+    /// The same, for a command addressed to a group of the house (`ControlRequest.group`).
+    public static func send(_ request: ControlRequest, host: String, port: Int, group: any EventLoopGroup,
+                            timeoutNanoseconds: Int64 = 10_000_000_000) async throws -> ControlReply {
+        let reply = try await sendJSON(ControlJSON.encode(request), host: host, port: port, group: group, timeoutNanoseconds: timeoutNanoseconds)
         guard reply.ok else { throw ControlJSON.decodeRefusal(reply.json) }
-        return try ControlJSON.decodeReply(reply.json, to: command)
+        return try ControlJSON.decodeReply(reply.json, to: request.command)
     }
 
     /// Sends raw request text (tests of malformed requests use it) and returns the raw reply.

@@ -5,9 +5,12 @@ import FoundationEssentials
 ///
 /// On the wire a command is a JSON object named by its `command` key
 /// (`{"command":"queue-add","file":"/music/a.flac","at":1}`), carried in a
-/// `WireMessage.ControlRequest`; `ControlJSON` is the only code that reads or writes it.
+/// `WireMessage.ControlRequest`; `ControlJSON` is the only code that reads or writes it. A
+/// command that acts on a group acts on the one its request names (`ControlRequest.group`), or
+/// on the default group.
 public enum ControlCommand: Sendable, Equatable {
-    /// Replace the queue with `files` and play them in `rooms` (nil: every room).
+    /// Replace the group's queue with `files` and play them; with `rooms`, in exactly those
+    /// rooms (they move into the group, and its others leave it).
     case play(files: [String], rooms: [String]? = nil)
     /// Pause every room on the same sample.
     case pause
@@ -22,10 +25,19 @@ public enum ControlCommand: Sendable, Equatable {
     case previous
     /// Every connected room with its state, buffer and sync.
     case rooms
-    /// Add a room to the group, in sync with the others.
+    /// Move a room into the group (out of the one it was in), in sync with the group's others.
     case join(room: String)
-    /// Take a room out of the group; it falls silent.
+    /// Take a room out of the group into a group of its own (named after it), where it falls
+    /// silent.
     case leave(room: String)
+    /// The house's groups.
+    case groups
+    /// A new group, empty and silent, named `name`.
+    case groupCreate(name: String)
+    /// Rename the group.
+    case groupRename(to: String)
+    /// Remove the group; its rooms move to the default group, which cannot be removed.
+    case groupRemove
     /// Set a room's volume, 0–100.
     case volume(room: String, percent: Int)
     /// Set the latency a room compensates (an amplifier's or a soundbar's delay after the DAC),
@@ -84,6 +96,10 @@ public enum ControlCommand: Sendable, Equatable {
         case .rooms: "rooms"
         case .join: "join"
         case .leave: "leave"
+        case .groups: "groups"
+        case .groupCreate: "group-create"
+        case .groupRename: "group-rename"
+        case .groupRemove: "group-remove"
         case .volume: "volume"
         case .groupVolume: "group-volume"
         case .roomLatency: "room-latency"
@@ -113,13 +129,14 @@ public enum ControlCommand: Sendable, Equatable {
     /// again, without end).
     public var onlyReads: Bool {
         switch self {
-        case .status, .rooms, .queue, .librarySearch, .libraryBrowse, .libraryProblems, .playlists: true
+        case .status, .rooms, .queue, .librarySearch, .libraryBrowse, .libraryProblems, .playlists, .groups: true
         default: false
         }
     }
 
     /// Every command name, for error messages.
-    public static let names = ["play", "pause", "resume", "seek", "next", "previous", "rooms", "join", "leave", "volume", "group-volume",
+    public static let names = ["play", "pause", "resume", "seek", "next", "previous", "rooms", "join", "leave", "groups", "group-create",
+                               "group-rename", "group-remove", "volume", "group-volume",
                                "room-latency", "room-rename", "queue", "queue-add", "queue-remove", "queue-move", "queue-clear", "queue-play", "queue-shuffle", "stop", "status",
                                "library-search", "library-browse", "library-problems", "play-modes", "playlists", "playlist-save",
                                "playlist-load", "playlist-remove"]
@@ -142,6 +159,8 @@ public enum ControlCommand: Sendable, Equatable {
             "room-latency needs milliseconds from 0 to 2000"
         case .roomRename(_, let name) where name.allSatisfy(\.isWhitespace) || name.utf8.count > 64:
             "room-rename needs a new name of 1 to 64 bytes"
+        case .groupCreate(let name), .groupRename(let name):
+            Self.groupNameProblem(name).map { "\(self.name): \($0)" }
         case .librarySearch(_, let limit?) where !(1...1000).contains(limit):
             "library-search needs a limit from 1 to 1000"
         case .libraryBrowse(nil, .some):
@@ -156,6 +175,25 @@ public enum ControlCommand: Sendable, Equatable {
             Self.playlistNameProblem(name).map { "\(self.name): \($0)" }
         default:
             nil
+        }
+    }
+
+    /// Why `name` cannot name a group (1 to 64 bytes, not only spaces, no line break), or nil.
+    public static func groupNameProblem(_ name: String) -> String? {
+        if name.allSatisfy(\.isWhitespace) || name.utf8.count > 64 { return "a group name needs 1 to 64 bytes, not only spaces" }
+        if name.contains("\n") || name.contains("\r") { return "a group name cannot contain a line break: \(name.debugDescription)" }
+        return nil
+    }
+
+    /// Whether the command acts on one group (the request's, or the default group): the
+    /// others do not notice it.
+    public var actsOnAGroup: Bool {
+        switch self {
+        case .rooms, .groups, .groupCreate, .volume, .roomLatency, .roomRename, .playlists, .playlistRemove,
+             .librarySearch, .libraryBrowse, .libraryProblems:
+            false
+        default:
+            true
         }
     }
 
@@ -185,6 +223,10 @@ extension ControlCommand: Codable {
         case "rooms": self = .rooms
         case "join": self = .join(room: try c.decode(String.self, forKey: .room))
         case "leave": self = .leave(room: try c.decode(String.self, forKey: .room))
+        case "groups": self = .groups
+        case "group-create": self = .groupCreate(name: try c.decode(String.self, forKey: .name))
+        case "group-rename": self = .groupRename(to: try c.decode(String.self, forKey: .to))
+        case "group-remove": self = .groupRemove
         case "volume": self = .volume(room: try c.decode(String.self, forKey: .room), percent: try c.decode(Int.self, forKey: .percent))
         case "group-volume": self = .groupVolume(percent: try c.decode(Int.self, forKey: .percent))
         case "room-latency": self = .roomLatency(room: try c.decode(String.self, forKey: .room), milliseconds: try c.decode(Double.self, forKey: .milliseconds))
@@ -255,9 +297,12 @@ extension ControlCommand: Codable {
             try c.encodeIfPresent(random, forKey: .random)
             try c.encodeIfPresent(single, forKey: .single)
             try c.encodeIfPresent(consume, forKey: .consume)
-        case .playlistSave(let name), .playlistLoad(let name), .playlistRemove(let name):
+        case .playlistSave(let name), .playlistLoad(let name), .playlistRemove(let name), .groupCreate(let name):
             try c.encode(name, forKey: .name)
-        case .pause, .resume, .next, .previous, .rooms, .queue, .queueClear, .queueShuffle, .stop, .status, .libraryProblems, .playlists:
+        case .groupRename(let name):
+            try c.encode(name, forKey: .to)
+        case .pause, .resume, .next, .previous, .rooms, .queue, .queueClear, .queueShuffle, .stop, .status, .libraryProblems, .playlists,
+             .groups, .groupRemove:
             break
         }
     }

@@ -16,6 +16,10 @@ public enum ControlJSON {
         encodeValue(command)
     }
 
+    public static func encode(_ request: ControlRequest) -> String {
+        encodeValue(request)
+    }
+
     public static func encode(_ reply: ControlReply) -> String {
         encodeValue(reply.report)
     }
@@ -36,20 +40,25 @@ public enum ControlJSON {
         String(decoding: try! makeEncoder().encode(value), as: UTF8.self)
     }
 
-    /// Reads a command; a request that is not one is refused with one line saying why.
-    public static func decodeCommand(_ json: String) throws(ControlRefusal) -> ControlCommand {
+    /// Reads a request; one that is not one is refused with one line saying why.
+    public static func decodeRequest(_ json: String) throws(ControlRefusal) -> ControlRequest {
         let data = Data(json.utf8)
         struct Envelope: Decodable { var command: String? }
         guard let envelope = try? JSONDecoder().decode(Envelope.self, from: data), let name = envelope.command else {
             throw ControlRefusal("request is not a JSON object with a \"command\"")
         }
         do {
-            return try JSONDecoder().decode(ControlCommand.self, from: data)
+            return try JSONDecoder().decode(ControlRequest.self, from: data)
         } catch let error as DecodingError {
             throw ControlRefusal(describe(error, in: name))
         } catch {
             throw ControlRefusal("\(name): \(error)")
         }
+    }
+
+    /// Reads a request's command, whatever group it names.
+    public static func decodeCommand(_ json: String) throws(ControlRefusal) -> ControlCommand {
+        try decodeRequest(json).command
     }
 
     /// Reads the reply to `command`.
@@ -66,6 +75,7 @@ public enum ControlJSON {
                 return .edited(try decoder.decode(EditReport.self, from: data))
             case .rooms: return .rooms(try decoder.decode(RoomsReport.self, from: data))
             case .join, .leave, .volume, .roomLatency, .roomRename: return .room(try decoder.decode(RoomChange.self, from: data))
+            case .groups, .groupCreate, .groupRename, .groupRemove: return .groups(try decoder.decode(GroupsReport.self, from: data))
             case .groupVolume: return .group(try decoder.decode(GroupVolumeReport.self, from: data))
             case .queue: return .queue(try decoder.decode(QueueReport.self, from: data))
             case .status, .playModes: return .status(try decoder.decode(StatusReport.self, from: data))

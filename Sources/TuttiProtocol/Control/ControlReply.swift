@@ -17,6 +17,8 @@ public enum ControlReply: Sendable, Equatable {
     case room(RoomChange)
     /// `group-volume`: the group's volume and its rooms'.
     case group(GroupVolumeReport)
+    /// `groups`, `group-create`, `group-rename`, `group-remove`: the groups as they are now.
+    case groups(GroupsReport)
     /// `queue`.
     case queue(QueueReport)
     /// `status`.
@@ -36,6 +38,7 @@ public enum ControlReply: Sendable, Equatable {
         case .rooms(let r): r
         case .room(let r): r
         case .group(let r): r
+        case .groups(let r): r
         case .queue(let r): r
         case .status(let r): r
         case .library(let r): r
@@ -51,6 +54,7 @@ public enum ControlReply: Sendable, Equatable {
     public var rooms: RoomsReport? { if case .rooms(let r) = self { r } else { nil } }
     public var room: RoomChange? { if case .room(let r) = self { r } else { nil } }
     public var group: GroupVolumeReport? { if case .group(let r) = self { r } else { nil } }
+    public var groups: GroupsReport? { if case .groups(let r) = self { r } else { nil } }
     public var queue: QueueReport? { if case .queue(let r) = self { r } else { nil } }
     public var status: StatusReport? { if case .status(let r) = self { r } else { nil } }
     public var library: LibraryBrowseReport? { if case .library(let r) = self { r } else { nil } }
@@ -187,8 +191,12 @@ public struct EditReport: Codable, Sendable, Equatable {
 
 /// One room as the house sees it, with what the room reports about itself.
 public struct RoomReport: Codable, Sendable, Equatable {
+    /// The room's identity: the same across renames, restarts and reconnections (MPD's output
+    /// id, Snapcast's client id).
+    public var id: UInt32
     public var name: String
-    public var inGroup: Bool
+    /// The name of the group it plays in.
+    public var group: String
     public var volume: Int
     public var latencyMs: Double
     /// "connecting" until the room's first status, then the room's own state ("idle", "buffering", "playing").
@@ -210,11 +218,12 @@ public struct RoomReport: Codable, Sendable, Equatable {
     public var problem: String?
     /// How many times a room of this name connected again since the house started.
     public var reconnects: Int?
-    public init(name: String, inGroup: Bool, volume: Int, latencyMs: Double, state: String, bufferSeconds: Double? = nil,
+    public init(id: UInt32, name: String, group: String, volume: Int, latencyMs: Double, state: String, bufferSeconds: Double? = nil,
                 syncErrorMicroseconds: Double? = nil, clockErrorMicroseconds: Double? = nil, underruns: Int? = nil,
                 fillRate: Double? = nil, playheadSeconds: Double? = nil, sentSeconds: Double, problem: String? = nil, reconnects: Int? = nil) {
+        self.id = id
         self.name = name
-        self.inGroup = inGroup
+        self.group = group
         self.volume = volume
         self.latencyMs = latencyMs
         self.state = state
@@ -238,14 +247,17 @@ public struct RoomsReport: Codable, Sendable, Equatable {
 }
 
 public struct RoomChange: Codable, Sendable, Equatable {
+    public var id: UInt32
     public var room: String
-    public var inGroup: Bool
+    /// The name of the group it plays in.
+    public var group: String
     public var volume: Int
     /// The latency it compensates, in ms.
     public var latencyMs: Double?
-    public init(room: String, inGroup: Bool, volume: Int, latencyMs: Double? = nil) {
+    public init(id: UInt32, room: String, group: String, volume: Int, latencyMs: Double? = nil) {
+        self.id = id
         self.room = room
-        self.inGroup = inGroup
+        self.group = group
         self.volume = volume
         self.latencyMs = latencyMs
     }
@@ -354,6 +366,10 @@ public struct QueueReport: Codable, Sendable, Equatable {
 
 public struct StatusReport: Codable, Sendable, Equatable {
     public var server: String
+    /// The group this status is of (the request's, or the default group): its state, queue,
+    /// item and volume. `rooms` lists every room of the house.
+    public var group: String?
+    public var groupId: UInt32?
     /// "stopped", "starting" (a play waiting for its rooms), "playing" or "paused".
     public var state: String
     public var roomCount: Int
@@ -399,4 +415,41 @@ public struct StatusReport: Codable, Sendable, Equatable {
         self.itemDurationSeconds = itemDurationSeconds
         self.rooms = rooms
     }
+}
+
+/// One group of the house: its rooms and what it plays.
+public struct GroupReport: Codable, Sendable, Equatable {
+    /// The group's identity: the same across renames and restarts.
+    public var id: UInt32
+    public var name: String
+    /// The group new rooms join, which cannot be removed (MPD's "default" partition).
+    public var isDefault: Bool
+    /// Its rooms that are connected, by name; `knownRooms` also those that are not.
+    public var rooms: [String]
+    public var knownRooms: [String]
+    /// As `StatusReport.state`.
+    public var state: String
+    public var queueLength: Int
+    /// The stream it plays (Snapcast's stream id), if any.
+    public var stream: UInt32?
+    public var title: String?
+    public var positionSeconds: Double?
+    /// The mean volume of its connected rooms.
+    public var volume: Int?
+    public init(id: UInt32, name: String, isDefault: Bool, rooms: [String], knownRooms: [String], state: String, queueLength: Int) {
+        self.id = id
+        self.name = name
+        self.isDefault = isDefault
+        self.rooms = rooms
+        self.knownRooms = knownRooms
+        self.state = state
+        self.queueLength = queueLength
+    }
+}
+
+public struct GroupsReport: Codable, Sendable, Equatable {
+    /// The default group first, then by name.
+    public var groups: [GroupReport]
+    public init(groups: [GroupReport]) { self.groups = groups }
+    public subscript(name: String) -> GroupReport? { groups.first { $0.name == name } }
 }

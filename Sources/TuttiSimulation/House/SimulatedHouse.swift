@@ -57,6 +57,33 @@ public enum SimulatedHouse {
         public var keepsAudio = true
         /// The clock estimator every room runs (another than the envelope only to compare them).
         public var estimator: ClockEstimatorKind = .envelope
+        /// More groups than the default one, each with its rooms (moved there before play) and
+        /// its own music, played at the same time as `music` in the default group.
+        public var groups: [Group] = []
+        /// Rooms moved into a group while playing: at a time after `play`, room, group.
+        public var moves: [Move] = []
+
+        public struct Group: Sendable {
+            public var name: String
+            public var rooms: [String]
+            public var music: [String]
+            public init(name: String, rooms: [String], music: [String]) {
+                self.name = name
+                self.rooms = rooms
+                self.music = music
+            }
+        }
+
+        public struct Move: Sendable {
+            public var afterPlayNanoseconds: Int64
+            public var room: String
+            public var group: String
+            public init(afterPlayNanoseconds: Int64, room: String, group: String) {
+                self.afterPlayNanoseconds = afterPlayNanoseconds
+                self.room = room
+                self.group = group
+            }
+        }
 
         public init(seed: UInt64, rooms: [Room], music: [String], playNanoseconds: Int64) {
             self.seed = seed
@@ -157,8 +184,22 @@ public enum SimulatedHouse {
             }
         }
         loop.advanceTime(by: .nanoseconds(scenario.warmUpNanoseconds))
-        house.control(.play(files: scenario.music)) { result in
-            if case .failure(let refusal) = result { events.append("house: play refused: \(refusal)") }
+        func control(_ command: ControlCommand, group: String? = nil) {
+            house.control(ControlRequest(command, group: group)) { result in
+                if case .failure(let refusal) = result { events.append("house: \(command.name) refused: \(refusal)") }
+            }
+        }
+        for group in scenario.groups {
+            control(.groupCreate(name: group.name))
+            for room in group.rooms { control(.join(room: room), group: group.name) }
+        }
+        control(.play(files: scenario.music))
+        for group in scenario.groups { control(.play(files: group.music), group: group.name) }
+        let playTime = clock.now()
+        for move in scenario.moves {
+            loop.scheduleTask(deadline: .uptimeNanoseconds(UInt64(playTime + move.afterPlayNanoseconds))) {
+                control(.join(room: move.room), group: move.group)
+            }
         }
         let end = clock.now() + scenario.playNanoseconds
         while clock.now() < end {

@@ -3,14 +3,14 @@ import NIOCore
 import TuttiProtocol
 
 /// The house's music library: scanned on a thread of its own, queried off the event loop (the
-/// loop answers clock sync, and an FTS query over a large library can take milliseconds).
+/// loop answers the rooms, and an FTS query over a large library can take milliseconds).
 extension House {
     /// Scans the library's roots in the background, then follows them with inotify
     /// (`LibraryWatcher`); progress goes to the log (a line at the start, one every 1000
     /// files, one at the end, one per change on disk) and to observers (`status.library`).
     public func startLibraryScan() {
         guard let library else { return }
-        let roots = configuration.musicDirectories, log = self.log, loop = self.loop, house = self
+        let roots = configuration.musicDirectories, log = self.log, loop = self.loop, core = self.core
         log("library: scanning \(roots.joined(separator: ", "))")
         // One writer at a time: the watcher's updates wait for the first scan to end.
         let writing = NSLock()
@@ -24,8 +24,8 @@ extension House {
                 log("library: changes on disk: \(result.read) files read" + (result.unreadable > 0 ? " (\(result.unreadable) unreadable)" : "")
                     + ", \(result.removed) removed; \(counts.tracks) tracks")
                 loop.execute {
-                    house.librarySize = counts
-                    house.noteChange()
+                    core.value.librarySize = counts
+                    core.value.noteChange()
                 }
             } catch {
                 log("library: could not follow changes on disk: \(error); the next start rescans")
@@ -35,7 +35,7 @@ extension House {
         do {
             try watcher.start()
             log("library: watching \(watcher.watchedCount) \(watcher.watchedCount == 1 ? "directory" : "directories") for changes")
-            loop.execute { house.libraryWatcher = watcher }
+            loop.execute { core.value.libraryWatcher = watcher }
         } catch {
             log("library: cannot watch for changes (\(error)); the next start rescans")
         }
@@ -52,9 +52,9 @@ extension House {
                     }
                     let counts = try? library.counts()
                     loop.execute {
-                        house.libraryScan = progress
-                        if let counts { house.librarySize = counts }
-                        house.noteChange()
+                        core.value.libraryScan = progress
+                        if let counts { core.value.librarySize = counts }
+                        core.value.noteChange()
                     }
                 }
                 let seconds = Date().timeIntervalSince(started)
@@ -63,19 +63,11 @@ extension House {
                     + "\(counts.tracks) tracks, \(counts.unreadable) unreadable" + (counts.unreadable > 0 ? " (tutti ctl library problems)" : ""))
             } catch {
                 log("library: the scan stopped: \(error); the library keeps what it had")
-                loop.execute { house.libraryScan?.finished = true }
+                loop.execute { core.value.libraryScan?.finished = true }
             }
         }
         thread.name = "tutti library scan"
         thread.start()
-    }
-
-    /// The library's part of the status.
-    var libraryStatus: LibraryStatus? {
-        guard library != nil else { return nil }
-        let scan = libraryScan
-        return LibraryStatus(tracks: librarySize.tracks, unreadable: librarySize.unreadable, scanning: scan.map { !$0.finished } ?? true,
-                             scannedFiles: scan?.done ?? 0, foundFiles: scan?.total ?? 0)
     }
 
     /// The library's tags of the files at `paths` (queue items, for front ends that show them:
@@ -88,8 +80,19 @@ extension House {
         }
     }
 
+}
+
+extension HouseCore {
+    /// The library's part of the status.
+    var libraryStatus: LibraryStatus? {
+        guard library != nil else { return nil }
+        let scan = libraryScan
+        return LibraryStatus(tracks: librarySize.tracks, unreadable: librarySize.unreadable, scanning: scan.map { !$0.finished } ?? true,
+                             scannedFiles: scan?.done ?? 0, foundFiles: scan?.total ?? 0)
+    }
+
     /// Answers a library command off the loop; `respond` is called on it.
-    func queryLibrary(_ command: ControlCommand, _ respond: @escaping Respond) throws {
+    func queryLibrary(_ command: ControlCommand, _ respond: @escaping House.Respond) throws {
         guard let library else { throw ControlRefusal("the house has no library: start it with --music DIR", kind: .conflict) }
         let loop = self.loop
         let bound = NIOLoopBound(respond, eventLoop: loop)
@@ -109,5 +112,39 @@ extension House {
             }
             loop.execute { bound.value(result) }
         }
+    }
+}
+
+/// Stored playlists (MPD's `save`, `load`, `listplaylists`, `rm`): a queue kept by name, in
+/// memory on the loop and in the store. A playlist keeps paths, not tags: loading one adds new
+/// queue entries. They belong to the house, not to a group: any group saves and loads them.
+extension HouseCore {
+    var playlistsReport: StoredPlaylistsReport {
+        StoredPlaylistsReport(playlists: storedPlaylists.values.sorted { $0.name < $1.name })
+    }
+
+    /// `playlist-save`: a group's queue as it is (`files`), under `name`.
+    func savePlaylist(named name: String, files: [String]) -> StoredPlaylistsReport {
+        let playlist = StoredPlaylistsReport.Playlist(name: name, files: files, modifiedSeconds: Date().timeIntervalSince1970)
+        storedPlaylists[name] = playlist
+        stored(store?.savePlaylist(playlist))
+        return playlistsReport
+    }
+
+    func removePlaylist(named name: String) throws(ControlRefusal) -> StoredPlaylistsReport {
+        guard storedPlaylists.removeValue(forKey: name) != nil else { throw noSuchPlaylist(name) }
+        stored(store?.deletePlaylist(named: name))
+        return playlistsReport
+    }
+
+    /// The files of playlist `name`.
+    func playlistFiles(named name: String) throws(ControlRefusal) -> [String] {
+        guard let playlist = storedPlaylists[name] else { throw noSuchPlaylist(name) }
+        return playlist.files
+    }
+
+    private func noSuchPlaylist(_ name: String) -> ControlRefusal {
+        let known = storedPlaylists.keys.sorted()
+        return ControlRefusal("no stored playlist named \(name) (stored: \(known.isEmpty ? "none" : known.joined(separator: ", ")))", kind: .notFound)
     }
 }

@@ -6,7 +6,7 @@ import TuttiProtocol
 /// The play modes (`PlayModes`) as the house carries them out. The engine knows none of them:
 /// it is given the queue in play order and a pass count.
 /// - `repeat` is the engine's pass count: nil (forever) instead of 1.
-/// - `random` is the order the engine is given: `HouseState.randomOrder`, a shuffle of the
+/// - `random` is the order the engine is given: `randomOrder`, a shuffle of the
 ///   queue's tags kept across edits (a new item goes to a random place after the one heard).
 /// - `single` gives the engine the item heard alone (`singleTag`), so production ends after it,
 ///   or loops it with `repeat`.
@@ -14,21 +14,21 @@ import TuttiProtocol
 /// A mode changed while playing is an edit like any other: the stream is cut where what is
 /// heard next changes, beyond the edit horizon, and not at all where it does not.
 ///
-/// Thread-safety: on the house's loop, like all of `House`.
-extension House {
+/// Thread-safety: on the house's loop, like all of `GroupSession`.
+extension GroupSession {
     /// How many times the engine plays the queue it is given.
-    var enginePasses: Int? { state.playModes.repeat ? nil : 1 }
+    var enginePasses: Int? { playModes.repeat ? nil : 1 }
 
     /// The queue's tags in the order they play.
     var playOrderTags: [Int] {
-        state.playModes.random ? state.randomOrder : queueTags
+        playModes.random ? randomOrder : tags
     }
 
     /// The queue as the engine plays it: in play order, or the single item.
     var queueEntries: [QueueProducer.Entry] {
-        let paths = Dictionary(uniqueKeysWithValues: zip(queueTags, state.queue))
+        let paths = Dictionary(uniqueKeysWithValues: zip(tags, queue))
         var tags = playOrderTags
-        if state.playModes.single, let singleTag { tags = tags.filter { $0 == singleTag } }
+        if playModes.single, let singleTag { tags = tags.filter { $0 == singleTag } }
         return tags.compactMap { tag in paths[tag].map { QueueProducer.Entry(path: $0, tag: tag) } }
     }
 
@@ -36,75 +36,75 @@ extension House {
     /// the last); `single` is not taken into account.
     func itemAfter(_ index: Int) -> Int? {
         let order = playOrderTags
-        guard queueTags.indices.contains(index), let position = order.firstIndex(of: queueTags[index]) else { return nil }
-        if position + 1 < order.count { return queueTags.firstIndex(of: order[position + 1]) }
-        return state.playModes.repeat ? order.first.flatMap { queueTags.firstIndex(of: $0) } : nil
+        guard tags.indices.contains(index), let position = order.firstIndex(of: tags[index]) else { return nil }
+        if position + 1 < order.count { return tags.firstIndex(of: order[position + 1]) }
+        return playModes.repeat ? order.first.flatMap { tags.firstIndex(of: $0) } : nil
     }
 
     /// The queue index that plays before `index` in play order (none before the first).
     func itemBefore(_ index: Int) -> Int? {
         let order = playOrderTags
-        guard queueTags.indices.contains(index), let position = order.firstIndex(of: queueTags[index]), position > 0 else { return nil }
-        return queueTags.firstIndex(of: order[position - 1])
+        guard tags.indices.contains(index), let position = order.firstIndex(of: tags[index]), position > 0 else { return nil }
+        return tags.firstIndex(of: order[position - 1])
     }
 
     /// The first queue index in play order.
     var firstItemInPlayOrder: Int {
-        playOrderTags.first.flatMap { queueTags.firstIndex(of: $0) } ?? 0
+        playOrderTags.first.flatMap { tags.firstIndex(of: $0) } ?? 0
     }
 
     /// What plays after the item heard, as `status` reports it.
     func nextItem(after index: Int) -> Int? {
-        guard state.playModes.single else { return itemAfter(index) }
-        return state.playModes.repeat ? index : nil
+        guard playModes.single else { return itemAfter(index) }
+        return playModes.repeat ? index : nil
     }
 
     /// The tag of the queue entry heard now, if it is still in the queue.
     var heardTag: Int? {
         guard let item = currentItem, item.index >= 0 else { return nil }
-        return queueTags[item.index]
+        return tags[item.index]
     }
 
     /// Keeps `randomOrder` a shuffle of the queue: removed tags leave it, new ones go to a
     /// random place after the item heard. Empty (random just turned on, or a new queue), it is
     /// made afresh with the item heard first. Called before every store of the state.
     func reconcileRandomOrder() {
-        guard state.playModes.random else {
-            state.randomOrder = []
+        guard playModes.random else {
+            randomOrder = []
             return
         }
-        let present = Set(queueTags)
-        var order = state.randomOrder.filter(present.contains)
+        let present = Set(tags)
+        var order = randomOrder.filter(present.contains)
         let known = Set(order)
-        let added = queueTags.filter { !known.contains($0) }
+        let added = tags.filter { !known.contains($0) }
         guard !added.isEmpty else {
-            state.randomOrder = order
+            randomOrder = order
             return
         }
         let heard = heardTag
         if order.isEmpty {
-            order = (heard.map { [$0] } ?? []) + added.filter { $0 != heard }.shuffled(using: &randomSource)
+            order = (heard.map { [$0] } ?? []) + added.filter { $0 != heard }.shuffled(using: &core.randomSource)
         } else {
             let after = heard.flatMap { order.firstIndex(of: $0) } ?? -1
-            for tag in added { order.insert(tag, at: Int.random(in: (after + 1)...order.count, using: &randomSource)) }
+            for tag in added { order.insert(tag, at: Int.random(in: (after + 1)...order.count, using: &core.randomSource)) }
         }
-        state.randomOrder = order
+        randomOrder = order
     }
 
     /// `play-modes`: changes the modes given and brings the playing stream in line.
     func setPlayModes(repeat: Bool?, random: Bool?, single: Bool?, consume: Bool?) {
-        var modes = state.playModes
+        var modes = playModes
         if let `repeat` { modes.repeat = `repeat` }
         if let random { modes.random = random }
         if let single { modes.single = single }
         if let consume { modes.consume = consume }
-        guard modes != state.playModes else { return }
-        if modes.random && !state.playModes.random { state.randomOrder = [] }
-        if modes.single && !state.playModes.single { singleTag = heardTag ?? singleTag }
-        log("play modes: " + [("repeat", modes.repeat), ("random", modes.random), ("single", modes.single), ("consume", modes.consume)]
+        guard modes != playModes else { return }
+        if modes.random && !playModes.random { randomOrder = [] }
+        if modes.single && !playModes.single { singleTag = heardTag ?? singleTag }
+        log("\(self): play modes: " + [("repeat", modes.repeat), ("random", modes.random), ("single", modes.single), ("consume", modes.consume)]
             .map { "\($0.0) \($0.1 ? "on" : "off")" }.joined(separator: ", "))
-        state.playModes = modes
-        saveState()
+        playModes = modes
+        save()
         watchConsumption()
         engineFollowsQueue()
     }
@@ -127,11 +127,11 @@ extension House {
     /// `queue-shuffle`: the item heard first, the others in a random order.
     func shuffleQueue() {
         let heard = heardTag
-        var order = queueTags.filter { $0 != heard }.shuffled(using: &randomSource)
+        var order = tags.filter { $0 != heard }.shuffled(using: &core.randomSource)
         if let heard { order.insert(heard, at: 0) }
-        let paths = Dictionary(uniqueKeysWithValues: zip(queueTags, state.queue))
-        queueTags = order
-        state.queue = order.map { paths[$0]! }
+        let paths = Dictionary(uniqueKeysWithValues: zip(tags, queue))
+        tags = order
+        queue = order.map { paths[$0]! }
     }
 
     /// Starts or stops the look for consumed items as `consume` is on or off.
@@ -139,9 +139,10 @@ extension House {
         consumeWatch?.cancel()
         consumeWatch = nil
         consumedUntil = nil
-        guard state.playModes.consume else { return }
-        consumeWatch = loop.scheduleRepeatedTask(initialDelay: .milliseconds(200), delay: .milliseconds(200)) { [weak self] _ in
-            self?.consumeHeard()
+        guard playModes.consume else { return }
+        let group = LoopBoundWeak(self, loop: loop)
+        consumeWatch = loop.scheduleRepeatedTask(initialDelay: .milliseconds(200), delay: .milliseconds(200)) { _ in
+            group.object?.consumeHeard()
         }
     }
 
@@ -161,14 +162,14 @@ extension House {
             let end = outcome.startFrame + outcome.frameCount
             return outcome.info != nil && outcome.frameCount > 0 && end > since && end <= head && outcome.tag != heard
         }
-        let indices = Set(finished.compactMap { queueTags.firstIndex(of: $0.tag) })
+        let indices = Set(finished.compactMap { tags.firstIndex(of: $0.tag) })
         guard !indices.isEmpty else { return }
         for index in indices.sorted(by: >) {
-            state.queue.remove(at: index)
-            queueTags.remove(at: index)
+            queue.remove(at: index)
+            tags.remove(at: index)
         }
-        saveState()
+        save()
         engineFollowsQueue()
-        noteChange()
+        core.noteChange()
     }
 }

@@ -2,10 +2,10 @@ import NIOCore
 import TuttiProtocol
 
 /// A `play` waiting for the rooms it plays to: the stream is produced and sent at once, without
-/// an anchor (rooms hold it, silent), and anchored to start only when every room of the group is ready, or
-/// when `House.Configuration.startWaitNanoseconds` has passed. Then the reply names the real
-/// start, how long it waited, and the rooms that were not ready (they join in sync later,
-/// a little after the playhead, like any room that joins a playing stream).
+/// an anchor (rooms hold it, silent), and anchored to start only when every room of the group
+/// is ready, or when `House.Configuration.startWaitNanoseconds` has passed. Then the reply
+/// names the real start, how long it waited, and the rooms that were not ready and why (they
+/// join in sync later, a little after the playhead, like any room that joins a playing stream).
 ///
 /// A room is ready when its clock estimate rests on enough history to play by (its status
 /// reports a clock error, which a speaker does from `Playout.minimumClockSpanNanoseconds` on)
@@ -21,17 +21,17 @@ struct PendingStart {
     let respond: House.Respond
 }
 
-extension House {
+extension GroupSession {
     /// Holds the new stream at its first frame until its rooms are ready (see `PendingStart`);
     /// answers `respond` when it is anchored, which may be at once.
-    func startWhenRoomsAreReady(items: Int, respond: @escaping Respond) {
+    func startWhenRoomsAreReady(items: Int, respond: @escaping House.Respond) {
         loop.preconditionInEventLoop()
         guard let stream else { return respond(.failure(ControlRefusal("nothing to play", kind: .conflict))) }
         let requested = now
         pendingStart = PendingStart(streamID: stream.id, firstFrame: stream.schedule.anchors.last?.timelineFrame ?? 0, items: items,
                                     requested: requested, deadline: requested + configuration.startWaitNanoseconds, respond: respond)
         let streamID = stream.id
-        loop.scheduleTask(in: .nanoseconds(configuration.startWaitNanoseconds)) { [weak self] in
+        loop.assumeIsolated().scheduleTask(in: .nanoseconds(configuration.startWaitNanoseconds)) { [weak self] in
             guard let self, self.pendingStart?.streamID == streamID else { return }
             self.resolvePendingStart()
         }
@@ -46,49 +46,48 @@ extension House {
             pendingStart = nil
             return pending.respond(.failure(ControlRefusal("superseded: another command replaced the stream before it started", kind: .conflict)))
         }
-        let waiting = groupRooms.filter { !isReady($0, for: pending) }
+        let waiting = rooms.filter { !isReady($0, for: pending) }
         guard waiting.isEmpty || now >= pending.deadline else { return }
-        anchorPendingStart(notReady: waiting.map(\.name))
+        anchorPendingStart(notReady: waiting)
     }
 
     /// Starts a pending stream now, ready or not: another command is about to change what plays.
     func resolvePendingStart() {
         guard let pending = pendingStart else { return }
-        anchorPendingStart(notReady: groupRooms.filter { !isReady($0, for: pending) }.map(\.name))
+        anchorPendingStart(notReady: rooms.filter { !isReady($0, for: pending) })
     }
 
-    private func anchorPendingStart(notReady names: [String]) {
-        let notReady = names.map { UnreadyRoom(room: $0, reason: readiness($0)) }
+    private func anchorPendingStart(notReady waiting: [RoomLink]) {
         guard let pending = pendingStart, let stream, stream.id == pending.streamID else { return }
+        let notReady = waiting.map { UnreadyRoom(room: $0.name, reason: readiness($0, for: pending)) }
         pendingStart = nil
         let anchored = now
         let start = anchorTime
         apply(TimelineAnchor(timelineFrame: pending.firstFrame, serverTime: start, isPlaying: true))
         let waited = Int((anchored - pending.requested) / 1_000_000)
         if !notReady.isEmpty {
-            log("play: started after \(waited) ms without \(names.joined(separator: ", ")) (not ready: \(notReady.map { "\($0.room): \($0.reason)" }.joined(separator: "; "))); they join in sync when ready")
+            log("\(self): play started after \(waited) ms without \(notReady.map(\.room).joined(separator: ", ")) (not ready: \(notReady.map { "\($0.room): \($0.reason)" }.joined(separator: "; "))); they join in sync when ready")
         }
-        var report = PlayReport(items: pending.items, rooms: groupRooms.map(\.name), startsInMs: Int((start - now) / 1_000_000))
+        var report = PlayReport(items: pending.items, rooms: rooms.map(\.name), startsInMs: Int((start - now) / 1_000_000))
         report.waitedMs = waited
         report.startsAtServerTimeNs = start
         report.notReady = notReady.isEmpty ? nil : notReady
         pending.respond(.success(.started(report)))
         // The rest of the deep buffer follows the anchor and the reply (writing it can take a
         // loaded house a hundred milliseconds).
-        for room in rooms.values { pump(room) }
+        pumpAll()
     }
 
     private func isReady(_ room: RoomLink, for pending: PendingStart) -> Bool {
-        guard let status = room.status, status.clockErrorNanoseconds >= 0, room.streamID == pending.streamID else { return false }
-        return room.sentEnd || room.sentUntilFrame >= pending.firstFrame + frames(configuration.readyAudioNanoseconds)
+        guard let status = room.status, status.clockErrorNanoseconds >= 0, room.sender.streamID == pending.streamID else { return false }
+        return room.sender.sentEnd || room.sender.sentUntilFrame >= pending.firstFrame + frames(configuration.readyAudioNanoseconds)
     }
 
     /// Why a room is not ready, in a few words.
-    private func readiness(_ name: String) -> String {
-        guard let room = rooms.values.first(where: { $0.name == name }) else { return "it went away" }
+    private func readiness(_ room: RoomLink, for pending: PendingStart) -> String {
         guard let status = room.status else { return "it has sent no status yet" }
         if status.clockErrorNanoseconds < 0 { return "its clock is still settling" }
-        if room.streamID != pendingStart?.streamID { return "it has not taken the new stream yet" }
+        if room.sender.streamID != pending.streamID { return "it has not taken the new stream yet" }
         return "it has been sent too little audio"
     }
 }

@@ -1,0 +1,282 @@
+import Foundation
+import NIOCore
+import TuttiCore
+import TuttiMedia
+import TuttiProtocol
+
+/// Everything of the house that changes: its rooms (`RoomRegistry`), its groups
+/// (`GroupSession`, one per group), its store, library and observers. Commands are dispatched
+/// by domain: a group's transport, queue and status to its `GroupSession`; rooms, groups,
+/// playlists and the library here (`HouseCore+Rooms.swift`, `+Groups.swift`, `+Library.swift`).
+///
+/// Thread-safety: confined to the house's loop; `House` reaches it through a loop-bound box,
+/// and every entry from outside asserts the loop.
+final class HouseCore {
+    let configuration: House.Configuration
+    let loop: any EventLoop
+    let clock: any HostClock
+    let log: @Sendable (String) -> Void
+    /// Where the state is kept across restarts (nil without a state directory).
+    let store: HouseStore?
+    let rooms: RoomRegistry
+    private(set) var groups: [GroupID: GroupSession] = [:]
+    /// The group new rooms join, and that cannot be removed (MPD's "default" partition).
+    let defaultGroupID: GroupID = 1
+    private var nextGroupID: GroupID = 2
+    var nextConnectionIDStorage: UInt32 = 1
+    private var nextStreamID: UInt32
+    private var nextTag = 0
+    /// How many times each room has connected since the house started.
+    var connectionCounts: [RoomID: Int] = [:]
+    /// Shuffles for `random` and `queue-shuffle`; seeded from the clock, so a simulated house
+    /// shuffles the same way from the same seed.
+    var randomSource: SplitMix64
+    /// Front ends showing the house (`HouseChangeObservers.swift`).
+    var changeObservers = ChangeObservers()
+    /// The music library, its last scan's progress and its size (`HouseCore+Library.swift`).
+    let library: MusicLibrary?
+    var libraryScan: LibraryScanner.Progress?
+    var libraryWatcher: LibraryWatcher?
+    var librarySize = (tracks: 0, unreadable: 0)
+    /// The stored playlists, by name.
+    var storedPlaylists: [String: StoredPlaylistsReport.Playlist] = [:]
+    /// Connections rejected for bad input in the current ten-second window.
+    private var rejections = (windowStart: Int64.min, logged: 0, suppressed: 0)
+
+    init(configuration: House.Configuration, loop: any EventLoop, clock: any HostClock, log: @escaping @Sendable (String) -> Void,
+         library: MusicLibrary?) {
+        self.configuration = configuration
+        self.loop = loop
+        self.clock = clock
+        self.log = log
+        self.library = library
+        // Stream ids differ from one run of the house to the next, so a room that kept playing
+        // through a restart never resumes its old stream into a new one of the same id. From
+        // the clock: deterministic on simulated time.
+        nextStreamID = UInt32(truncatingIfNeeded: clock.now() / 1_000_000) | 1
+        randomSource = SplitMix64(seed: UInt64(bitPattern: clock.now()))
+        store = configuration.stateDirectory.flatMap { Self.openStore(in: $0, log: log) }
+        var snapshot = HouseStore.Snapshot()
+        if let store {
+            do { snapshot = try store.load() } catch { log("\(store.path): cannot read the stored state (\(error)); starting empty") }
+        }
+        rooms = RoomRegistry(records: snapshot.rooms)
+        storedPlaylists = snapshot.playlists
+        nextTag = (snapshot.groups.flatMap(\.tags).max() ?? -1) + 1
+        for stored in snapshot.groups {
+            groups[stored.id] = GroupSession(core: self, stored: stored)
+            nextGroupID = max(nextGroupID, stored.id + 1)
+        }
+        if groups[defaultGroupID] == nil {
+            let group = GroupSession(core: self, stored: HouseStore.StoredGroup(id: defaultGroupID, name: Self.defaultGroupName))
+            groups[defaultGroupID] = group
+            self.stored(store?.save(group.snapshot))
+        }
+        // A room of a group that is gone (a store written by hand) plays in the default group.
+        for record in rooms.records.values where groups[record.group] == nil {
+            rooms.update(record.id) { $0.group = defaultGroupID }
+        }
+        if let counts = try? library?.counts() { librarySize = counts }
+    }
+
+    /// The default group's name, as MPD names its default partition.
+    static let defaultGroupName = "default"
+
+    /// Once on the loop, after `init`.
+    func started() {
+        for group in groups.values where group.playModes.consume { group.watchConsumption() }
+    }
+
+    /// Opens the store in `directory`; one that is not a database is moved aside, named in the
+    /// log, and a new one started.
+    private static func openStore(in directory: String, log: @Sendable (String) -> Void) -> HouseStore? {
+        do {
+            let (store, problem) = try HouseStore.open(directory: directory)
+            if let problem { log(problem) }
+            return store
+        } catch {
+            let path = directory + "/house.sqlite"
+            let aside = path + ".damaged-\(Int(Date().timeIntervalSince1970))"
+            try? FileManager.default.moveItem(atPath: path, toPath: aside)
+            for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+            do {
+                let (store, _) = try HouseStore.open(directory: directory)
+                log("\(path): unreadable store (\(error)); moved to \(aside), starting empty")
+                return store
+            } catch {
+                log("\(path): cannot open the store (\(error)); nothing will be kept across restarts")
+                return nil
+            }
+        }
+    }
+
+    var now: Int64 { clock.now() }
+
+    func makeTag() -> Int {
+        defer { nextTag += 1 }
+        return nextTag
+    }
+
+    func makeStreamID() -> UInt32 {
+        defer { nextStreamID &+= 1 }
+        return nextStreamID
+    }
+
+    /// Logs a store write that failed.
+    func stored(_ problem: String?) {
+        if let problem { log(problem) }
+    }
+
+    var defaultGroup: GroupSession { groups[defaultGroupID]! }
+
+    func allocateGroupID() -> GroupID {
+        defer { nextGroupID += 1 }
+        return nextGroupID
+    }
+
+    func addGroup(_ group: GroupSession) { groups[group.id] = group }
+
+    func removeGroup(_ id: GroupID) { groups[id] = nil }
+
+    /// The groups, the default first, then by name.
+    var orderedGroups: [GroupSession] {
+        groups.values.sorted { ($0.isDefault ? 0 : 1, $0.name) < ($1.isDefault ? 0 : 1, $1.name) }
+    }
+
+    /// The group a controller names: by its name, else by its id.
+    func group(named reference: String) throws(ControlRefusal) -> GroupSession {
+        if let group = groups.values.first(where: { $0.name == reference }) ?? GroupID(reference).flatMap({ groups[$0] }) { return group }
+        throw ControlRefusal("no such group: \(reference) (groups: \(orderedGroups.map(\.name).joined(separator: ", ")))", kind: .notFound)
+    }
+
+    /// The group a room plays in.
+    func group(of room: RoomLink) -> GroupSession {
+        rooms.records[room.roomID].flatMap { groups[$0.group] } ?? defaultGroup
+    }
+
+    func resumeStoredStreams() {
+        loop.preconditionInEventLoop()
+        for group in orderedGroups { group.resumeStoredStream() }
+    }
+
+    func stop() {
+        loop.preconditionInEventLoop()
+        for group in groups.values { group.stopStream() }
+        libraryWatcher?.stop()
+    }
+
+    /// Logs why a connection was closed, at most five lines per ten seconds, then how many more:
+    /// a flood of them (a port scan, random bytes from a broken client) does not flood the log.
+    func logRejection(_ line: String) {
+        loop.preconditionInEventLoop()
+        let now = self.now
+        if rejections.windowStart == .min || now - rejections.windowStart >= 10_000_000_000 {
+            if rejections.suppressed > 0 { log("\(rejections.suppressed) more connections closed for bad input in the last 10 s (not each logged)") }
+            rejections = (now, 0, 0)
+        }
+        rejections.logged += 1
+        guard rejections.logged > 5 else { return log(line) }
+        rejections.suppressed += 1
+        if rejections.suppressed == 1 {
+            // The count is told when the window ends, whether or not more come.
+            let window = rejections.windowStart
+            loop.assumeIsolated().scheduleTask(in: .nanoseconds(window + 10_000_000_000 - now)) { [weak self] in
+                guard let self, self.rejections.windowStart == window, self.rejections.suppressed > 0 else { return }
+                self.log("\(self.rejections.suppressed) more connections closed for bad input in the last 10 s (not each logged)")
+                self.rejections.suppressed = 0
+            }
+        }
+    }
+
+    /// Tells every observer that something may have changed.
+    func noteChange() {
+        loop.preconditionInEventLoop()
+        changeObservers.notify()
+    }
+
+    // MARK: Commands
+
+    /// Performs `request`; `respond` is called once, on the loop, at once or when the engine
+    /// has applied an edit.
+    func control(_ request: ControlRequest, respond answer: @escaping House.Respond) {
+        loop.preconditionInEventLoop()
+        let command = request.command
+        let respond: House.Respond = { [self] result in
+            answer(result)
+            if case .success = result, !command.onlyReads { noteChange() }
+        }
+        do {
+            if let problem = command.problem { throw ControlRefusal(problem) }
+            let group = try request.group.map(self.group(named:)) ?? defaultGroup
+            if let reply = try perform(command, in: group, respond) { respond(.success(reply)) }
+        } catch let refusal as ControlRefusal {
+            respond(.failure(refusal))
+        } catch {
+            respond(.failure(ControlRefusal("\(error)")))
+        }
+    }
+
+    /// Dispatches `command` by domain; returns the reply, or nil when `respond` will be called later.
+    private func perform(_ command: ControlCommand, in group: GroupSession, _ respond: @escaping House.Respond) throws -> ControlReply? {
+        switch command {
+        case .rooms:
+            return .rooms(RoomsReport(rooms: roomReports()))
+        case .join(let reference):
+            let room = try room(named: reference)
+            try move(room, to: group, refusingNoChange: true)
+            return .room(roomChange(room.id)!)
+        case .leave(let reference):
+            let room = try room(named: reference)
+            guard room.group == group.id else { throw ControlRefusal("room \(room.name) is not in \(group)", kind: .conflict) }
+            try move(room, to: ownGroup(for: room), refusingNoChange: false)
+            return .room(roomChange(room.id)!)
+        case .volume(let reference, let percent):
+            let room = try room(named: reference)
+            setVolume(of: room.id, to: percent)
+            return .room(roomChange(room.id)!)
+        case .roomLatency(let reference, let milliseconds):
+            return .room(try setLatency(of: room(named: reference), milliseconds: milliseconds))
+        case .roomRename(let reference, let name):
+            return .room(try rename(room(named: reference), to: name))
+        case .groups:
+            return .groups(groupsReport())
+        case .groupCreate(let name):
+            return .groups(try createGroup(named: name))
+        case .groupRename(let name):
+            return .groups(try rename(group, to: name))
+        case .groupRemove:
+            return .groups(try remove(group))
+        case .playlists:
+            return .playlists(playlistsReport)
+        case .playlistRemove(let name):
+            return .playlists(try removePlaylist(named: name))
+        case .librarySearch, .libraryBrowse, .libraryProblems:
+            try queryLibrary(command, respond)
+            return nil
+        case .play(let files, let names?) where !names.isEmpty:
+            // Exactly these rooms play: they come into the group, its others leave it.
+            let members = try names.map { try room(named: $0) }
+            for record in rooms.members(of: group.id) where !members.contains(where: { $0.id == record.id }) {
+                try move(record, to: ownGroup(for: record), refusingNoChange: false)
+            }
+            for record in members where record.group != group.id { try move(record, to: group, refusingNoChange: false) }
+            return try group.perform(.play(files: files), respond)
+        default:
+            return try group.perform(command, respond)
+        }
+    }
+
+    /// Refuses what the house will not play (`MediaAccess`), and files it cannot open at all
+    /// (a damaged file is found while decoding).
+    func checkReadable(_ files: [String]) throws {
+        let access = MediaAccess(allowedDirectories: configuration.allowedDirectories.map { $0 + configuration.musicDirectories })
+        for file in files {
+            if let refusal = access.refusal(for: file) { throw refusal }
+            guard !file.contains("://") && file != "-" && !file.hasPrefix("pipe:") else { continue }
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: file, isDirectory: &isDirectory) else { throw ControlRefusal("\(file): no such file", kind: .unplayable) }
+            guard !isDirectory.boolValue else { throw ControlRefusal("\(file): is a directory", kind: .unplayable) }
+            guard FileManager.default.isReadableFile(atPath: file) else { throw ControlRefusal("\(file): permission denied", kind: .unplayable) }
+        }
+    }
+}
