@@ -38,7 +38,7 @@ extension HouseCore {
     /// and stream are dropped.
     func remove(_ group: GroupSession) throws(ControlRefusal) -> GroupsReport {
         guard !group.isDefault else { throw ControlRefusal("group-remove: \(group) is the default group, which cannot be removed", kind: .conflict) }
-        group.resolvePendingStart()
+        group.cancelPendingStart(because: "superseded: \(group) was removed before its play started")
         for record in rooms.members(of: group.id) { try move(record, to: defaultGroup, refusingNoChange: false) }
         group.stopStream()
         group.consumeWatch?.cancel()

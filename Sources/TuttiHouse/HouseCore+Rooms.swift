@@ -49,10 +49,11 @@ extension HouseCore {
     func startSending(toConnection connectionID: UInt32) {
         loop.preconditionInEventLoop()
         guard let link = rooms.connected.first(where: { $0.connectionID == connectionID }), let record = rooms.records[link.roomID] else { return }
-        if record.name != record.speakerName || record.latencySet != nil {
-            link.send(.roomSettings(.init(name: record.name, latencyNanoseconds: link.latencyNanoseconds)))
-        }
-        if record.volume != 100 { link.send(.volume(.init(level: Self.gain(percent: record.volume), rampNanoseconds: 0))) }
+        // Always, whatever changed while it was away: a speaker keeps its name, latency and gain
+        // across reconnections, and a volume set back to 100 or a name set back to its own is a
+        // change too.
+        link.send(.roomSettings(.init(name: record.name, latencyNanoseconds: link.latencyNanoseconds)))
+        link.send(.volume(.init(level: Self.gain(percent: record.volume), rampNanoseconds: 0)))
         let group = group(of: link)
         if let resume = link.sender.resume, resume.streamID != group.stream?.id {
             // It holds a stream that has ended or been replaced while it was away, or one its
@@ -124,12 +125,15 @@ extension HouseCore {
 
     /// The group a room leaving its group goes to: an empty one named after it, made if none is.
     func ownGroup(for room: RoomRecord) throws(ControlRefusal) -> GroupSession {
-        if let existing = groups.values.first(where: { $0.name == room.name && rooms.members(of: $0.id).isEmpty && !$0.isDefault }) {
+        if let existing = groups.values.first(where: { $0.name == room.name && rooms.members(of: $0.id).allSatisfy { $0.id == room.id } && !$0.isDefault }) {
             return existing
         }
-        var name = room.name, suffix = 2
+        // Within a group name's 64 bytes, with room for a suffix.
+        var base = room.name
+        while base.utf8.count > 56 { base.removeLast() }
+        var name = base, suffix = 2
         while groups.values.contains(where: { $0.name == name }) {
-            name = "\(room.name) \(suffix)"
+            name = "\(base) \(suffix)"
             suffix += 1
         }
         return makeGroup(named: name)

@@ -143,9 +143,9 @@ final class HouseCore {
         groups.values.sorted { ($0.isDefault ? 0 : 1, $0.name) < ($1.isDefault ? 0 : 1, $1.name) }
     }
 
-    /// The group a controller names: by its name, else by its id.
+    /// The group a controller names: by its id (all digits; no name is), else by its name.
     func group(named reference: String) throws(ControlRefusal) -> GroupSession {
-        if let group = groups.values.first(where: { $0.name == reference }) ?? GroupID(reference).flatMap({ groups[$0] }) { return group }
+        if let group = GroupID(reference).flatMap({ groups[$0] }) ?? groups.values.first(where: { $0.name == reference }) { return group }
         throw ControlRefusal("no such group: \(reference) (groups: \(orderedGroups.map(\.name).joined(separator: ", ")))", kind: .notFound)
     }
 
@@ -207,7 +207,13 @@ final class HouseCore {
         }
         do {
             if let problem = command.problem { throw ControlRefusal(problem) }
-            let group = try request.group.map(self.group(named:)) ?? defaultGroup
+            // Only a command that acts on a group looks its group up: the others ignore it.
+            var group = defaultGroup
+            if command.actsOnAGroup, let reference = request.group { group = try self.group(named: reference) }
+            if case .leave(let reference) = command, request.group == nil, let room = rooms.find(reference), let own = groups[room.group] {
+                // Out of its own group, whichever that is.
+                group = own
+            }
             if let reply = try perform(command, in: group, respond) { respond(.success(reply)) }
         } catch let refusal as ControlRefusal {
             respond(.failure(refusal))
@@ -254,7 +260,9 @@ final class HouseCore {
             try queryLibrary(command, respond)
             return nil
         case .play(let files, let names?) where !names.isEmpty:
-            // Exactly these rooms play: they come into the group, its others leave it.
+            // Exactly these rooms play: they come into the group, its others leave it. Nothing
+            // moves for a play that is refused.
+            try checkReadable(files)
             let members = try names.map { try room(named: $0) }
             for record in rooms.members(of: group.id) where !members.contains(where: { $0.id == record.id }) {
                 try move(record, to: ownGroup(for: record), refusingNoChange: false)

@@ -155,14 +155,41 @@ final class HouseStore: Sendable {
                            arguments: [try setting("play_modes") ?? String(decoding: try JSONEncoder().encode(PlayModes()), as: UTF8.self),
                                        try setting("random_order") ?? "[]"])
             try db.execute(sql: "INSERT INTO group_queue_item (group_id, position, tag, path) SELECT 1, position, tag, path FROM queue_item")
-            var speakers: [String: String] = [:]
-            for row in try Row.fetchAll(db, sql: "SELECT speaker_name, room_name FROM room_name") { speakers[row["room_name"]] = row["speaker_name"] }
-            for (index, row) in try Row.fetchAll(db, sql: "SELECT name, volume, latency_ns, latency_set_ns FROM room ORDER BY name").enumerated() {
-                let name: String = row["name"]
-                let volume: Int? = row["volume"], known: Int64? = row["latency_ns"], set: Int64? = row["latency_set_ns"]
+            // One record per speaker. A renamed room can have two rows: one under its speaker's
+            // name, written before the rename (stale), and one under its new name, written since;
+            // the newer row's values win, the stale one's fill what it lacks.
+            var renamedTo: [String: String] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT speaker_name, room_name FROM room_name") { renamedTo[row["speaker_name"]] = row["room_name"] }
+            let speakerOf = Dictionary(renamedTo.map { ($0.value, $0.key) }, uniquingKeysWith: { first, _ in first })
+            struct Old { var volume: Int?; var known: Int64?; var set: Int64? }
+            var rows: [String: Old] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT name, volume, latency_ns, latency_set_ns FROM room") {
+                rows[row["name"]] = Old(volume: row["volume"], known: row["latency_ns"], set: row["latency_set_ns"])
+            }
+            let speakers = Set(rows.keys.map { speakerOf[$0] ?? $0 }).union(renamedTo.keys).sorted()
+            // Rooms left out of the one group (the old `group` setting) played nothing: each goes
+            // to a group of its own, named after it.
+            let members = try setting("group").map { try JSONDecoder().decode([String].self, from: Data($0.utf8)) }
+            var groupNames: Set<String> = ["default"]
+            for (index, speaker) in speakers.enumerated() {
+                let name = renamedTo[speaker] ?? speaker
+                let current = rows[name], stale = name == speaker ? nil : rows[speaker]
+                var group: Int64 = 1
+                if let members, !members.contains(name) {
+                    var groupName = name, suffix = 2
+                    while groupNames.contains(groupName) {
+                        groupName = "\(name) \(suffix)"
+                        suffix += 1
+                    }
+                    groupNames.insert(groupName)
+                    group = Int64(groupNames.count)
+                    try db.execute(sql: "INSERT INTO house_group (id, name, play_modes, random_order) VALUES (?, ?, ?, '[]')",
+                                   arguments: [group, groupName, String(decoding: try JSONEncoder().encode(PlayModes()), as: UTF8.self)])
+                }
                 try db.execute(sql: """
-                    INSERT INTO room_record (id, speaker_name, name, volume, latency_set_ns, latency_known_ns, group_id) VALUES (?, ?, ?, ?, ?, ?, 1)
-                    """, arguments: [index + 1, speakers[name] ?? name, name, volume ?? 100, set, known])
+                    INSERT INTO room_record (id, speaker_name, name, volume, latency_set_ns, latency_known_ns, group_id) VALUES (?, ?, ?, ?, ?, ?, ?)
+                    """, arguments: [index + 1, speaker, name, current?.volume ?? stale?.volume ?? 100, current?.set ?? stale?.set,
+                                     current?.known ?? stale?.known, group])
             }
             try db.execute(sql: """
                 DROP TABLE queue_item; DROP TABLE room; DROP TABLE room_name;

@@ -28,6 +28,12 @@ struct APIOperation: Sendable {
     var reply: String
     /// What it may be refused as, besides `invalid` (every operation may be).
     var refusals: [ControlRefusal.Kind] = []
+    /// Whether this is the copy of an operation under `/api/groups/{group}`.
+    var inGroup = false
+
+    /// OpenAPI's unique name of the operation: the command's, and `-in-group` for the copy under
+    /// `/api/groups/{group}`.
+    var operationID: String { (command ?? "control") + (inGroup ? "-in-group" : "") }
 
     /// The group field of an operation under `/api/groups/{group}`.
     static let group = Field(name: "group", schema: .string(), summary: "The group's name or id.")
@@ -49,6 +55,7 @@ struct APIOperation: Sendable {
             scoped.path = operation.path == "/api/group/volume" ? "/api/groups/{group}/volume"
                 : "/api/groups/{group}/" + operation.path.dropFirst("/api/".count)
             scoped.pathFields.insert(group, at: 0)
+            scoped.inGroup = true
             scoped.summary = operation.summary.replacingOccurrences(of: "the default group", with: "the group") + " In this group."
             if !scoped.refusals.contains(.notFound) { scoped.refusals.append(.notFound) }
             operations.append(scoped)

@@ -21,7 +21,9 @@ enum HouseAPIRoutes {
             router.on(RouterPath(operation.path), method: operation.method) { request, context in
                 var path: [String: Any] = [:]
                 for field in operation.pathFields {
-                    let text = try context.parameters.require(field.name)
+                    // Names with spaces or beyond ASCII come percent-encoded.
+                    let raw = try context.parameters.require(field.name)
+                    let text = raw.removingPercentEncoding ?? raw
                     if case .integer = field.schema {
                         guard let value = Int(text) else {
                             return refusal(ControlRefusal("\(operation.command ?? "control"): the \(field.name) in the path must be a whole number"))

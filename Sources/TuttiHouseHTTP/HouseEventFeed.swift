@@ -63,9 +63,12 @@ enum HouseEventFeed {
             for group in report.groups {
                 // Encoding a struct of one string cannot fail.
                 let name = String(decoding: try! JSONEncoder().encode(GroupName(group: group.name)), as: UTF8.self).dropFirst().dropLast()
-                if case .success(let reply) = await house.perform(.status, group: String(group.id)), let status = reply.status {
+                if case .success(let reply) = await house.perform(.status, group: String(group.id)), var status = reply.status {
+                    // Every status lists every room; the default group's carries them, so a room's
+                    // half-second status does not resend every group's.
+                    if !group.isDefault { status.rooms = [] }
                     if statuses[group.name].map({ Self.differs(status, from: $0) }) ?? true {
-                        messages.append(#"{"event":"status","# + name + #","status":"# + ControlJSON.encode(reply) + "}")
+                        messages.append(#"{"event":"status","# + name + #","status":"# + ControlJSON.encode(ControlReply.status(status)) + "}")
                         statuses[group.name] = status
                     }
                 }

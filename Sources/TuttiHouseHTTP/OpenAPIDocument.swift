@@ -28,7 +28,7 @@ enum OpenAPIDocument {
     private static func describe(_ operation: APIOperation) -> [String: Any] {
         var description: [String: Any] = [
             "summary": operation.summary,
-            "operationId": operation.command ?? "control",
+            "operationId": operation.operationID,
         ]
         let parameters = operation.pathFields.map { field -> [String: Any] in
             ["name": field.name, "in": "path", "required": true, "description": field.summary, "schema": field.schema.json]

@@ -107,11 +107,8 @@ struct SnapcastControlMethods {
             _ = try await perform(.roomRename(room: current.name, to: name))
             return ["name": name]
         case "Group.GetStatus":
-            let id = try Self.string(params, "id")
-            let server = SnapcastServerStatus.json(try await view(), hostName: hostName)
-            let groups = (server["server"] as? [String: Any])?["groups"] as? [[String: Any]] ?? []
-            guard let group = groups.first(where: { $0["id"] as? String == id }) else { throw Failure.invalidParams("Group not found: \(id)") }
-            return ["group": group]
+            let now = try await view()
+            return ["group": SnapcastServerStatus.group(try group(Self.string(params, "id"), in: now), in: now)]
         case "Group.SetMute":
             let now = try await view()
             let group = try group(Self.string(params, "id"), in: now)

@@ -71,12 +71,7 @@ enum SnapcastServerStatus {
     static func json(_ view: SnapcastHouseView, hostName: String) -> [String: Any] {
         // Snapcast keeps no empty group (snapserver drops one as its last client leaves); the
         // house keeps them, with their queues. Their streams stay listed, to be chosen.
-        let groups: [[String: Any]] = view.groups.filter { !view.members(of: $0).isEmpty }.map { group in
-            let members = view.members(of: group).sorted { $0.id < $1.id }
-            // A group is muted when every room of it is silent (Group.SetMute turns each to 0).
-            return ["id": groupID(group), "name": group.name, "muted": !members.isEmpty && members.allSatisfy { $0.volume == 0 },
-                    "stream_id": streamID(group), "clients": members.map(client)]
-        }
+        let groups = view.groups.filter { !view.members(of: $0).isEmpty }.map { self.group($0, in: view) }
         return ["server": [
             "groups": groups,
             "server": [
@@ -85,6 +80,14 @@ enum SnapcastServerStatus {
             ],
             "streams": view.groups.map { stream($0, status: view.statuses[$0.id]) },
         ] as [String: Any]]
+    }
+
+    /// A group, with its clients.
+    static func group(_ group: GroupReport, in view: SnapcastHouseView) -> [String: Any] {
+        let members = view.members(of: group).sorted { $0.id < $1.id }
+        // A group is muted when every room of it is silent (Group.SetMute turns each to 0).
+        return ["id": groupID(group), "name": group.name, "muted": !members.isEmpty && members.allSatisfy { $0.volume == 0 },
+                "stream_id": streamID(group), "clients": members.map(client)]
     }
 
     /// A group's stream: what it plays, as MPRIS-like properties.

@@ -119,7 +119,7 @@ public final class Playout {
                     // Before the first frame the room holds of a stream it has not played yet
                     // is where it joins (a room moved into a playing group joins a little after
                     // the playhead): silent by design, not starved.
-                    let beforeJoin = playedStreamID != stream.id && (self.inputs.chunks.firstFrame.map { $0 > wanted } ?? true)
+                    let beforeJoin = playedStreamID != stream.id && (self.inputs.chunks.firstFrame.map { $0 > wanted } ?? false)
                     if !beforeJoin {
                         if wasPlaying {
                             onEvent?("audio at timeline frame \(resampler.position.frame) of stream \(stream.id) has not arrived; silent until it does")

@@ -113,6 +113,9 @@ import TuttiTestSupport
         _ = try await first.control(.volume(room: "hall", percent: 30))
         let before = try #require(try await first.control(.groups).groups)
         #expect(before.groups.map(\.name) == ["default", "Radio"] && before["Radio"]?.rooms == ["hall"] && before["default"]?.rooms == ["kitchen"])
+        // Each stream's first item is stored before any of its audio is made (on the producer
+        // threads): a house killed before that has nothing of it to take up.
+        try await first.runLoop(until: "both groups' first audio") { house in house.orderedGroups.allSatisfy { ($0.stream?.producedEnd ?? 0) > 0 } }
         let streams = try await first.onLoop { house in house.orderedGroups.map { $0.stream?.id } }
         first.clock.advance(by: 1_000_000_000)
 

@@ -51,6 +51,13 @@ extension GroupSession {
         anchorPendingStart(notReady: waiting)
     }
 
+    /// Answers a pending play with a refusal saying why it will not start.
+    func cancelPendingStart(because reason: String) {
+        guard let pending = pendingStart else { return }
+        pendingStart = nil
+        pending.respond(.failure(ControlRefusal(reason, kind: .conflict)))
+    }
+
     /// Starts a pending stream now, ready or not: another command is about to change what plays.
     func resolvePendingStart() {
         guard let pending = pendingStart else { return }

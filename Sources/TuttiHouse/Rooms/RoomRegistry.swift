@@ -24,10 +24,12 @@ final class RoomRegistry {
     func record(forSpeaker speakerName: String, newIn group: GroupID) -> (record: RoomRecord, isNew: Bool) {
         if let id = bySpeaker[speakerName], let record = records[id] { return (record, false) }
         // A renamed room keeps its name; a new speaker whose name another room has taken gets
-        // a distinct one, so a name is always one room.
-        var name = speakerName, suffix = 2
+        // a distinct one, so a name is always one room. A name of digits alone would read as an
+        // id: such a speaker's room is "room N".
+        let base = speakerName.allSatisfy(\.isNumber) ? "room \(speakerName)" : speakerName
+        var name = base, suffix = 2
         while records.values.contains(where: { $0.name == name }) {
-            name = "\(speakerName) \(suffix)"
+            name = "\(base) \(suffix)"
             suffix += 1
         }
         let record = RoomRecord(id: nextID, speakerName: speakerName, name: name, group: group)
@@ -37,10 +39,10 @@ final class RoomRegistry {
         return (record, true)
     }
 
-    /// The room a controller names: by its name, else by its id.
+    /// The room a controller names: by its id (all digits; no name is), else by its name.
     func find(_ reference: String) -> RoomRecord? {
-        if let record = records.values.first(where: { $0.name == reference }) { return record }
-        return RoomID(reference).flatMap { records[$0] }
+        if let id = RoomID(reference), let record = records[id] { return record }
+        return records.values.first { $0.name == reference }
     }
 
     func update(_ id: RoomID, _ change: (inout RoomRecord) -> Void) {

@@ -159,6 +159,8 @@ public enum ControlCommand: Sendable, Equatable {
             "room-latency needs milliseconds from 0 to 2000"
         case .roomRename(_, let name) where name.allSatisfy(\.isWhitespace) || name.utf8.count > 64:
             "room-rename needs a new name of 1 to 64 bytes"
+        case .roomRename(_, let name) where name.filter({ !$0.isWhitespace }).allSatisfy(\.isNumber):
+            "room-rename: a name of digits alone would read as a room's id: \(name)"
         case .groupCreate(let name), .groupRename(let name):
             Self.groupNameProblem(name).map { "\(self.name): \($0)" }
         case .librarySearch(_, let limit?) where !(1...1000).contains(limit):
@@ -182,6 +184,7 @@ public enum ControlCommand: Sendable, Equatable {
     public static func groupNameProblem(_ name: String) -> String? {
         if name.allSatisfy(\.isWhitespace) || name.utf8.count > 64 { return "a group name needs 1 to 64 bytes, not only spaces" }
         if name.contains("\n") || name.contains("\r") { return "a group name cannot contain a line break: \(name.debugDescription)" }
+        if name.filter({ !$0.isWhitespace }).allSatisfy(\.isNumber) { return "a name of digits alone would read as a group's id: \(name)" }
         return nil
     }
 
