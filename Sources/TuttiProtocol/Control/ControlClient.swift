@@ -31,6 +31,9 @@ public enum ControlClient {
         let reply = group.next().makePromise(of: WireMessage.ControlResponse.self)
         let channel: any Channel
         do {
+            // The hello and the request go out on the connection's event loop the moment it
+            // connects, not when this task next runs: a house closes a connection that has not
+            // said hello within 10 s, and a task on a busy cooperative pool can wait that long.
             channel = try await ClientBootstrap(group: group)
                 .connectTimeout(.seconds(5))
                 .channelInitializer { channel in
@@ -42,13 +45,17 @@ public enum ControlClient {
                         ])
                     }
                 }
-                .connect(host: host, port: port).get()
+                .connect(host: host, port: port)
+                .map { channel in
+                    channel.write(WireMessage.hello(.init(role: .controller, name: "tutti ctl")), promise: nil)
+                    channel.writeAndFlush(WireMessage.controlRequest(.init(requestID: 1, json: json)), promise: nil)
+                    return channel
+                }
+                .get()
         } catch {
             reply.fail(error)
             throw Failure(description: "cannot reach the server at \(host):\(port) (\(error))")
         }
-        channel.write(WireMessage.hello(.init(role: .controller, name: "tutti ctl")), promise: nil)
-        channel.writeAndFlush(WireMessage.controlRequest(.init(requestID: 1, json: json)), promise: nil)
         let timeout = channel.eventLoop.scheduleTask(in: .nanoseconds(timeoutNanoseconds)) {
             reply.fail(Failure(description: "the server at \(host):\(port) did not answer in \(timeoutNanoseconds / 1_000_000_000) s"))
         }
