@@ -121,7 +121,7 @@ let package = Package(
         // routes, and a live feed of what changes. Its own module, so the house, the simulated
         // house and the fuzz harness build without Hummingbird.
         .target(name: "TuttiHouseHTTP", dependencies: [
-            "TuttiCore", "TuttiProtocol", "TuttiHouse",
+            "TuttiCore", "TuttiProtocol", "TuttiHouse", "TuttiHouseSnapcast",
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
             .product(name: "Metrics", package: "swift-metrics"),

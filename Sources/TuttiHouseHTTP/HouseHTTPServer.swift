@@ -8,7 +8,8 @@ import TuttiHouse
 
 /// The house's HTTP API and live event feed, on one port (`tutti server --http`, 7780 by
 /// default): the REST routes of `HouseAPIRoutes` under `/api`, the WebSocket feed of
-/// `HouseEventFeed` at `/api/events`, `/openapi.json`, and `HouseMetrics` at `/metrics`. Runs on its own threads (Hummingbird's), never on the
+/// `HouseEventFeed` at `/api/events`, `/openapi.json`, `HouseMetrics` at `/metrics`, and Snapcast's
+/// JSON-RPC at `/jsonrpc` (`SnapcastJSONRPCRoutes`). Runs on its own threads (Hummingbird's), never on the
 /// house's loop: each request is handed to the house as a `ControlCommand` and awaited.
 ///
 /// Thread-safety: all members may be called from any thread.
@@ -48,6 +49,7 @@ public final class HouseHTTPServer: Sendable {
         router.add(middleware: FileMiddleware(webRoot, searchForIndexHtml: true, logger: logger))
         HouseAPIRoutes.add(to: router, house: house)
         HouseEventFeed.add(to: router, house: house, intervalNanoseconds: configuration.feedIntervalNanoseconds)
+        SnapcastJSONRPCRoutes.add(to: router, house: house)
         let metrics = HouseMetrics(house: house)
         router.get("/metrics") { _, _ in
             Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],

@@ -4,31 +4,48 @@ import TuttiMedia
 import TuttiProtocol
 
 /// MPD's commands, each performed through the house's typed control commands
-/// (`House.perform`), as every front end does: rooms are MPD's outputs (enabling one joins it to
-/// the group), `setvol` is the group's volume, and the queue and library are the house's.
+/// (`House.perform`), as every front end does: the house's groups are MPD's partitions, rooms
+/// are MPD's outputs (enabling one moves it into the partition's group), `setvol` is the group's
+/// volume, and the queue and library are the house's.
 ///
 /// Not thread-safe: one per connection, used by its session's task.
 struct MPDCommands {
     let house: House
     let uris: MPDSongURIs
     let playlistVersion: MPDPlaylistVersion
+    let partitionClients: MPDPartitionClients
     /// The largest chunk of a picture sent at once (`binarylimit`).
     var binaryLimit = 8192
+    /// The group this connection acts on (MPD's partition), by id so that a rename elsewhere
+    /// is followed; nil: the default group, where every connection starts.
+    var partition: UInt32? {
+        didSet { partitionClients.move(from: oldValue, to: partition) }
+    }
+    /// Idle subsystems a command raised itself, for the session to report (`update` on a
+    /// library that follows its disk: done at once).
+    var raised = Set<String>()
 
     /// Every command this server knows, for `commands`.
     static let names = [
         "add", "addid", "albumart", "binarylimit", "clear", "close", "commands", "consume", "count", "currentsong", "decoders",
-        "delete", "deleteid", "disableoutput", "enableoutput", "find", "getvol", "idle", "list", "listall", "listallinfo",
-        "listplaylist", "listplaylistinfo", "listplaylists", "load", "lsinfo", "move", "moveid", "next", "noidle", "notcommands",
-        "outputs", "password", "pause", "ping", "play", "playid", "playlistid", "playlistinfo", "plchanges", "plchangesposid",
-        "previous", "random", "readpicture", "repeat", "rm", "save", "search", "seek", "seekcur", "seekid", "setvol", "shuffle",
-        "single", "stats", "status", "stop", "tagtypes", "toggleoutput", "urlhandlers", "volume",
+        "delete", "deleteid", "delpartition", "disableoutput", "enableoutput", "find", "findadd", "getvol", "idle", "list",
+        "listall", "listallinfo", "listpartitions", "listplaylist", "listplaylistinfo", "listplaylists", "load", "lsinfo",
+        "move", "moveid", "moveoutput", "newpartition", "next", "noidle", "notcommands", "outputs", "partition", "password",
+        "pause", "ping", "play", "playid", "playlistid", "playlistinfo", "plchanges", "plchangesposid", "previous", "random",
+        "readpicture", "repeat", "rescan", "rm", "save", "search", "searchadd", "seek", "seekcur", "seekid", "setvol", "shuffle",
+        "single", "stats", "status", "stop", "tagtypes", "toggleoutput", "update", "urlhandlers", "volume",
     ]
 
     // MARK: The house
 
-    private func perform(_ command: ControlCommand, for name: String) async throws(MPDError) -> ControlReply {
-        switch await house.perform(command) {
+    /// Performs `command` on this connection's partition (the commands that act on no group
+    /// ignore it), with a refusal as MPD's ACK.
+    func perform(_ command: ControlCommand, for name: String) async throws(MPDError) -> ControlReply {
+        try await perform(command, in: partition, for: name)
+    }
+
+    func perform(_ command: ControlCommand, in group: UInt32?, for name: String) async throws(MPDError) -> ControlReply {
+        switch await house.perform(command, group: group.map { String($0) }) {
         case .success(let reply): return reply
         case .failure(let refusal):
             let code: MPDError.Code = switch refusal.kind {
@@ -41,16 +58,21 @@ struct MPDCommands {
         }
     }
 
-    func snapshot() async -> MPDSnapshot? {
-        guard case .success(.status(let status)) = await house.perform(.status),
-              case .success(.queue(let queue)) = await house.perform(.queue),
+    /// The house as this connection's partition sees it. A partition whose group was removed
+    /// elsewhere (MPD never removes one in use) hands its connection to the default group.
+    mutating func snapshot() async -> MPDSnapshot? {
+        guard case .success(.groups(let groups)) = await house.perform(.groups) else { return nil }
+        if let partition, !groups.groups.contains(where: { $0.id == partition }) { self.partition = nil }
+        let group = partition.map { String($0) }
+        guard case .success(.status(let status)) = await house.perform(.status, group: group),
+              case .success(.queue(let queue)) = await house.perform(.queue, group: group),
               case .success(.playlists(let playlists)) = await house.perform(.playlists) else { return nil }
-        return MPDSnapshot(status: status, queue: queue, playlists: playlists)
+        return MPDSnapshot(status: status, queue: queue, playlists: playlists, groups: groups.groups)
     }
 
-    private func current() async throws(MPDError) -> MPDSnapshot {
+    mutating func current() async throws(MPDError) -> MPDSnapshot {
         guard let snapshot = await snapshot() else { throw MPDError(.system, "the house did not answer") }
-        playlistVersion.observe(snapshot.queue)
+        playlistVersion.observe(snapshot.queue, group: snapshot.status.groupId ?? 0)
         return snapshot
     }
 
@@ -88,7 +110,7 @@ struct MPDCommands {
         return position..<position + 1
     }
 
-    private static func expect(_ arguments: [String], _ range: ClosedRange<Int>, _ command: String) throws(MPDError) {
+    static func expect(_ arguments: [String], _ range: ClosedRange<Int>, _ command: String) throws(MPDError) {
         guard range.contains(arguments.count) else {
             throw MPDError(.argument, arguments.count < range.lowerBound ? "too few arguments for \"\(command)\"" : "too many arguments for \"\(command)\"")
         }
@@ -217,8 +239,13 @@ struct MPDCommands {
             _ = try await perform(.queueShuffle, for: "shuffle")
 
         case "add", "addid":
-            try Self.expect(a, 1...(request.name == "addid" ? 2 : 1), request.name)
+            try Self.expect(a, 1...2, request.name)
             let at = try a.count > 1 ? Self.integer(a[1], "position") : nil
+            if request.name == "add", let songs = try songsOfDirectory(a[0]) {
+                // A directory: its songs in MPD's database order.
+                try await add(songs, at: at, for: "add")
+                break
+            }
             let before = try await current()
             _ = try await perform(.queueAdd(file: uris.path(forURI: a[0]), at: at), for: request.name)
             if request.name == "addid" {
@@ -263,7 +290,7 @@ struct MPDCommands {
             default:
                 // Every item changed since any version older than now's.
                 let version = try Self.integer(a.first ?? "0", "version")
-                if version >= playlistVersion.current { items = [] }
+                if version >= playlistVersion.current(group: now.status.groupId ?? 0) { items = [] }
             }
             let tags = request.name == "plchangesposid" ? [:] : await house.libraryTracks(atPaths: items.map(\.path))
             for item in items {
@@ -299,13 +326,14 @@ struct MPDCommands {
             try Self.expect(a, 0...1, request.name)
             try await list(a.first ?? "", recursive: request.name != "lsinfo", withTags: request.name != "listall", into: &out)
         case "find", "search", "count":
-            guard a.count >= 2, a.count % 2 == 0 else { throw MPDError(.argument, "Incorrect number of filter arguments") }
-            let tracks = try await matching(a, exact: request.name != "search")
+            let (songs, _) = try await matching(a, search: request.name == "search")
             if request.name == "count" {
-                out.add("songs", tracks.count)
-                out.add("playtime", Int(tracks.compactMap(\.durationSeconds).reduce(0, +).rounded()))
+                out.add("songs", songs.count)
+                out.add("playtime", Int(songs.compactMap(\.tags?.durationSeconds).reduce(0, +).rounded()))
             } else {
-                for found in tracks { describe(found, into: &out) }
+                for found in songs {
+                    if let tags = found.tags { describe(tags, into: &out) } else { out.add("file", uris.uri(forPath: found.path)) }
+                }
             }
         case "list":
             try await listTag(a, into: &out)
@@ -353,15 +381,25 @@ struct MPDCommands {
             if request.name == "readpicture" { out.add("type", artwork.mimeType) }
             out.add("binary", chunk.count)
             out.binary = chunk
+        case "partition", "listpartitions", "newpartition", "delpartition", "moveoutput":
+            try await partitionCommand(request, into: &out)
+        case "update", "rescan":
+            // The library follows its directories on disk (inotify), so there is nothing to
+            // start: MPD's job id, and its "update" event for a client that waits for it.
+            try Self.expect(a, 0...1, request.name)
+            out.add("updating_db", 1)
+            raised.insert("update")
+        case "findadd", "searchadd":
+            try await addMatching(request, into: &out)
         default:
-            throw MPDError(.unknown, "unknown command \"\(request.name)\"")
+            throw MPDError.unknownCommand(request.name)
         }
         return out
     }
 
     // MARK: Replies
 
-    private func status(into out: inout MPDResponse) async throws(MPDError) {
+    private mutating func status(into out: inout MPDResponse) async throws(MPDError) {
         let now = try await current()
         let status = now.status
         out.add("volume", status.groupVolume ?? -1)
@@ -370,7 +408,8 @@ struct MPDCommands {
         out.add("random", modes.random ? 1 : 0)
         out.add("single", modes.single ? 1 : 0)
         out.add("consume", modes.consume ? 1 : 0)
-        out.add("playlist", playlistVersion.current)
+        out.add("partition", status.group ?? "default")
+        out.add("playlist", playlistVersion.current(group: status.groupId ?? 0))
         out.add("playlistlength", now.queue.items.count)
         let state = switch status.state {
         case "playing", "starting": "play"
@@ -455,7 +494,7 @@ struct MPDCommands {
         out.add("Id", Self.songID(entry))
     }
 
-    private func describe(_ track: LibraryTrack, into out: inout MPDResponse) {
+    func describe(_ track: LibraryTrack, into out: inout MPDResponse) {
         out.add("file", uris.uri(forPath: track.path))
         if let artist = track.artist { out.add("Artist", artist) }
         if let album = track.album { out.add("Album", album) }
@@ -505,35 +544,6 @@ struct MPDCommands {
     }
 
     static let musicExtensions: Set<String> = ["flac", "mp3", "ogg", "oga", "opus", "m4a", "mp4", "aac", "wav", "aif", "aiff", "wv", "ape", "mka", "webm", "alac"]
-
-    /// The library's tracks matching MPD's `TYPE VALUE` pairs: `find` exactly (case and all),
-    /// `search` as a case-insensitive substring.
-    private func matching(_ arguments: [String], exact: Bool) async throws(MPDError) -> [LibraryTrack] {
-        var filters: [(tag: String, value: String)] = []
-        for pair in stride(from: 0, to: arguments.count, by: 2) {
-            let tag = arguments[pair].lowercased()
-            guard ["artist", "album", "title", "any", "file", "albumartist"].contains(tag) else {
-                throw MPDError(.argument, "Unknown filter type: \(arguments[pair])")
-            }
-            filters.append((tag, arguments[pair + 1]))
-        }
-        let words = filters.map(\.value).joined(separator: " ")
-        guard case .library(let found) = try await perform(.librarySearch(query: words, limit: 1000), for: exact ? "find" : "search") else { return [] }
-        func field(_ track: LibraryTrack, _ tag: String) -> [String] {
-            switch tag {
-            case "artist", "albumartist": [track.artist ?? ""]
-            case "album": [track.album ?? ""]
-            case "title": [track.title ?? ""]
-            case "file": [uris.uri(forPath: track.path)]
-            default: [track.artist ?? "", track.album ?? "", track.title ?? "", uris.uri(forPath: track.path)]
-            }
-        }
-        return (found.tracks ?? []).filter { track in
-            filters.allSatisfy { filter in
-                field(track, filter.tag).contains { exact ? $0 == filter.value : $0.localizedCaseInsensitiveContains(filter.value) }
-            }
-        }
-    }
 
     /// `list Artist`, `list Album [Artist X]`, `list Title …`.
     private func listTag(_ arguments: [String], into out: inout MPDResponse) async throws(MPDError) {

@@ -9,10 +9,19 @@ struct MPDError: Error, Equatable, Sendable {
 
     var code: Code
     var message: String
+    /// Whether the ACK names its command: MPD names no command it does not know.
+    var namesCommand = true
 
     init(_ code: Code, _ message: String) {
         self.code = code
         self.message = message
+    }
+
+    /// MPD's refusal of a command it does not know, which names no command.
+    static func unknownCommand(_ name: String) -> MPDError {
+        var error = MPDError(.unknown, "unknown command \"\(name)\"")
+        error.namesCommand = false
+        return error
     }
 
     /// The ACK line for `command`, the `index`-th of its command list (0 outside one).

@@ -30,6 +30,7 @@ public final class MPDServer: Sendable {
     private let listener = Mutex<(any Channel)?>(nil)
     private let sessions = Mutex<[Task<Void, Never>]>([])
     private let playlistVersion = MPDPlaylistVersion()
+    private let partitionClients = MPDPartitionClients()
 
     public init(house: House, configuration: Configuration = Configuration()) {
         self.house = house
@@ -52,11 +53,12 @@ public final class MPDServer: Sendable {
             }
         listener.withLock { $0 = server.channel }
         let house = self.house, uris = MPDSongURIs(roots: house.configuration.musicDirectories), version = playlistVersion
+        let partitionClients = self.partitionClients
         let accepting = Task<Void, Never> {
             try? await server.executeThenClose { connections in
                 for try await connection in connections {
                     let session = Task {
-                        var session = MPDSession(house: house, uris: uris, playlistVersion: version)
+                        var session = MPDSession(house: house, uris: uris, playlistVersion: version, partitionClients: partitionClients)
                         await session.run(connection)
                     }
                     self.sessions.withLock { $0.append(session) }

@@ -9,10 +9,12 @@ import TuttiHouse
 struct MPDSession {
     let house: House
     var commands: MPDCommands
+    /// Idle subsystems the commands raised themselves, not yet in `pending`.
+    var pendingRaised = Set<String>()
 
-    init(house: House, uris: MPDSongURIs, playlistVersion: MPDPlaylistVersion) {
+    init(house: House, uris: MPDSongURIs, playlistVersion: MPDPlaylistVersion, partitionClients: MPDPartitionClients) {
         self.house = house
-        commands = MPDCommands(house: house, uris: uris, playlistVersion: playlistVersion)
+        commands = MPDCommands(house: house, uris: uris, playlistVersion: playlistVersion, partitionClients: partitionClients)
     }
 
     /// The protocol version this server speaks (what MPD 0.23 says).
@@ -24,6 +26,8 @@ struct MPDSession {
             try await outbound.write(ByteBuffer(string: Self.greeting))
             try await serve(events, outbound)
         }
+        // Gone: its partition no longer has this client.
+        commands.partition = nil
     }
 
     private mutating func serve(_ events: AsyncStream<FrontEndEvent>, _ outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>) async throws {
@@ -86,6 +90,8 @@ struct MPDSession {
                         try await outbound.write(ByteBuffer(string: MPDError(.argument, "Unrecognized idle event: \(unknown)").line(command: "idle", index: 0)))
                         continue
                     }
+                    pending.formUnion(pendingRaised)
+                    pendingRaised = []
                     let hit = pending.intersection(wanted)
                     if hit.isEmpty {
                         idleFor = wanted
@@ -114,6 +120,8 @@ struct MPDSession {
                     throw MPDError(.argument, "\(request.name) is not allowed in a command list")
                 }
                 let response = try await commands.run(request)
+                pendingRaised.formUnion(commands.raised)
+                commands.raised = []
                 reply.writeString(response.text)
                 if let binary = response.binary {
                     reply.writeBytes(binary)
@@ -121,8 +129,7 @@ struct MPDSession {
                 }
                 if verbose { reply.writeString("list_OK\n") }
             } catch {
-                // MPD names no command it does not know.
-                reply.writeString(error.line(command: error.code == .unknown ? "" : request.name, index: index))
+                reply.writeString(error.line(command: error.namesCommand ? request.name : "", index: index))
                 try await outbound.write(reply)
                 return
             }

@@ -6,6 +6,8 @@ struct MPDSnapshot: Sendable {
     var status: StatusReport
     var queue: QueueReport
     var playlists: StoredPlaylistsReport
+    /// The house's groups: MPD's partitions.
+    var groups: [GroupReport]
 
     /// MPD's subsystems that changed from `self` to `later`.
     func changes(to later: MPDSnapshot) -> Set<String> {
@@ -23,6 +25,7 @@ struct MPDSnapshot: Sendable {
         if status.rooms.map({ "\($0.id)/\($0.name)/\($0.group)" }).sorted() != later.status.rooms.map({ "\($0.id)/\($0.name)/\($0.group)" }).sorted() {
             changed.insert("output")
         }
+        if groups.map(\.name) != later.groups.map(\.name) { changed.insert("partition") }
         if status.library?.tracks != later.status.library?.tracks { changed.insert("database") }
         if status.library?.scanning != later.status.library?.scanning { changed.insert("update") }
         return changed

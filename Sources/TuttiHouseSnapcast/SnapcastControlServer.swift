@@ -49,7 +49,7 @@ public final class SnapcastControlServer: Sendable {
             try? await server.executeThenClose { connections in
                 for try await connection in connections {
                     let session = Task {
-                        var connectionState = SnapcastControlConnection(methods: SnapcastControlMethods(house: house, hostName: hostName))
+                        var connectionState = SnapcastControlConnection(rpc: SnapcastJSONRPC(house: house, hostName: hostName))
                         await connectionState.run(connection)
                     }
                     self.tasks.withLock { $0.append(session) }
@@ -68,69 +68,31 @@ public final class SnapcastControlServer: Sendable {
 }
 
 /// One controller's connection: requests (single or batched) answered in order, and
-/// `Server.OnUpdate` whenever what Server.GetStatus would say has changed.
+/// `Server.OnUpdate` whenever what Server.GetStatus would say has changed. Each message is a
+/// line ending in CRLF, as snapserver writes them.
 struct SnapcastControlConnection {
-    var methods: SnapcastControlMethods
+    var rpc: SnapcastJSONRPC
 
     mutating func run(_ connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>) async {
-        await methods.house.serveLines(connection) { events, outbound in
-            var lastSent = (try? await methods.view())?.steady
+        await rpc.house.serveLines(connection) { events, outbound in
+            _ = await rpc.updateNotification()
             for await event in events {
                 switch event {
                 case .closed:
                     return
                 case .changed:
-                    guard let view = try? await methods.view() else { continue }
-                    let now = view.steady
-                    guard now != lastSent else { continue }
-                    lastSent = now
-                    let notification: [String: Any] = ["jsonrpc": "2.0", "method": "Server.OnUpdate",
-                                                       "params": SnapcastServerStatus.json(view, hostName: methods.hostName)]
-                    try await outbound.write(Self.line(notification))
+                    if let notification = await rpc.updateNotification() { try await outbound.write(Self.line(notification)) }
                 case .line(let buffer):
-                    if let reply = await answer(Data(buffer.readableBytesView)) { try await outbound.write(reply) }
+                    if let reply = await rpc.answer(Data(buffer.readableBytesView)) { try await outbound.write(Self.line(reply)) }
                 }
             }
         }
     }
 
-    /// The reply to one line: a request, a notification (no reply) or a batch.
-    private mutating func answer(_ data: Data) async -> ByteBuffer? {
-        guard let parsed = try? JSONSerialization.jsonObject(with: data) else {
-            return Self.line(Self.error(id: NSNull(), code: -32700, message: "Parse error"))
-        }
-        if let batch = parsed as? [Any] {
-            guard !batch.isEmpty else { return Self.line(Self.error(id: NSNull(), code: -32600, message: "Invalid request")) }
-            var replies: [Any] = []
-            for request in batch { if let reply = await respond(to: request) { replies.append(reply) } }
-            return replies.isEmpty ? nil : Self.line(replies)
-        }
-        return await respond(to: parsed).map { Self.line($0) }
-    }
-
-    private mutating func respond(to request: Any) async -> [String: Any]? {
-        guard let object = request as? [String: Any], let method = object["method"] as? String else {
-            return Self.error(id: (request as? [String: Any])?["id"] ?? NSNull(), code: -32600, message: "Invalid request")
-        }
-        let id = object["id"]
-        let params = object["params"] as? [String: Any] ?? [:]
-        do throws(SnapcastControlMethods.Failure) {
-            let result = try await methods.call(method, params)
-            guard let id else { return nil }
-            return ["jsonrpc": "2.0", "id": id, "result": result]
-        } catch {
-            return Self.error(id: id ?? NSNull(), code: error.code, message: error.message)
-        }
-    }
-
-    private static func error(id: Any, code: Int, message: String) -> [String: Any] {
-        ["jsonrpc": "2.0", "id": id, "error": ["code": code, "message": message]]
-    }
-
-    private static func line(_ object: Any) -> ByteBuffer {
-        var data = (try? JSONSerialization.data(withJSONObject: object, options: [.withoutEscapingSlashes])) ?? Data("{}".utf8)
+    private static func line(_ message: Data) -> ByteBuffer {
+        var buffer = ByteBuffer(bytes: message)
         // snapserver ends each message with CRLF, and its clients split on it.
-        data.append(contentsOf: [UInt8(ascii: "\r"), UInt8(ascii: "\n")])
-        return ByteBuffer(bytes: data)
+        buffer.writeString("\r\n")
+        return buffer
     }
 }

@@ -352,4 +352,130 @@ import TuttiTestSupport
         #expect(abs(before - 0.0625) < 0.002)
         #expect(abs(after / before - pow(10, -1.5)) < 0.005)
     }
+
+    /// A real MPD 0.23 (Debian's `mpd`) on a Unix socket of its own, with null outputs named a
+    /// and b and `music` as its music directory.
+    struct RealMPD {
+        let process: ChildProcess
+        let socket: String
+
+        init(directory: TemporaryDirectory, music: String) throws {
+            socket = directory.file("mpd.sock")
+            let configuration = """
+                music_directory "\(music)"
+                db_file "\(directory.file("mpd.db"))"
+                playlist_directory "\(directory.file("mpd-playlists"))"
+                bind_to_address "\(socket)"
+                audio_output {
+                    type "null"
+                    name "a"
+                    mixer_type "software"
+                }
+                audio_output {
+                    type "null"
+                    name "b"
+                    mixer_type "software"
+                }
+                """
+            try FileManager.default.createDirectory(atPath: directory.file("mpd-playlists"), withIntermediateDirectories: true)
+            try configuration.write(toFile: directory.file("mpd.conf"), atomically: true, encoding: .utf8)
+            process = try ChildProcess(name: "mpd", executable: "/usr/bin/mpd", arguments: ["--no-daemon", "--stderr", directory.file("mpd.conf")],
+                                       standardError: directory.file("mpd.log"))
+            let deadline = Date().addingTimeInterval(20)
+            while !FileManager.default.fileExists(atPath: socket) {
+                guard Date() < deadline else { throw TestTimeout("mpd did not open \(socket)") }
+                usleep(20_000)
+            }
+        }
+
+        func stop() { process.interrupt() }
+    }
+
+    /// The partition flow (Tests/Python/mpd_partitions.py) that MultiRoomGroupsTests holds the
+    /// house to, against a real MPD 0.23: it accepts exactly this flow and gives exactly these
+    /// answers, so the house's are MPD's.
+    @Test(.timeLimit(.minutes(2)))
+    func realMPD023AcceptsThePartitionFlow() async throws {
+        let directory = try TemporaryDirectory("mpd-real-partitions")
+        defer { directory.preserveLogs(as: "mpd-real-partitions"); directory.remove() }
+        let music = directory.file("music/album")
+        try FileManager.default.createDirectory(atPath: music, withIntermediateDirectories: true)
+        for (number, frequency) in [(1, 440), (2, 660)] {
+            try TestMedia.ffmpeg(["-f", "lavfi", "-i", "sine=frequency=\(frequency):duration=30", "-ac", "2", music + "/\(number).flac"])
+        }
+        let mpd = try RealMPD(directory: directory, music: directory.file("music"))
+        defer { mpd.stop() }
+        let flow = try await MPDPartitionFlow.run(address: mpd.socket, song1: "album/1.flac", song2: "album/2.flac", update: true,
+                                                  log: directory.file("flow.log"))
+        print("real MPD 0.23, partitions:\n\(flow.output)")
+        #expect(flow.problems.isEmpty, "\(flow.problems)")
+    }
+
+    /// mpc's `findadd`, `searchadd`, `add DIRECTORY`, and `find`/`search` with MPD 0.21's filter
+    /// expressions, against the house and against a real MPD 0.23 with the same library: the
+    /// same queue, in the same order (a directory's songs before its subdirectories').
+    @Test(.timeLimit(.minutes(2)))
+    func findAddAndSearchAddQueueWhatMPD023Queues() async throws {
+        let directory = try TemporaryDirectory("mpd-findadd")
+        defer { directory.preserveLogs(as: "mpd-findadd"); directory.remove() }
+        let music = directory.file("music")
+        let songs: [(path: String, title: String, album: String)] = [
+            ("Test Artist/Test Album/1.flac", "Song 1", "Test Album"), ("Test Artist/Test Album/2.flac", "Song 2", "Test Album"),
+            ("Test Artist/B Side/3.flac", "Other Song", "B Side"), ("Test Artist/0.flac", "Single", "Singles"),
+            ("Another/4.flac", "Song 4", "Elsewhere"),
+        ]
+        for (index, song) in songs.enumerated() {
+            let path = music + "/" + song.path
+            try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+            try TestMedia.ffmpeg(["-f", "lavfi", "-i", "sine=frequency=\(300 + 50 * index):duration=2", "-ac", "2", "-metadata", "title=\(song.title)",
+                                  "-metadata", "artist=\(song.path.hasPrefix("Another") ? "Another Artist" : "Test Artist")",
+                                  "-metadata", "album=\(song.album)", path])
+        }
+        let mpd = try RealMPD(directory: directory, music: music)
+        defer { mpd.stop() }
+        let server = try ChildProcess(name: "server", arguments: ["server", "--listen", "127.0.0.1:0", "--http", "off", "--mpd", "127.0.0.1:0",
+                                                                  "--snapcast", "off", "--snapcast-control", "off", "--music", music,
+                                                                  "--state-dir", directory.file("state")],
+                                      standardError: directory.file("server.log"))
+        defer { server.interrupt() }
+        let port = Int(try server.waitForLine(containing: "MPD clients on").split(separator: ":")[2].prefix { $0.isNumber })!
+        let hosts = [("house", ["-h", "127.0.0.1", "-p", "\(port)"]), ("mpd", ["-h", mpd.socket])]
+        for (_, host) in hosts { #expect(try Self.run("mpc", host + ["-w", "update"], in: directory).status == 0) }
+        // The house's library scan runs at start: wait for all five songs.
+        let scanned = Date().addingTimeInterval(30)
+        while try !Self.run("mpc", hosts[0].1 + ["stats"], in: directory).output.split(separator: "\n").contains(where: { $0.hasPrefix("Songs:") && $0.hasSuffix(" 5") }) {
+            guard Date() < scanned else { throw TestTimeout("the house's library never held 5 songs") }
+            try await Task.sleep(nanoseconds: 100_000_000)
+        }
+        let sequences: [[[String]]] = [
+            [["clear"], ["findadd", "title", "Song 2"], ["playlist", "-f", "%file%"]],
+            [["clear"], ["searchadd", "title", "song"], ["playlist", "-f", "%file%"]],
+            [["clear"], ["add", "Test Artist"], ["playlist", "-f", "%file%"]],
+            [["clear"], ["add", "/"], ["playlist", "-f", "%file%"]],
+            [["clear"], ["findadd", "artist", "Nobody"], ["playlist", "-f", "%file%"]],
+            [["clear"], ["searchadd", "(title contains 'song')"], ["playlist", "-f", "%file%"]],
+            [["clear"], ["findadd", "(artist != 'Test Artist')"], ["playlist", "-f", "%file%"]],
+            [["search", "(title =~ 'S.ng [0-9]')"]],
+            [["find", "(title == 'Song 2')"]],
+            [["find", "((artist == 'Test Artist') AND (!(album == 'Test Album')))"]],
+            [["search", "(album contains 'side')"]],
+            [["search", "any", "rtist"]],
+            [["find", "album", "test album"]],
+        ]
+        for sequence in sequences {
+            var outputs: [String: String] = [:]
+            for (name, host) in hosts {
+                var output = ""
+                for command in sequence {
+                    let run = try Self.run("mpc", host + command, in: directory)
+                    // What the queue or the search shows; not `clear`'s status line (MPD's
+                    // volume is its own mixer's, the house's its rooms').
+                    output += "$ mpc \(command.joined(separator: " ")) -> \(run.status)\n" + (command == ["clear"] ? "" : run.output)
+                }
+                outputs[name] = output
+            }
+            print("mpc against the house and MPD 0.23:\n\(outputs["house"]!)")
+            #expect(outputs["house"] == outputs["mpd"], "house:\n\(outputs["house"]!)\nMPD 0.23:\n\(outputs["mpd"]!)")
+        }
+    }
 }

@@ -187,4 +187,80 @@ struct Socket {
             }
         }
     }
+
+}
+
+extension SnapcastControlTests {
+    /// A TCP port free on loopback now (for snapserver, which cannot pick its own).
+    static func freePort() throws -> Int {
+        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(socket) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, length) == 0 && getsockname(socket, $0, &length) == 0 }
+        }
+        guard bound else { throw TestFailure("no free port") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    /// Snapcast's JSON-RPC on the HTTP port (POST and WebSocket `/jsonrpc`, where Snapweb and
+    /// Home Assistant's HTTP transport speak it), run by Tests/Python/snapcast_jsonrpc_http.py
+    /// against the house and against snapserver 0.26: the same answers to a request, a batch, a
+    /// notification, bad JSON and an unknown method; and on the house, a client's volume set
+    /// through POST is pushed on the WebSocket.
+    @Test(.timeLimit(.minutes(2)))
+    func jsonRPCOverHTTPAnswersAsSnapserverDoes() async throws {
+        let directory = try TemporaryDirectory("snapcast-jsonrpc-http")
+        defer { directory.preserveLogs(as: "snapcast-jsonrpc-http"); directory.remove() }
+        let server = try ChildProcess(name: "server", arguments: ["server", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0", "--mpd", "off",
+                                                                  "--snapcast-control", "off", "--snapcast", "off", "--state-dir", directory.file("state")],
+                                      standardError: directory.file("server.log"))
+        defer { server.interrupt() }
+        let port = Int(try server.waitForLine(containing: "listening on").split(separator: ":").last!.split(separator: " ").first!)!
+        let webLine = try server.waitForLine(containing: "web UI on http://")
+        let httpPort = Int(webLine.split(separator: ":")[3].prefix { $0.isNumber })!
+        let speaker = try ChildProcess(name: "a", arguments: ["speaker", "--server", "127.0.0.1:\(port)", "--name", "a",
+                                                              "--output", "virtual:" + directory.file("a.wav")], standardError: directory.file("a.log"))
+        defer { speaker.interrupt() }
+        let deadline = Date().addingTimeInterval(30)
+        while try await ControlClient.send(.rooms, host: "127.0.0.1", port: port, group: MultiThreadedEventLoopGroup.singleton).rooms?.rooms.count != 1 {
+            guard Date() < deadline else { throw TestFailure("room a did not connect") }
+            try await Task.sleep(nanoseconds: 100_000_000)
+        }
+        try "".write(toFile: directory.file("snapserver.conf"), atomically: true, encoding: .utf8)
+        let snapHTTP = try Self.freePort(), snapControl = try Self.freePort(), snapStream = try Self.freePort()
+        let snapserver = try ChildProcess(name: "snapserver", executable: "/usr/bin/snapserver", arguments: [
+            "-c", directory.file("snapserver.conf"), "--http.port", "\(snapHTTP)", "--tcp.port", "\(snapControl)", "--stream.port", "\(snapStream)",
+            "--http.bind_to_address", "127.0.0.1", "--tcp.bind_to_address", "127.0.0.1", "--stream.bind_to_address", "127.0.0.1",
+            "--stream.source", "pipe://\(directory.file("fifo"))?name=default&mode=create", "--server.datadir", directory.file("snapserver"),
+        ], standardError: directory.file("snapserver.log"))
+        defer { snapserver.interrupt() }
+        _ = try snapserver.waitForLine(containing: "ControlServer", timeout: 20)
+
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Python/snapcast_jsonrpc_http.py").path
+        func converse(_ port: Int, change: Bool) async throws -> [String: String] {
+            let process = try ChildProcess(name: "jsonrpc-http", executable: "/usr/bin/env",
+                                           arguments: ["python3", script, "\(port)"] + (change ? ["--change"] : []),
+                                           standardError: directory.file("jsonrpc-\(port).log"))
+            #expect(await process.exit(within: 60) == 0, "see out/test-logs/snapcast-jsonrpc-http/jsonrpc-\(port).log")
+            var steps: [String: String] = [:]
+            for line in process.outputLines {
+                guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], let name = object["step"] as? String else { continue }
+                steps[name] = String(decoding: try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]), as: UTF8.self)
+            }
+            return steps
+        }
+        let house = try await converse(httpPort, change: true)
+        let snapcast = try await converse(snapHTTP, change: false)
+        for name in ["version", "batch", "notification", "parse", "unknown", "status", "ws-version"] {
+            print("jsonrpc over HTTP: \(name): house \(house[name] ?? "missing"), snapserver \(snapcast[name] ?? "missing")")
+            #expect(house[name] != nil && house[name] == snapcast[name], "\(name): house \(house[name] ?? "missing"), snapserver \(snapcast[name] ?? "missing")")
+        }
+        print("jsonrpc over HTTP: \(house["ws-notified"] ?? "no notification")")
+        #expect(house["ws-notified"]?.contains("\"volume\":33") == true, "\(house["ws-notified"] ?? "no notification")")
+    }
 }

@@ -39,9 +39,9 @@ import TuttiTestSupport
     }
 
     /// A house process; `port` 0 picks a free one. Each start appends to `server.log`.
-    func startServer(in directory: TemporaryDirectory, port: Int = 0) throws -> (server: ChildProcess, port: Int) {
+    func startServer(in directory: TemporaryDirectory, port: Int = 0, arguments: [String] = []) throws -> (server: ChildProcess, port: Int) {
         let log = directory.file(port == 0 ? "server.log" : "server-\(port)-\(UInt32.random(in: 0...UInt32.max)).log")
-        let server = try ChildProcess(name: "server", arguments: ["server", "--listen", "127.0.0.1:\(port)", "--state-dir", directory.file("state")],
+        let server = try ChildProcess(name: "server", arguments: ["server", "--listen", "127.0.0.1:\(port)", "--state-dir", directory.file("state")] + arguments,
                                       standardError: log)
         let line = try server.waitForLine(containing: "listening on")
         return (server, Int(line.split(separator: ":").last!.split(separator: " ").first!)!)

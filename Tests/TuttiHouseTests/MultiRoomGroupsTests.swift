@@ -18,6 +18,14 @@ extension MultiRoomEndToEndTests {
         try await ControlClient.send(ControlRequest(command, group: group), host: "127.0.0.1", port: port, group: MultiThreadedEventLoopGroup.singleton)
     }
 
+    /// The file's audio as the house plays it: 48 kHz stereo, for `SyncAnalysis`.
+    func reference(_ path: String) -> [Float] {
+        let reader = GaplessQueueReader(paths: [path], outputRate: 48000, channelCount: 2)
+        var samples: [Float] = [], block: [Float] = []
+        while reader.read(into: &block) > 0 { samples += block }
+        return samples
+    }
+
     /// `seconds` of broadband music whose two tones and noise differ with `seed`, at 44.1 kHz.
     func groupMusic(_ path: String, seconds: Int, seed: Int) throws {
         let (low, high) = seed == 1 ? (220, 331) : (294, 415)
@@ -80,12 +88,6 @@ extension MultiRoomEndToEndTests {
         try await Task.sleep(nanoseconds: 300_000_000)
         for speaker in speakers { #expect(speaker.interrupt() == 0) }
 
-        func reference(_ path: String) -> [Float] {
-            let reader = GaplessQueueReader(paths: [path], outputRate: 48000, channelCount: 2)
-            var samples: [Float] = [], block: [Float] = []
-            while reader.read(into: &block) > 0 { samples += block }
-            return samples
-        }
         let captures = try captures(in: directory, rooms: rooms)
         let byName = Dictionary(uniqueKeysWithValues: captures.map { ($0.name, $0) })
         let albumHeard = SyncAnalysis.analyse(rooms: [byName["a"]!, byName["b"]!], reference: reference(albumPath))
@@ -121,5 +123,99 @@ extension MultiRoomEndToEndTests {
         #expect(bOnRadio.allSatisfy { $0.time < Double(pauseTime + 600_000_000) }, "b played the radio after its pause")
         #expect(heard(radioHeard, "c").allSatisfy { $0.time < Double(pauseTime + 600_000_000) }, "c played the radio after its pause")
         #expect(heard(albumHeard, "a").contains { $0.time > Double(pauseTime + 1_000_000_000) }, "a stopped with the radio's pause")
+    }
+}
+
+/// The same through MPD's partitions: python-mpd2 runs Tests/Python/mpd_partitions.py (the
+/// flow a real MPD 0.23 is held to in MPDServerTests) against the house, and the cards show
+/// each effect.
+extension MultiRoomEndToEndTests {
+    @Test(.timeLimit(.minutes(3)))
+    func aRoomMovesBetweenMPDPartitions() async throws {
+        let directory = try TemporaryDirectory("multiroom-partitions")
+        defer { directory.preserveLogs(as: "multiroom-partitions"); directory.remove() }
+        let music = directory.file("music")
+        try FileManager.default.createDirectory(atPath: music, withIntermediateDirectories: true)
+        try groupMusic(music + "/album.flac", seconds: 30, seed: 1)
+        try groupMusic(music + "/radio.flac", seconds: 30, seed: 2)
+        let rooms = [RoomSpec(name: "a", offset: "300", drift: "50", device: "-30", latency: "0"),
+                     RoomSpec(name: "b", offset: "-700", drift: "-80", device: "60", latency: "0")]
+        let (server, port) = try startServer(in: directory, arguments: ["--mpd", "127.0.0.1:0", "--music", music])
+        let mpdPort = Int(try server.waitForLine(containing: "MPD clients on").split(separator: ":")[2].prefix { $0.isNumber })!
+        let speakers = try rooms.map { try startSpeaker($0, port: port, in: directory) }
+        defer {
+            for speaker in speakers { speaker.interrupt() }
+            server.interrupt()
+        }
+        try await waitForRooms(port) { reports in reports.count == rooms.count && reports.values.allSatisfy(\.hasSettledClock) }
+        let flow = try await MPDPartitionFlow.run(address: "\(mpdPort)", song1: "album.flac", song2: "radio.flac", update: false,
+                                                  log: directory.file("flow.log"))
+        print("partitions: python-mpd2 against the house:\n\(flow.output)")
+        #expect(flow.problems.isEmpty, "\(flow.problems)")
+        for speaker in speakers { #expect(speaker.interrupt() == 0) }
+
+        let byName = Dictionary(uniqueKeysWithValues: try captures(in: directory, rooms: rooms).map { ($0.name, $0) })
+        let album = SyncAnalysis.analyse(rooms: [byName["a"]!, byName["b"]!], reference: reference(music + "/album.flac"))
+        let radio = SyncAnalysis.analyse(rooms: [byName["b"]!], reference: reference(music + "/radio.flac"))
+        func heard(_ analysis: SyncAnalysis.Result, _ room: String) -> [Double] {
+            analysis.series.compactMap { $0.heard[room] }
+        }
+        let created = Double(try #require(flow.time("created"))), moved = Double(try #require(flow.time("moved", "before_ns")))
+        let setvol = Double(try #require(flow.time("setvol"))), paused = Double(try #require(flow.time("radio-paused")))
+        let resumed = Double(try #require(flow.time("radio-resumed"))), stopped = Double(try #require(flow.time("heard")))
+        // a played the album throughout, at full volume, with nothing lost or repeated; b with it
+        // until it moved, and again once it was moved back, in sync. (Until the flow's end: then
+        // the speakers are stopped.)
+        let during = album.series.indices.filter { index in album.series[index].heard.values.allSatisfy { $0 < stopped } && !album.series[index].heard.isEmpty }
+        // The moved room is held to the group's sync from a second after its move (the issue's
+        // "in sync within 1 s"); its first checkpoints after joining are printed apart.
+        var skews: [Double] = [], joining: [String] = []
+        for index in during {
+            guard let a = album.series[index].heard["a"], let b = album.series[index].heard["b"] else { continue }
+            if b > moved && b < moved + 1e9 {
+                joining.append("\(Int((b - moved) / 1e6)) ms after the move: \(Int(abs(a - b) / 1000)) µs")
+            } else {
+                skews.append(abs(a - b))
+            }
+        }
+        skews.sort()
+        let skew = (skews.isEmpty ? .infinity : skews[min(skews.count - 1, Int((0.99 * Double(skews.count)).rounded(.up)) - 1)]) / 1000
+        print("partitions: album skew p99 \(skew) µs over \(skews.count) checkpoints with both rooms; b rejoining: \(joining.joined(separator: ", "))")
+        #expect(skews.count >= 8 && skew <= 50, "the album's rooms were \(skew) µs apart (p99)")
+        #expect(during.allSatisfy { album.series[$0].heard["a"] != nil }, "a missed album checkpoints before the flow's end")
+        let aJumps = album.jumps.filter { jump in jump.room == "a" && (album.series.first { $0.frame == jump.frame }?.heard["a"] ?? 0) < stopped }
+        #expect(aJumps.isEmpty, "a's album jumped: \(aJumps)")
+        let aGains = during.compactMap { album.gains[$0].gain["a"] }
+        #expect(aGains.count > 30 && aGains.allSatisfy { abs($0 - 1) < 0.02 }, "a's gain \(aGains)")
+        let bAlbum = heard(album, "b"), bRadio = heard(radio, "b")
+        #expect(!bAlbum.contains { $0 > created + 250e6 && $0 < moved }, "b played the album after it moved to the radio")
+        #expect(!bRadio.contains { $0 > moved + 250e6 }, "b played the radio after it moved back")
+        let joined = (bRadio.first ?? .infinity) - created, back = (bAlbum.first { $0 > moved } ?? .infinity) - moved
+        print("partitions: b heard the radio \(joined / 1e6) ms after it was moved there, and the album again \(back / 1e6) ms after it was moved back")
+        #expect(joined > 0 && joined < 1e9 && back > 0 && back < 1e9)
+        // The radio's setvol took b to 50 % (−30 dB) and its pause silenced it; a heard neither.
+        let bLevels = radio.gains.indices.filter { index in
+            radio.series[index].heard["b"].map { $0 > setvol + 400e6 && $0 < paused } ?? false
+        }.compactMap { radio.gains[$0].gain["b"] }
+        #expect(!bLevels.isEmpty && bLevels.allSatisfy { abs($0 - 0.0316) < 0.003 }, "b's gain after the radio's setvol: \(bLevels)")
+        #expect(!bRadio.contains { $0 > paused + 600e6 && $0 < resumed }, "b played the radio while it was paused")
+
+        // After a restart of the house, the partitions are back with their queues and rooms.
+        server.interrupt()
+        let (restarted, _) = try startServer(in: directory, arguments: ["--mpd", "127.0.0.1:0", "--music", music])
+        defer { restarted.interrupt() }
+        let newPort = Int(try restarted.waitForLine(containing: "MPD clients on").split(separator: ":")[2].prefix { $0.isNumber })!
+        let check = try ChildProcess(name: "mpd-after-restart", executable: "/usr/bin/env", arguments: ["python3", "-c", """
+            import json, mpd
+            c = mpd.MPDClient(); c.connect("127.0.0.1", \(newPort))
+            partitions = [p["partition"] for p in c.listpartitions()]
+            default_queue = [s["file"] for s in c.playlistinfo()]
+            c.partition("radio")
+            print(json.dumps({"partitions": partitions, "default": default_queue, "radio": [s["file"] for s in c.playlistinfo()]}))
+            """], standardError: directory.file("after-restart.log"))
+        #expect(await check.exit(within: 30) == 0, "see after-restart.log")
+        let after = check.outputLines.joined()
+        print("partitions: after a restart: \(after)")
+        #expect(after == #"{"partitions": ["default", "radio"], "default": ["album.flac"], "radio": ["radio.flac"]}"#, "\(after)")
     }
 }
