@@ -14,7 +14,11 @@ extension MPDCommands {
     /// then each of its subdirectories in turn (`Directory::Walk`).
     static func songPaths(under directory: String) -> [String] {
         var paths: [String] = []
+        // A directory is walked once, however many links lead to it: a link to its own parent
+        // would otherwise recurse without end.
+        var walked = Set<String>()
         func walk(_ directory: String) {
+            guard walked.insert(URL(fileURLWithPath: directory).resolvingSymlinksInPath().path).inserted else { return }
             let names = ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).filter { !$0.hasPrefix(".") }.sorted()
             var subdirectories: [String] = []
             for name in names {
@@ -57,7 +61,7 @@ extension MPDCommands {
         if let sort = options.sort {
             let descending = sort.hasPrefix("-")
             let tag = (descending ? String(sort.dropFirst()) : sort).lowercased()
-            guard MPDFilter.tags.contains(tag) || tag == "last-modified" else { throw MPDError(.argument, "Unknown sort tag: \(sort)") }
+            guard MPDFilter.tags.contains(tag), tag != "any" else { throw MPDError(.argument, "Unknown sort tag: \(sort)") }
             func key(_ song: FoundSong) -> String {
                 MPDFilter.Song(uri: uris.uri(forPath: song.path), artist: song.tags?.artist, album: song.tags?.album, title: song.tags?.title)
                     .values(tag).first ?? ""
@@ -100,7 +104,7 @@ extension MPDCommands {
             return value
         }
         let now = try await current()
-        guard let item = now.status.item else { throw MPDError(.argument, "No current song") }
+        guard let item = now.status.item else { throw MPDError(.playerSync, "No current song") }
         let position = text.hasPrefix("+") ? item + 1 + value : item + value
         guard position >= 0 else { throw MPDError(.argument, "Bad position: \(text)") }
         return position

@@ -17,9 +17,14 @@ extension MPDCommands {
                 throw MPDError(.noExist, "partition does not exist")
             }
             partition = group.isDefault ? nil : group.id
+            // MPD tells a client entering a partition that all it shows changed.
+            raised.formUnion(["playlist", "player", "mixer", "output", "options"])
         case "newpartition":
             try Self.expect(a, 1...1, request.name)
-            guard !a[0].isEmpty else { throw MPDError(.argument, "bad name") }
+            // MPD's names: letters, digits, '-' and '_' (a group made elsewhere may have others).
+            guard !a[0].isEmpty, a[0].unicodeScalars.allSatisfy({ $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "-" || $0 == "_") }) else {
+                throw MPDError(.argument, "bad name")
+            }
             guard !(try await groups().contains { $0.name == a[0] }) else { throw MPDError(.exist, "name already exists") }
             _ = try await perform(.groupCreate(name: a[0]), for: request.name)
         case "delpartition":

@@ -14,6 +14,7 @@ struct MPDCommands {
     let uris: MPDSongURIs
     let playlistVersion: MPDPlaylistVersion
     let partitionClients: MPDPartitionClients
+    let updateJobs: MPDUpdateJobs
     /// The largest chunk of a picture sent at once (`binarylimit`).
     var binaryLimit = 8192
     /// The group this connection acts on (MPD's partition), by id so that a rename elsewhere
@@ -67,7 +68,7 @@ struct MPDCommands {
         guard case .success(.status(let status)) = await house.perform(.status, group: group),
               case .success(.queue(let queue)) = await house.perform(.queue, group: group),
               case .success(.playlists(let playlists)) = await house.perform(.playlists) else { return nil }
-        return MPDSnapshot(status: status, queue: queue, playlists: playlists, groups: groups.groups)
+        return MPDSnapshot(status: status, queue: queue, playlists: playlists, groups: groups.groups, updateJob: updateJobs.last)
     }
 
     mutating func current() async throws(MPDError) -> MPDSnapshot {
@@ -240,7 +241,8 @@ struct MPDCommands {
 
         case "add", "addid":
             try Self.expect(a, 1...2, request.name)
-            let at = try a.count > 1 ? Self.integer(a[1], "position") : nil
+            var at: Int?
+            if a.count > 1 { at = try await insertPosition(a[1]) }
             if request.name == "add", let songs = try songsOfDirectory(a[0]) {
                 // A directory: its songs in MPD's database order.
                 try await add(songs, at: at, for: "add")
@@ -385,9 +387,10 @@ struct MPDCommands {
             try await partitionCommand(request, into: &out)
         case "update", "rescan":
             // The library follows its directories on disk (inotify), so there is nothing to
-            // start: MPD's job id, and its "update" event for a client that waits for it.
+            // start: MPD's job id, and its "update" event, at once for this client and at the
+            // next look for the others.
             try Self.expect(a, 0...1, request.name)
-            out.add("updating_db", 1)
+            out.add("updating_db", updateJobs.next())
             raised.insert("update")
         case "findadd", "searchadd":
             try await addMatching(request, into: &out)

@@ -42,7 +42,8 @@ indirect enum MPDFilter: Sendable {
             case "album": [album ?? ""]
             case "title": [title ?? ""]
             case "file": [uri]
-            default: [artist ?? "", album ?? "", title ?? "", uri]
+            // Every tag the song has (MPD's `any` is its tags, not its URI).
+            default: [artist, album, title].compactMap { $0 }
             }
         }
     }

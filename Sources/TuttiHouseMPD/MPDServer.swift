@@ -31,6 +31,7 @@ public final class MPDServer: Sendable {
     private let sessions = Mutex<[Task<Void, Never>]>([])
     private let playlistVersion = MPDPlaylistVersion()
     private let partitionClients = MPDPartitionClients()
+    private let updateJobs = MPDUpdateJobs()
 
     public init(house: House, configuration: Configuration = Configuration()) {
         self.house = house
@@ -53,12 +54,12 @@ public final class MPDServer: Sendable {
             }
         listener.withLock { $0 = server.channel }
         let house = self.house, uris = MPDSongURIs(roots: house.configuration.musicDirectories), version = playlistVersion
-        let partitionClients = self.partitionClients
+        let partitionClients = self.partitionClients, updateJobs = self.updateJobs
         let accepting = Task<Void, Never> {
             try? await server.executeThenClose { connections in
                 for try await connection in connections {
                     let session = Task {
-                        var session = MPDSession(house: house, uris: uris, playlistVersion: version, partitionClients: partitionClients)
+                        var session = MPDSession(house: house, uris: uris, playlistVersion: version, partitionClients: partitionClients, updateJobs: updateJobs)
                         await session.run(connection)
                     }
                     self.sessions.withLock { $0.append(session) }

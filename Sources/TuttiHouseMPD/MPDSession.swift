@@ -12,9 +12,9 @@ struct MPDSession {
     /// Idle subsystems the commands raised themselves, not yet in `pending`.
     var pendingRaised = Set<String>()
 
-    init(house: House, uris: MPDSongURIs, playlistVersion: MPDPlaylistVersion, partitionClients: MPDPartitionClients) {
+    init(house: House, uris: MPDSongURIs, playlistVersion: MPDPlaylistVersion, partitionClients: MPDPartitionClients, updateJobs: MPDUpdateJobs) {
         self.house = house
-        commands = MPDCommands(house: house, uris: uris, playlistVersion: playlistVersion, partitionClients: partitionClients)
+        commands = MPDCommands(house: house, uris: uris, playlistVersion: playlistVersion, partitionClients: partitionClients, updateJobs: updateJobs)
     }
 
     /// The protocol version this server speaks (what MPD 0.23 says).
@@ -23,15 +23,19 @@ struct MPDSession {
     mutating func run(_ connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>) async {
         // What only time changes (the next item starting) raises no change: look again.
         await house.serveLines(connection, lookAgain: .milliseconds(500)) { events, outbound in
+            // The first look before the greeting: a change the client makes or sees after it
+            // is one its idle hears.
+            let first = await commands.snapshot()
             try await outbound.write(ByteBuffer(string: Self.greeting))
-            try await serve(events, outbound)
+            try await serve(events, outbound, from: first)
         }
         // Gone: its partition no longer has this client.
         commands.partition = nil
     }
 
-    private mutating func serve(_ events: AsyncStream<FrontEndEvent>, _ outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>) async throws {
-        var last = await commands.snapshot()
+    private mutating func serve(_ events: AsyncStream<FrontEndEvent>, _ outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>,
+                                from first: MPDSnapshot?) async throws {
+        var last = first
         var pending = Set<String>()
         var idleFor: Set<String>?
         var list: [MPDRequest]?
@@ -69,7 +73,9 @@ struct MPDSession {
                 if var pendingList = list {
                     if request.name == "command_list_end" {
                         list = nil
+                        let partition = commands.partition
                         try await runList(pendingList, verbose: listOK, outbound)
+                        if commands.partition != partition { last = await commands.snapshot() }
                     } else {
                         pendingList.append(request)
                         list = pendingList
@@ -105,7 +111,9 @@ struct MPDSession {
                     // later one by a command (ncmpcpp then loops, showing nothing). MPD ignores it too.
                     continue
                 default:
+                    let partition = commands.partition
                     try await runList([request], verbose: false, outbound)
+                    if commands.partition != partition { last = await commands.snapshot() }
                 }
             }
         }

@@ -8,6 +8,8 @@ struct MPDSnapshot: Sendable {
     var playlists: StoredPlaylistsReport
     /// The house's groups: MPD's partitions.
     var groups: [GroupReport]
+    /// The last `update` job (`MPDUpdateJobs`): another connection's update raises `update`.
+    var updateJob: Int
 
     /// MPD's subsystems that changed from `self` to `later`.
     func changes(to later: MPDSnapshot) -> Set<String> {
@@ -27,7 +29,7 @@ struct MPDSnapshot: Sendable {
         }
         if groups.map(\.name) != later.groups.map(\.name) { changed.insert("partition") }
         if status.library?.tracks != later.status.library?.tracks { changed.insert("database") }
-        if status.library?.scanning != later.status.library?.scanning { changed.insert("update") }
+        if status.library?.scanning != later.status.library?.scanning || updateJob != later.updateJob { changed.insert("update") }
         return changed
     }
 

@@ -13,7 +13,7 @@ struct SnapcastControlMethods {
     let house: House
     let hostName: String
     /// Volumes before a mute, by room id, so that unmuting restores them (the house has no mute).
-    var mutedVolumes: [UInt32: Int] = [:]
+    let mutedVolumes: SnapcastMutedVolumes
 
     /// A JSON-RPC error: code and one-line message.
     struct Failure: Error {
@@ -87,9 +87,9 @@ struct SnapcastControlMethods {
             guard (0...100).contains(percent) else { throw Failure.invalidParams("volume percent must be 0 to 100") }
             if let muted = volume["muted"] as? Bool {
                 if muted {
-                    if current.volume > 0 { mutedVolumes[current.id] = volume["percent"] != nil && percent > 0 ? percent : current.volume }
+                    if current.volume > 0 { mutedVolumes.mute(current.id, from: volume["percent"] != nil && percent > 0 ? percent : current.volume) }
                     percent = 0
-                } else if volume["percent"] == nil, let restored = mutedVolumes.removeValue(forKey: current.id) {
+                } else if volume["percent"] == nil, let restored = mutedVolumes.unmute(current.id) {
                     percent = restored
                 }
             }
@@ -115,9 +115,9 @@ struct SnapcastControlMethods {
             guard let mute = params["mute"] as? Bool else { throw Failure.invalidParams("\"mute\" must be a boolean") }
             for room in now.members(of: group) {
                 if mute {
-                    if room.volume > 0 { mutedVolumes[room.id] = room.volume }
+                    if room.volume > 0 { mutedVolumes.mute(room.id, from: room.volume) }
                     _ = try await perform(.volume(room: room.name, percent: 0))
-                } else if let restored = mutedVolumes.removeValue(forKey: room.id) {
+                } else if let restored = mutedVolumes.unmute(room.id) {
                     _ = try await perform(.volume(room: room.name, percent: restored))
                 }
             }

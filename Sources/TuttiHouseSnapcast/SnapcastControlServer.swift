@@ -44,12 +44,12 @@ public final class SnapcastControlServer: Sendable {
             }
         listener.withLock { $0 = server.channel }
         let house = self.house
-        let hostName = ProcessInfo.processInfo.hostName
+        let hostName = ProcessInfo.processInfo.hostName, mutedVolumes = SnapcastMutedVolumes()
         let accepting = Task<Void, Never> {
             try? await server.executeThenClose { connections in
                 for try await connection in connections {
                     let session = Task {
-                        var connectionState = SnapcastControlConnection(rpc: SnapcastJSONRPC(house: house, hostName: hostName))
+                        var connectionState = SnapcastControlConnection(rpc: SnapcastJSONRPC(house: house, hostName: hostName, mutedVolumes: mutedVolumes))
                         await connectionState.run(connection)
                     }
                     self.tasks.withLock { $0.append(session) }

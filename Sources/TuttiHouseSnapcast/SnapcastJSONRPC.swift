@@ -14,8 +14,12 @@ public struct SnapcastJSONRPC {
 
     public var house: House { methods.house }
 
-    public init(house: House, hostName: String = ProcessInfo.processInfo.hostName) {
-        methods = SnapcastControlMethods(house: house, hostName: hostName)
+    /// - Parameters:
+    ///   - hostName: the server's name in `Server.GetStatus` (looked up once, by the caller:
+    ///     Foundation's lookup may ask the resolver).
+    ///   - mutedVolumes: the front end's, shared by its connections.
+    public init(house: House, hostName: String, mutedVolumes: SnapcastMutedVolumes) {
+        methods = SnapcastControlMethods(house: house, hostName: hostName, mutedVolumes: mutedVolumes)
     }
 
     /// The reply to one message (a request, or a batch), or nil when it asked for none (only

@@ -72,14 +72,16 @@ while enabled(mpd.outputs()) != ["a", "b"]:
 
 # Before anything plays: an idle client is woken by a new partition, and a partition with an
 # output cannot go; once its output is back, it can.
+# The waiter is connected (and answered) first: a change after that is one its idle hears,
+# whether its idle is sent before the change or after it.
 woken = {}
+waiter = client()
+waiter.ping()
 def wait_idle():
-    waiter = client()
     woken["subsystems"] = waiter.idle("partition")
     waiter.disconnect()
 idler = threading.Thread(target=wait_idle)
 idler.start()
-time.sleep(0.3)  # let it reach idle; it is woken whatever the timing
 mpd.newpartition("study")
 idler.join(10)
 step("woken", subsystems=woken.get("subsystems"))

@@ -62,11 +62,16 @@ async def websocket():
             await asyncio.get_running_loop().run_in_executor(None, post, json.dumps(
                 {"id": 6, "jsonrpc": "2.0", "method": "Client.SetVolume",
                  "params": {"id": client["id"], "volume": {"muted": False, "percent": 33}}}))
+            # Until the update that shows the change (another may come first), within 10 s.
+            deadline = asyncio.get_running_loop().time() + 10
             while True:
-                message = json.loads(await asyncio.wait_for(ws.recv(), 10))
-                if message.get("method") == "Server.OnUpdate":
-                    found = [c for g in message["params"]["server"]["groups"] for c in g["clients"] if c["id"] == client["id"]]
-                    step("ws-notified", method=message["method"], volume=found[0]["config"]["volume"]["percent"])
+                left = deadline - asyncio.get_running_loop().time()
+                message = json.loads(await asyncio.wait_for(ws.recv(), max(left, 0.001)))
+                if message.get("method") != "Server.OnUpdate":
+                    continue
+                found = [c for g in message["params"]["server"]["groups"] for c in g["clients"] if c["id"] == client["id"]]
+                if found and found[0]["config"]["volume"]["percent"] == 33:
+                    step("ws-notified", method=message["method"], volume=33)
                     break
 
 asyncio.run(websocket())

@@ -47,6 +47,33 @@ def room(name):
     return driver.find_element(By.CSS_SELECTOR, f'#rooms li[data-room="{name}"]')
 
 
+def group_card(name):
+    return driver.find_element(By.CSS_SELECTOR, f'.group-card[data-group="{name}"]')
+
+
+def group_of(room_name):
+    """The group whose card shows the room's chip, or None."""
+    return driver.execute_script(
+        "const chip = document.querySelector(`.group-card .room-chip[data-room=\"${arguments[0]}\"]`);"
+        "return chip ? chip.closest('.group-card').dataset.group : null", room_name)
+
+
+def drag_room(room_name, group):
+    """Drags the room's chip onto the group's card, as a finger or a mouse would."""
+    chip = driver.find_element(By.CSS_SELECTOR, f'.group-card .room-chip[data-room="{room_name}"]')
+    target = group_card(group)
+    dropped = time.monotonic_ns()
+    (ActionChains(driver).click_and_hold(chip).pause(0.2)
+        .move_to_element_with_offset(target, 0, 0).pause(0.2)
+        .move_to_element_with_offset(target, 2, 2).pause(0.2)
+        .release().perform())
+    try:
+        wait.until(lambda d: group_of(room_name) == group)
+    except Exception:
+        fail(f"{room_name} was not moved to {group} by the drag: it is in {group_of(room_name)}")
+    return dropped
+
+
 def queue_paths():
     # In one call: the list is drawn anew on every queue event, so rows found in one call may be
     # gone by the next.
@@ -63,12 +90,11 @@ try:
         fail(f"console errors on load: {errors}")
     report("loaded", rooms=[r.get_attribute("data-room") for r in driver.find_elements(By.CSS_SELECTOR, "#rooms li")])
 
-    # Tick a room into the group; the feed then shows it playing.
-    box = room(join_room).find_element(By.CSS_SELECTOR, ".in-group")
-    if box.is_selected():
-        fail(f"{join_room} is already in the group")
-    box.click()
-    report("joined", room=join_room)
+    # The groups side by side: the default plays in one room, the other is in a group of its own.
+    wait.until(lambda d: group_of(join_room) not in (None, "default") and group_of(volume_room) == "default")
+    report("groups", groups=[card.get_attribute("data-group") for card in driver.find_elements(By.CSS_SELECTOR, ".group-card")])
+    # Drag a room onto the default group's card; the feed then shows it playing.
+    report("joined", room=join_room, t_ns=drag_room(join_room, "default"))
     wait.until(lambda d: room(join_room).find_element(By.CSS_SELECTOR, ".state").text == "playing")
     report("playing", room=join_room)
 
@@ -123,11 +149,14 @@ try:
 
     # The plots draw new samples.
     plot = driver.find_element(By.ID, "sync-plot")
+    # In view: an element screenshot below the fold shows what is not painted.
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", plot)
     first_image = plot.screenshot_as_base64
     first = int(plot.get_attribute("data-samples"))
     wait.until(lambda d: int(plot.get_attribute("data-samples")) > first + 2)
     if plot.screenshot_as_base64 == first_image:
-        fail("the sync plot's pixels did not change")
+        fail(f"the sync plot's pixels did not change: {first} samples, then {plot.get_attribute('data-samples')}; "
+             f"console: {console_errors()}")
     report("plotted", samples_before=first, samples_after=int(plot.get_attribute("data-samples")))
 
     # Set a room's latency: the house reports it back, and the box shows it.
@@ -142,6 +171,37 @@ try:
         fail(f"the latency box of {volume_room} did not settle at 25")
     report("latency", room=volume_room)
 
+    # A new group, a room dragged into it and music of its own, chosen while it is shown;
+    # its transport pauses its room only.
+    driver.find_element(By.ID, "new-group-name").send_keys("Radio\n")
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, '.group-card[data-group="Radio"]'))
+    drag_room(join_room, "Radio")
+    group_card("Radio").find_element(By.CSS_SELECTOR, ".group-name").click()
+    wait.until(lambda d: d.find_element(By.ID, "selected-group").text == "Radio")
+    search.clear()
+    search.send_keys("tone 440")
+    driver.find_element(By.CSS_SELECTOR, '#search-form button[type="submit"]').click()
+    # Found and clicked in one call: the results are drawn anew when the search's reply comes.
+    wait.until(lambda d: d.execute_script("""
+        const row = [...document.querySelectorAll('#library-results li.track')].find((r) => r.dataset.path.endsWith(arguments[0]));
+        if (!row) return false;
+        row.querySelector('button[data-action="play-now"]').click();
+        return true;""", "tone-0.flac"))
+    try:
+        wait.until(lambda d: group_card("Radio").find_element(By.CSS_SELECTOR, ".group-state").text == "playing"
+                   and room(join_room).find_element(By.CSS_SELECTOR, ".state").text == "playing")
+    except Exception:
+        fail(f"Radio did not play: {group_card('Radio').text!r}")
+    report("radio", title=group_card("Radio").find_element(By.CSS_SELECTOR, ".group-title").text,
+           default_title=group_card("default").find_element(By.CSS_SELECTOR, ".group-title").text)
+    time.sleep(1.5)  # what the test measures: both groups playing
+    group_card("Radio").find_element(By.CSS_SELECTOR, ".group-play-pause").click()
+    try:
+        wait.until(lambda d: group_card("Radio").find_element(By.CSS_SELECTOR, ".group-state").text == "paused")
+    except Exception:
+        fail(f"Radio did not pause: {group_card('Radio').text!r}")
+    report("radio-paused", default_state=group_card("default").find_element(By.CSS_SELECTOR, ".group-state").text)
+    time.sleep(1.5)  # what the test measures: one group paused, the other playing
     for width, height in [(390, 844), (1280, 900)]:
         driver.set_window_size(width, height)
         viewport = driver.execute_script("return window.innerWidth")
@@ -152,6 +212,10 @@ try:
         driver.save_screenshot(path)
         report("screenshot", path=path, viewport=viewport)
 
+    # Back to the default group, for what the test does next over the API.
+    group_card("default").find_element(By.CSS_SELECTOR, ".group-name").click()
+    drag_room(join_room, "default")
+    report("back", room=join_room)
     errors = console_errors()
     if errors:
         fail(f"console errors: {errors}")

@@ -246,7 +246,9 @@ import TuttiTestSupport
 
     /// The web UI in a real headless Chromium, driven by selenium (Tests/Python/web_ui_test.py;
     /// Debian's chromium and chromium-driver and PyPI's selenium, installed by the Makefile): it
-    /// loads with no console errors, a room ticked into the group plays, a volume slider moved
+    /// loads with no console errors, shows the groups side by side, a room dragged onto a group
+    /// plays with it, a new group made on the page plays its own music in the room dragged into
+    /// it while the other plays on, and its pause silences only its room; a volume slider moved
     /// turns its card down by as much as it says, a queue item dragged moves in the house's
     /// queue, the plots draw, and screenshots at 390 and 1280 px are saved to
     /// out/test-logs/web-ui/.
@@ -352,6 +354,26 @@ import TuttiTestSupport
         let bHalved = rms(b, from: Int(b.frame(atEmissionTime: Double(grouped) + 0.5e9)), seconds: 0.4)
         print("web UI: group volume 35: room b's card RMS \(bFull) → \(bHalved) (ratio \(bHalved / bFull), expected \(pow(10, -1.5)))")
         #expect(abs(bHalved / bFull - pow(10, -1.5)) < 0.001)
+
+        // Two groups, each on its own music: b, dragged into Radio, played its tone (440 Hz) while
+        // a played the default's (660 Hz); Radio's pause silenced b and left a playing.
+        let radio = Double(try #require(step("radio")?["t_ns"] as? Int64)), paused = Double(try #require(step("radio-paused")?["t_ns"] as? Int64))
+        func tone(_ capture: VirtualCapture, at time: Double) -> Double {
+            let start = Int(capture.frame(atEmissionTime: time)), frames = 24000
+            var crossings = 0
+            for index in start..<min(capture.frameCount - 1, start + frames) {
+                if (capture.samples[index * capture.channelCount] < 0) != (capture.samples[(index + 1) * capture.channelCount] < 0) { crossings += 1 }
+            }
+            return Double(crossings) / 2 / (Double(frames) / 48000)
+        }
+        let bRadio = tone(b, at: radio + 0.5e9), aDefault = tone(a, at: radio + 0.5e9)
+        let bPaused = rms(b, from: Int(b.frame(atEmissionTime: paused + 0.6e9)), seconds: 0.5)
+        let aPlaying = tone(a, at: paused + 0.6e9), aLevel = rms(a, from: Int(a.frame(atEmissionTime: paused + 0.6e9)), seconds: 0.5)
+        print("web UI: Radio playing: b \(bRadio) Hz, a \(aDefault) Hz; Radio paused: b RMS \(bPaused), a \(aPlaying) Hz at RMS \(aLevel)")
+        #expect(abs(bRadio - 440) < 5 && abs(aDefault - 660) < 5)
+        #expect(bPaused < 1e-4 && abs(aPlaying - 660) < 5 && aLevel > 5e-4)
+        #expect(step("radio")?["title"] as? String == "Tone 440" && step("radio")?["default_title"] as? String == "Tone 660", "\(step("radio") ?? [:])")
+        #expect(step("radio-paused")?["default_state"] as? String == "playing")
     }
 
     /// A latency set over the API while playing: from then on the room plays that much earlier

@@ -460,6 +460,9 @@ import TuttiTestSupport
             [["find", "((artist == 'Test Artist') AND (!(album == 'Test Album')))"]],
             [["search", "(album contains 'side')"]],
             [["search", "any", "rtist"]],
+            // `any` is the tags, not the URI: "0.flac" is only in file names.
+            [["search", "any", "0.flac"]],
+            [["search", "file", "0.flac"]],
             [["find", "album", "test album"]],
         ]
         for sequence in sequences {

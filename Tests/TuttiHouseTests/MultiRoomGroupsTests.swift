@@ -173,7 +173,15 @@ extension MultiRoomEndToEndTests {
         for index in during {
             guard let a = album.series[index].heard["a"], let b = album.series[index].heard["b"] else { continue }
             if b > moved && b < moved + 1e9 {
-                joining.append("\(Int((b - moved) / 1e6)) ms after the move: \(Int(abs(a - b) / 1000)) µs")
+                // Where b's card first sounded again before this checkpoint (a run of silence ends).
+                let capture = byName["b"]!.capture
+                var frame = Int(capture.frame(atEmissionTime: b)), quiet = 0
+                while frame > 0 && quiet < 48 {
+                    frame -= 1
+                    quiet = abs(capture.samples[frame * capture.channelCount]) < 1e-6 ? quiet + 1 : 0
+                }
+                let onset = capture.emissionTime(ofFrame: Double(frame + quiet))
+                joining.append("\(Int((b - moved) / 1e6)) ms after the move (\(Int((b - onset) / 1e6)) ms after b's card sounded again): \(Int(abs(a - b) / 1000)) µs")
             } else {
                 skews.append(abs(a - b))
             }

@@ -6,6 +6,15 @@ const palette = ["#4fb3ff", "#ffb454", "#6bd18a", "#ff6b9a", "#b18cff", "#5ce1e6
 const plotSeconds = 60;
 
 const state = {
+  // The house's groups (GroupsReport.groups), each one's last status and queue by name, and the
+  // group this page's now playing, queue and library act on.
+  groups: [],
+  statuses: new Map(),
+  queues: new Map(),
+  selected: null,
+  // Every room of the house (the default group's status lists them).
+  rooms: [],
+  // The selected group's status and queue.
   status: null,
   queue: null,
   // performance.now() when the last status arrived: the playhead moves on from there.
@@ -50,6 +59,11 @@ function clock(seconds) {
   return `${Math.floor(whole / 60)}:${String(whole % 60).padStart(2, "0")}`;
 }
 
+/// `path` of the API on the selected group (every group's operations are under /api/groups/NAME).
+function groupPath(path, group = state.selected) {
+  return group === null ? path : `/groups/${encodeURIComponent(group)}${path}`;
+}
+
 function basename(path) {
   return path.split("/").filter(Boolean).pop() ?? path;
 }
@@ -63,11 +77,10 @@ function connect() {
   feed.onopen = () => { indicator.dataset.state = "open"; indicator.textContent = "live"; };
   feed.onmessage = (event) => {
     const message = JSON.parse(event.data);
-    // Each group's status and queue come tagged with its name, after the groups; this page
-    // shows the default group's.
-    if (message.event === "groups") state.defaultGroup = message.groups.groups.find((group) => group.isDefault)?.name;
-    else if (message.event === "status" && message.group === state.defaultGroup) receiveStatus(message.status);
-    else if (message.event === "queue" && message.group === state.defaultGroup) { state.queue = message.queue; renderQueue(); }
+    // The groups first, then each group's status and queue, tagged with its name.
+    if (message.event === "groups") receiveGroups(message.groups.groups);
+    else if (message.event === "status") receiveStatus(message.group, message.status);
+    else if (message.event === "queue") receiveQueue(message.group, message.queue);
   };
   feed.onclose = () => {
     indicator.dataset.state = "closed";
@@ -76,19 +89,59 @@ function connect() {
   };
 }
 
-function receiveStatus(status) {
-  state.status = status;
+function receiveGroups(groups) {
+  state.groups = groups;
+  const names = new Set(groups.map((group) => group.name));
+  for (const name of [...state.statuses.keys()]) if (!names.has(name)) state.statuses.delete(name);
+  for (const name of [...state.queues.keys()]) if (!names.has(name)) state.queues.delete(name);
+  if (state.selected === null || !names.has(state.selected)) selectGroup(groups.find((group) => group.isDefault)?.name ?? null);
+  renderGroups();
+  if (state.rooms.length) renderRooms();
+}
+
+/// Shows `name`'s now playing and queue, and makes the transport, queue and library act on it.
+function selectGroup(name) {
+  state.selected = name;
+  state.status = state.statuses.get(name) ?? null;
+  state.queue = state.queues.get(name) ?? null;
   state.statusAt = performance.now();
+  $("selected-group").textContent = name ?? "";
+  $("group-volume-label").textContent = name ?? "Group";
+  if (state.status) { renderStatus(); renderRooms(); }
+  if (state.queue) renderQueue();
+  renderGroups();
+}
+
+function receiveQueue(group, queue) {
+  state.queues.set(group, queue);
+  if (group === state.selected) { state.queue = queue; renderQueue(); }
+  renderGroups();
+}
+
+function receiveStatus(group, status) {
+  state.statuses.set(group, status);
+  // Only the default group's status lists the rooms (the others' would repeat them).
+  if (state.groups.find((candidate) => candidate.name === group)?.isDefault) receiveRooms(status.rooms);
+  if (group === state.selected) {
+    state.status = status;
+    state.statusAt = performance.now();
+    renderStatus();
+    renderRooms();
+  }
+  renderGroups();
+}
+
+function receiveRooms(rooms) {
+  state.rooms = rooms;
   const now = performance.now();
-  for (const room of status.rooms) {
+  for (const room of rooms) {
     if (!state.history.has(room.name)) state.history.set(room.name, []);
     const samples = state.history.get(room.name);
     samples.push({ t: now, buffer: room.bufferSeconds ?? null, sync: room.syncErrorMicroseconds ?? null });
     while (samples.length && samples[0].t < now - plotSeconds * 1000) samples.shift();
   }
-  renderStatus();
-  renderRooms();
-  renderLibrarySize();
+  if (state.status) renderRooms();
+  renderLibrarySize(state.statuses.get(state.groups.find((group) => group.isDefault)?.name)?.library);
 }
 
 // MARK: Now playing
@@ -145,21 +198,27 @@ function tickPosition() {
 
 $("seek").addEventListener("input", () => { seeking = true; $("position").textContent = clock(Number($("seek").value)); });
 $("seek").addEventListener("change", async () => {
-  await command("POST", "/transport/seek", { seconds: Number($("seek").value) });
+  await command("POST", groupPath("/transport/seek"), { seconds: Number($("seek").value) });
   seeking = false;
 });
 
 $("play-pause").addEventListener("click", () => {
   const status = state.status;
   if (!status) return;
-  if (status.state === "playing") return command("POST", "/transport/pause");
-  if (status.state === "paused") return command("POST", "/transport/resume");
-  const files = (state.queue?.items ?? []).map((item) => item.path);
-  if (files.length === 0) return showMessage("The queue is empty: add a file or a URL first.");
-  return command("POST", "/transport/play", { files });
+  return playPause(state.selected);
 });
-$("next").addEventListener("click", () => command("POST", "/transport/next"));
-$("previous").addEventListener("click", () => command("POST", "/transport/previous"));
+$("next").addEventListener("click", () => command("POST", groupPath("/transport/next")));
+$("previous").addEventListener("click", () => command("POST", groupPath("/transport/previous")));
+
+/// Pauses the group if it plays, resumes it if paused, else plays its queue from the start.
+function playPause(group) {
+  const status = state.statuses.get(group);
+  if (!status) return null;
+  if (status.state === "playing" || status.state === "starting") return command("POST", groupPath("/transport/pause", group));
+  if (status.state === "paused") return command("POST", groupPath("/transport/resume", group));
+  if ((state.queues.get(group)?.items ?? []).length === 0) return showMessage(`The queue of ${group} is empty: add a file or a URL first.`);
+  return command("POST", groupPath(`/queue/${status.item ?? 0}/play`, group));
+}
 
 // MARK: Rooms
 
@@ -177,14 +236,14 @@ function sendsVolume(slider, output, send) {
   slider.addEventListener("change", () => { clearTimeout(pending); send(); });
 }
 
-sendsVolume($("group-volume"), $("group-volume-value"), () => command("PUT", "/group/volume", { percent: Number($("group-volume").value) }));
+sendsVolume($("group-volume"), $("group-volume-value"), () => command("PUT", groupPath("/volume"), { percent: Number($("group-volume").value) }));
 
 function makeRoomView(name) {
   const item = document.createElement("li");
   item.className = "room";
   item.dataset.room = name;
   item.innerHTML = `
-    <label><input type="checkbox" class="in-group"> <span class="name"></span> <span class="subtle state"></span></label>
+    <label><span class="name"></span> <span class="subtle state"></span> <select class="room-group"></select></label>
     <div class="volume"><input type="range" class="volume-slider" min="0" max="100" step="1"><output></output></div>
     <div class="health"></div>
     <div class="room-settings">
@@ -206,9 +265,10 @@ function makeRoomView(name) {
     }
   });
   item.querySelector(".rename").addEventListener("click", () => startRename(item, name));
-  const box = item.querySelector(".in-group");
-  box.setAttribute("aria-label", `${name} in the group`);
-  box.addEventListener("change", () => command("POST", `/rooms/${encodeURIComponent(name)}/${box.checked ? "join" : "leave"}`));
+  // The keyboard's way to move a room (the pointer's is a drag between the group cards).
+  const select = item.querySelector(".room-group");
+  select.setAttribute("aria-label", `${name}'s group`);
+  select.addEventListener("change", () => moveRoom(name, select.value));
   const slider = item.querySelector(".volume-slider");
   slider.setAttribute("aria-label", `${name} volume`);
   sendsVolume(slider, item.querySelector("output"), () => command("PUT", `/rooms/${encodeURIComponent(name)}/volume`, { percent: Number(slider.value) }));
@@ -239,7 +299,8 @@ function startRename(item, name) {
 }
 
 function renderRooms() {
-  const rooms = state.status.rooms;
+  if (!state.status) return;
+  const rooms = state.rooms;
   const list = $("rooms");
   $("no-rooms").hidden = rooms.length > 0;
   const group = $("group-volume");
@@ -255,7 +316,12 @@ function renderRooms() {
     let view = roomViews.get(room.name);
     if (!view) { view = makeRoomView(room.name); roomViews.set(room.name, view); }
     if (list.children[index] !== view) list.insertBefore(view, list.children[index] ?? null);
-    view.querySelector(".in-group").checked = room.group === state.status.group;
+    const select = view.querySelector(".room-group");
+    const names = state.groups.map((group) => group.name);
+    if ([...select.options].map((option) => option.value).join("\n") !== names.join("\n")) {
+      select.replaceChildren(...names.map((name) => Object.assign(document.createElement("option"), { value: name, textContent: name })));
+    }
+    if (document.activeElement !== select) select.value = room.group;
     view.querySelector(".state").textContent = room.state;
     const slider = view.querySelector(".volume-slider");
     // Not under the user's finger.
@@ -276,6 +342,137 @@ function renderRooms() {
   renderLegend();
 }
 
+// MARK: Groups
+
+const icons = { play: "M7 4v16l13-8z", pause: "M6 4h4v16H6zM14 4h4v16h-4z", next: "M5 4v16l11-8zM17 4h3v16h-3z" };
+
+/// Moves `room` into `group`: it plays what the group plays, in sync with its rooms.
+function moveRoom(room, group) {
+  return command("POST", groupPath(`/rooms/${encodeURIComponent(room)}/join`, group));
+}
+
+/// The groups side by side, each with what it plays, its transport, its volume, its rooms (to
+/// drag onto another group) and the head of its queue. Cards are kept, not redrawn, so that a
+/// slider under the user's finger or a drag is not interrupted by the feed.
+function renderGroups() {
+  const box = $("groups");
+  const existing = new Map([...box.children].map((card) => [card.dataset.group, card]));
+  const cards = state.groups.map((group) => existing.get(group.name) ?? makeGroupCard(group.name));
+  for (const card of [...box.children]) if (!cards.includes(card)) card.remove();
+  cards.forEach((card, index) => {
+    if (box.children[index] !== card) box.insertBefore(card, box.children[index] ?? null);
+    fillGroupCard(card, state.groups[index]);
+  });
+}
+
+function makeGroupCard(name) {
+  const card = document.createElement("article");
+  card.className = "group-card";
+  card.dataset.group = name;
+  card.innerHTML = `
+    <header><button type="button" class="group-name"></button><span class="subtle group-state"></span></header>
+    <div class="group-title"></div>
+    <div class="group-controls">
+      <button type="button" class="group-play-pause"><svg viewBox="0 0 24 24"><path d="${icons.play}"/></svg></button>
+      <button type="button" class="group-next"><svg viewBox="0 0 24 24"><path d="${icons.next}"/></svg></button>
+      <input type="range" class="group-volume-slider" min="0" max="100" step="1"><output></output>
+    </div>
+    <ul class="group-rooms"></ul>
+    <ol class="group-queue"></ol>`;
+  // The name is the user's: text, never markup.
+  const title = card.querySelector(".group-name");
+  title.textContent = name;
+  title.setAttribute("aria-label", `Show ${name}`);
+  title.addEventListener("click", () => selectGroup(name));
+  const playPauseButton = card.querySelector(".group-play-pause");
+  playPauseButton.addEventListener("click", () => playPause(name));
+  const next = card.querySelector(".group-next");
+  next.setAttribute("aria-label", `Next in ${name}`);
+  next.addEventListener("click", () => command("POST", groupPath("/transport/next", name)));
+  const slider = card.querySelector(".group-volume-slider");
+  slider.setAttribute("aria-label", `${name} volume`);
+  sendsVolume(slider, card.querySelector("output"), () => command("PUT", groupPath("/volume", name), { percent: Number(slider.value) }));
+  return card;
+}
+
+function fillGroupCard(card, group) {
+  const status = state.statuses.get(group.name);
+  card.classList.toggle("selected", group.name === state.selected);
+  card.querySelector(".group-state").textContent = status?.state ?? group.state;
+  const title = status?.title && status.artist && status.title.startsWith(status.artist + " – ") ? status.title.slice(status.artist.length + 3) : status?.title;
+  card.querySelector(".group-title").textContent = title ? basename(title) : "Nothing playing";
+  const playing = status?.state === "playing" || status?.state === "starting";
+  const button = card.querySelector(".group-play-pause");
+  button.querySelector("path").setAttribute("d", playing ? icons.pause : icons.play);
+  button.setAttribute("aria-label", `${playing ? "Pause" : "Play"} ${group.name}`);
+  const slider = card.querySelector(".group-volume-slider");
+  slider.hidden = card.querySelector(".group-controls output").hidden = group.volume === undefined;
+  if (group.volume !== undefined && document.activeElement !== slider) {
+    slider.value = group.volume;
+    card.querySelector(".group-controls output").textContent = group.volume;
+  }
+  const rooms = card.querySelector(".group-rooms");
+  if ([...rooms.children].map((chip) => chip.dataset.room ?? "").join("\n") !== group.rooms.join("\n") || group.rooms.length === 0) {
+    rooms.replaceChildren(...group.rooms.map((room) => {
+      const chip = Object.assign(document.createElement("li"), { className: "room-chip", textContent: room, title: `Drag ${room} onto another group` });
+      chip.dataset.room = room;
+      chip.addEventListener("pointerdown", (event) => startRoomDrag(event, chip));
+      return chip;
+    }));
+    if (group.rooms.length === 0) rooms.append(Object.assign(document.createElement("li"), { className: "subtle", textContent: "No room: drag one here" }));
+  }
+  const queue = state.queues.get(group.name)?.items ?? [];
+  const shown = queue.slice(0, 5).map((item) => {
+    const row = Object.assign(document.createElement("li"), { textContent: item.title ? basename(item.title) : basename(item.path) });
+    if (item.current) row.className = "current";
+    return row;
+  });
+  if (queue.length > 5) shown.push(Object.assign(document.createElement("li"), { className: "subtle more", textContent: `and ${queue.length - 5} more` }));
+  card.querySelector(".group-queue").replaceChildren(...shown);
+}
+
+/// Moves a room by pointer (mouse, touch or pen alike): a copy of its chip follows the pointer,
+/// the group card under it lights up, and where it is let go the house moves the room there.
+function startRoomDrag(event, chip) {
+  event.preventDefault();
+  const room = chip.dataset.room;
+  const from = chip.closest(".group-card")?.dataset.group;
+  const ghost = chip.cloneNode(true);
+  ghost.classList.add("ghost");
+  document.body.append(ghost);
+  let over = null;
+  const move = (moveEvent) => {
+    ghost.style.left = `${moveEvent.clientX}px`;
+    ghost.style.top = `${moveEvent.clientY}px`;
+    const target = document.elementFromPoint(moveEvent.clientX, moveEvent.clientY)?.closest(".group-card") ?? null;
+    if (target !== over) {
+      over?.classList.remove("drop-target");
+      over = target;
+      over?.classList.add("drop-target");
+    }
+  };
+  const end = (endEvent) => {
+    window.removeEventListener("pointermove", move);
+    window.removeEventListener("pointerup", end);
+    window.removeEventListener("pointercancel", end);
+    ghost.remove();
+    over?.classList.remove("drop-target");
+    if (endEvent.type === "pointerup" && over && over.dataset.group !== from) moveRoom(room, over.dataset.group);
+  };
+  move(event);
+  window.addEventListener("pointermove", move);
+  window.addEventListener("pointerup", end);
+  window.addEventListener("pointercancel", end);
+}
+
+$("new-group-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const input = $("new-group-name");
+  const name = input.value.trim();
+  if (!name) return;
+  if (await command("POST", "/groups", { name })) input.value = "";
+});
+
 // MARK: Queue
 
 function renderQueue() {
@@ -291,7 +488,7 @@ function renderQueue() {
     row.querySelector(".name").textContent = item.title ? basename(item.title) : basename(item.path);
     row.querySelector(".name").title = item.path;
     row.querySelector(".length").textContent = item.durationSeconds === undefined ? "" : clock(item.durationSeconds);
-    row.querySelector(".remove").addEventListener("click", () => command("DELETE", `/queue/${item.index}`));
+    row.querySelector(".remove").addEventListener("click", () => command("DELETE", groupPath(`/queue/${item.index}`)));
     row.querySelector(".handle").addEventListener("pointerdown", (event) => startDrag(event, row));
     list.append(row);
   }
@@ -320,7 +517,7 @@ function startDrag(event, row) {
     window.removeEventListener("pointercancel", end);
     row.classList.remove("dragging");
     const to = [...list.children].indexOf(row);
-    if (to !== from) command("POST", "/queue/move", { from, to });
+    if (to !== from) command("POST", groupPath("/queue/move"), { from, to });
     else renderQueue();
   };
   window.addEventListener("pointermove", move);
@@ -414,14 +611,13 @@ function link(label, go) {
 }
 
 async function enqueue(action, file) {
-  if (action === "play-now") return command("POST", "/transport/play", { files: [file] });
+  if (action === "play-now") return command("POST", groupPath("/transport/play"), { files: [file] });
   const current = state.queue?.current;
-  if (action === "play-next" && current !== undefined) return command("POST", "/queue", { file, at: current + 1 });
-  return command("POST", "/queue", { file });
+  if (action === "play-next" && current !== undefined) return command("POST", groupPath("/queue"), { file, at: current + 1 });
+  return command("POST", groupPath("/queue"), { file });
 }
 
-function renderLibrarySize() {
-  const library = state.status?.library;
+function renderLibrarySize(library) {
   $("library-section").hidden = library === undefined;
   if (!library) return;
   $("library-size").textContent = library.scanning
