@@ -30,7 +30,16 @@ final class HouseMetrics: Sendable {
         guard case .success(let reply) = await house.perform(.status), let status = reply.status,
               case .success(let listed) = await house.perform(.groups), let groups = listed.groups else { return registry.emitToString() }
         let groupIDs = Dictionary(uniqueKeysWithValues: groups.groups.map { ($0.name, $0.id) })
-        state.withLock { series in series.update(from: status, groupIDs: groupIDs, factory: factory) }
+        var statuses: [(GroupReport, StatusReport)] = []
+        for group in groups.groups {
+            if case .success(let reply) = await house.perform(.status, group: String(group.id)), let groupStatus = reply.status {
+                statuses.append((group, groupStatus))
+            }
+        }
+        state.withLock { series in
+            series.update(from: status, groupIDs: groupIDs, factory: factory)
+            series.update(groups: statuses, factory: factory)
+        }
         return registry.emitToString()
     }
 
@@ -38,6 +47,21 @@ final class HouseMetrics: Sendable {
     private struct Series {
         var house: HouseSeries?
         var rooms: [String: RoomSeries] = [:]
+        /// By group id and name: a renamed group is a new series.
+        var groups: [String: GroupSeries] = [:]
+
+        mutating func update(groups reports: [(GroupReport, StatusReport)], factory: PrometheusMetricsFactory) {
+            let present = Set(reports.map { "\($0.0.id)/\($0.0.name)" })
+            for (key, gone) in groups where !present.contains(key) {
+                gone.destroy()
+                groups[key] = nil
+            }
+            for (group, status) in reports {
+                let key = "\(group.id)/\(group.name)"
+                if groups[key] == nil { groups[key] = GroupSeries(group: group, factory: factory) }
+                groups[key]!.update(from: group, status: status)
+            }
+        }
 
         mutating func update(from status: StatusReport, groupIDs: [String: UInt32], factory: PrometheusMetricsFactory) {
             if house == nil { house = HouseSeries(factory: factory) }
@@ -79,6 +103,34 @@ final class HouseMetrics: Sendable {
             fillRate.record(rates.isEmpty ? 0 : rates.reduce(0, +) / Double(rates.count))
             libraryTracks.record(status.library?.tracks ?? 0)
             libraryUnreadable.record(status.library?.unreadable ?? 0)
+        }
+    }
+
+    /// What one group plays: `tutti_group_*{group="ID",name="NAME"}`.
+    private struct GroupSeries {
+        let rooms, playing, position, queueLength, bufferedAhead, volume: Metrics.Gauge
+
+        init(group: GroupReport, factory: PrometheusMetricsFactory) {
+            let dimensions = [("group", String(group.id)), ("name", group.name)]
+            rooms = Metrics.Gauge(label: "tutti_group_rooms", dimensions: dimensions, factory: factory)
+            playing = Metrics.Gauge(label: "tutti_group_playing", dimensions: dimensions, factory: factory)
+            position = Metrics.Gauge(label: "tutti_group_stream_position_seconds", dimensions: dimensions, factory: factory)
+            queueLength = Metrics.Gauge(label: "tutti_group_queue_length", dimensions: dimensions, factory: factory)
+            bufferedAhead = Metrics.Gauge(label: "tutti_group_buffered_ahead_seconds", dimensions: dimensions, factory: factory)
+            volume = Metrics.Gauge(label: "tutti_group_volume_percent", dimensions: dimensions, factory: factory)
+        }
+
+        func update(from group: GroupReport, status: StatusReport) {
+            rooms.record(group.rooms.count)
+            playing.record(status.state == "playing" ? 1 : 0)
+            position.record(status.positionSeconds ?? 0)
+            queueLength.record(status.queueLength)
+            bufferedAhead.record(status.bufferedAheadSeconds ?? 0)
+            volume.record(group.volume ?? 0)
+        }
+
+        func destroy() {
+            for gauge in [rooms, playing, position, queueLength, bufferedAhead, volume] { gauge.destroy() }
         }
     }
 

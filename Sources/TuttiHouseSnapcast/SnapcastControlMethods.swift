@@ -56,106 +56,118 @@ struct SnapcastControlMethods {
         return group
     }
 
-    private static func string(_ params: [String: Any], _ key: String) throws(Failure) -> String {
-        guard let value = params[key] as? String else { throw Failure.invalidParams("\"\(key)\" must be a string") }
-        return value
-    }
-
-    private static func number(_ params: [String: Any], _ key: String) throws(Failure) -> Double {
-        guard let value = params[key] as? NSNumber, value.doubleValue.isFinite else {
-            throw Failure.invalidParams("\"\(key)\" must be a number")
+    /// `params` read as `T`: a field missing or of the wrong type is -32602, naming the field.
+    static func params<T: Decodable>(_ type: T.Type, _ params: JSONValue?) throws(Failure) -> T {
+        func field(_ path: [any CodingKey]) -> String {
+            path.isEmpty ? "params" : "\"" + path.map { $0.intValue.map(String.init) ?? $0.stringValue }.joined(separator: ".") + "\""
         }
-        return value.doubleValue
+        do {
+            return try JSONDecoder().decode(T.self, from: JSONEncoder().encode(params ?? .object([:])))
+        } catch DecodingError.keyNotFound(let key, let context) {
+            throw .invalidParams("\(field(context.codingPath + [key])) is missing")
+        } catch DecodingError.typeMismatch(let expected, let context) {
+            let kind = expected == String.self ? "a string" : expected == Bool.self ? "true or false"
+                : expected == Double.self || expected == Int.self ? "a number" : String(describing: expected).hasPrefix("Array") ? "a list" : "an object"
+            throw .invalidParams("\(field(context.codingPath)) must be \(kind)")
+        } catch DecodingError.valueNotFound(_, let context) {
+            throw .invalidParams("\(field(context.codingPath)) must not be null")
+        } catch {
+            throw .invalidParams("params cannot be read: \(error)")
+        }
     }
 
-    /// Performs `method`; its result object.
-    mutating func call(_ method: String, _ params: [String: Any]) async throws(Failure) -> Any {
+    /// Performs `method` with `params`; its result.
+    mutating func call(_ method: String, _ params: JSONValue?) async throws(Failure) -> any Encodable {
         switch method {
         case "Server.GetRPCVersion":
-            return ["major": 2, "minor": 0, "patch": 0]
+            return Snapcast.RPCVersion(major: 2, minor: 0, patch: 0)
         case "Server.GetStatus":
-            return SnapcastServerStatus.json(try await view(), hostName: hostName)
+            return SnapcastServerStatus.status(try await view(), hostName: hostName)
         case "Server.DeleteClient":
             throw Failure(code: -32603, message: "a connected room cannot be deleted; stop its speaker")
         case "Client.GetStatus":
-            return ["client": SnapcastServerStatus.client(try room(Self.string(params, "id"), in: await view()))]
+            let request = try Self.params(SnapcastParams.ID.self, params)
+            return Snapcast.ClientResult(client: SnapcastServerStatus.client(try room(request.id, in: await view())))
         case "Client.SetVolume":
-            let id = try Self.string(params, "id")
-            guard let volume = params["volume"] as? [String: Any] else { throw Failure.invalidParams("\"volume\" must be an object") }
-            let current = try room(id, in: await view())
-            var percent = try volume["percent"] != nil ? Int(Self.number(volume, "percent").rounded()) : current.volume
+            let request = try Self.params(SnapcastParams.ClientSetVolume.self, params)
+            let current = try room(request.id, in: await view())
+            var percent = request.volume.percent.map { Int($0.rounded()) } ?? current.volume
             guard (0...100).contains(percent) else { throw Failure.invalidParams("volume percent must be 0 to 100") }
-            if let muted = volume["muted"] as? Bool {
+            if let muted = request.volume.muted {
                 if muted {
-                    if current.volume > 0 { mutedVolumes.mute(current.id, from: volume["percent"] != nil && percent > 0 ? percent : current.volume) }
+                    if current.volume > 0 { mutedVolumes.mute(current.id, from: request.volume.percent != nil && percent > 0 ? percent : current.volume) }
                     percent = 0
-                } else if volume["percent"] == nil, let restored = mutedVolumes.unmute(current.id) {
+                } else if request.volume.percent == nil, let restored = mutedVolumes.unmute(current.id) {
                     percent = restored
                 }
             }
             _ = try await perform(.volume(room: current.name, percent: percent))
-            return ["volume": ["muted": percent == 0, "percent": percent]]
+            return Snapcast.VolumeResult(volume: Snapcast.Volume(muted: percent == 0, percent: percent))
         case "Client.SetLatency":
-            let current = try room(Self.string(params, "id"), in: await view())
-            let latency = try Self.number(params, "latency")
-            guard latency >= 0 && latency <= 2000 else { throw Failure.invalidParams("latency must be 0 to 2000 ms") }
-            _ = try await perform(.roomLatency(room: current.name, milliseconds: latency))
-            return ["latency": Int(latency.rounded())]
+            let request = try Self.params(SnapcastParams.ClientSetLatency.self, params)
+            let current = try room(request.id, in: await view())
+            guard request.latency.isFinite, request.latency >= 0 && request.latency <= 2000 else { throw Failure.invalidParams("latency must be 0 to 2000 ms") }
+            _ = try await perform(.roomLatency(room: current.name, milliseconds: request.latency))
+            return Snapcast.LatencyResult(latency: Int(request.latency.rounded()))
         case "Client.SetName":
-            let current = try room(Self.string(params, "id"), in: await view())
-            let name = try Self.string(params, "name")
-            _ = try await perform(.roomRename(room: current.name, to: name))
-            return ["name": name]
+            let request = try Self.params(SnapcastParams.SetName.self, params)
+            let current = try room(request.id, in: await view())
+            _ = try await perform(.roomRename(room: current.name, to: request.name))
+            return Snapcast.NameResult(name: request.name)
         case "Group.GetStatus":
+            let request = try Self.params(SnapcastParams.ID.self, params)
             let now = try await view()
-            return ["group": SnapcastServerStatus.group(try group(Self.string(params, "id"), in: now), in: now)]
+            return Snapcast.GroupResult(group: SnapcastServerStatus.group(try group(request.id, in: now), in: now))
         case "Group.SetMute":
+            let request = try Self.params(SnapcastParams.GroupSetMute.self, params)
             let now = try await view()
-            let group = try group(Self.string(params, "id"), in: now)
-            guard let mute = params["mute"] as? Bool else { throw Failure.invalidParams("\"mute\" must be a boolean") }
+            let group = try group(request.id, in: now)
             for room in now.members(of: group) {
-                if mute {
+                if request.mute {
                     if room.volume > 0 { mutedVolumes.mute(room.id, from: room.volume) }
                     _ = try await perform(.volume(room: room.name, percent: 0))
                 } else if let restored = mutedVolumes.unmute(room.id) {
                     _ = try await perform(.volume(room: room.name, percent: restored))
                 }
             }
-            return ["mute": mute]
+            return Snapcast.MuteResult(mute: request.mute)
         case "Group.SetStream":
+            let request = try Self.params(SnapcastParams.GroupSetStream.self, params)
             let now = try await view()
-            let group = try group(Self.string(params, "id"), in: now)
-            let target = try stream(Self.string(params, "stream_id"), in: now)
+            let group = try group(request.id, in: now)
+            let target = try stream(request.streamID, in: now)
             // Onto another group's stream: the group's rooms go to that group, to hear its music.
             if target.id != group.id {
                 for room in now.members(of: group) { _ = try await perform(.join(room: room.name), group: target) }
             }
-            return ["stream_id": SnapcastServerStatus.streamID(target)]
+            return Snapcast.StreamResult(streamID: SnapcastServerStatus.streamID(target))
         case "Group.SetClients":
+            let request = try Self.params(SnapcastParams.GroupSetClients.self, params)
             let now = try await view()
-            let group = try group(Self.string(params, "id"), in: now)
-            guard let clients = params["clients"] as? [String] else { throw Failure.invalidParams("\"clients\" must be a list of client ids") }
-            let wanted = try clients.map { (id: String) throws(Failure) -> RoomReport in try room(id, in: now) }
+            let group = try group(request.id, in: now)
+            let wanted = try request.clients.map { (id: String) throws(Failure) -> RoomReport in try room(id, in: now) }
             // Snapcast's way: the group holds exactly these clients; one taken out goes to a
             // group of its own.
             for room in now.members(of: group) where !wanted.contains(where: { $0.id == room.id }) {
                 _ = try await perform(.leave(room: room.name), group: group)
             }
             for room in wanted where room.group != group.name { _ = try await perform(.join(room: room.name), group: group) }
-            return SnapcastServerStatus.json(try await view(), hostName: hostName)
+            return SnapcastServerStatus.status(try await view(), hostName: hostName)
         case "Group.SetName":
-            let now = try await view()
-            let group = try group(Self.string(params, "id"), in: now)
-            let name = try Self.string(params, "name")
-            _ = try await perform(.groupRename(to: name), group: group)
-            return ["name": name]
+            let request = try Self.params(SnapcastParams.SetName.self, params)
+            let group = try group(request.id, in: await view())
+            _ = try await perform(.groupRename(to: request.name), group: group)
+            return Snapcast.NameResult(name: request.name)
         case "Stream.Control":
+            let request = try Self.params(SnapcastParams.StreamControl.self, params)
             let now = try await view()
-            let group = try stream(Self.string(params, "id"), in: now)
-            let command = try Self.string(params, "command")
+            let group = try stream(request.id, in: now)
             let state = now.statuses[group.id]
-            let arguments = params["params"] as? [String: Any] ?? [:]
-            switch command {
+            func argument(_ value: Double?, _ name: String) throws(Failure) -> Double {
+                guard let value, value.isFinite else { throw Failure.invalidParams("\"params.\(name)\" must be a number") }
+                return value
+            }
+            switch request.command {
             case "play":
                 if group.state == "paused" { _ = try await perform(.resume, group: group) } else if group.state == "stopped" { _ = try await perform(.queuePlay(index: state?.item ?? 0), group: group) }
             case "pause":
@@ -165,26 +177,34 @@ struct SnapcastControlMethods {
             case "stop": _ = try await perform(.stop, group: group)
             case "next": _ = try await perform(.next, group: group)
             case "previous": _ = try await perform(.previous, group: group)
-            case "seek": _ = try await perform(.seek(seconds: max(0, (state?.itemPositionSeconds ?? 0) + Self.number(arguments, "offset"))), group: group)
-            case "setPosition": _ = try await perform(.seek(seconds: max(0, Self.number(arguments, "position"))), group: group)
-            default: throw Failure.invalidParams("unknown stream command \(command)")
+            case "seek": _ = try await perform(.seek(seconds: max(0, (state?.itemPositionSeconds ?? 0) + argument(request.params?.offset, "offset"))), group: group)
+            case "setPosition": _ = try await perform(.seek(seconds: max(0, try argument(request.params?.position, "position"))), group: group)
+            default: throw Failure.invalidParams("unknown stream command \(request.command)")
             }
             return "ok"
         case "Stream.SetProperty":
-            let group = try stream(Self.string(params, "id"), in: await view())
-            switch try Self.string(params, "property") {
+            let request = try Self.params(SnapcastParams.StreamSetProperty.self, params)
+            let group = try stream(request.id, in: await view())
+            switch request.property {
             case "volume":
-                _ = try await perform(.groupVolume(percent: Int(Self.number(params, "value").rounded())), group: group)
+                let value: Double
+                switch request.value {
+                case .integer(let number): value = Double(number)
+                case .number(let number) where number.isFinite: value = number
+                default: throw Failure.invalidParams("\"value\" must be a number")
+                }
+                _ = try await perform(.groupVolume(percent: Int(value.rounded())), group: group)
             case "loopStatus":
                 // MPRIS's loop status: the queue repeats ("playlist"), the track does ("track"), or neither.
-                switch try Self.string(params, "value") {
+                guard case .string(let loop) = request.value else { throw Failure.invalidParams("\"value\" must be a string") }
+                switch loop {
                 case "none": _ = try await perform(.playModes(repeat: false, single: false), group: group)
                 case "track": _ = try await perform(.playModes(repeat: true, single: true), group: group)
                 case "playlist": _ = try await perform(.playModes(repeat: true, single: false), group: group)
                 case let other: throw Failure.invalidParams("loopStatus must be none, track or playlist, not \(other)")
                 }
             case "shuffle":
-                guard let on = params["value"] as? Bool else { throw Failure.invalidParams("shuffle must be true or false") }
+                guard case .bool(let on) = request.value else { throw Failure.invalidParams("shuffle must be true or false") }
                 _ = try await perform(.playModes(random: on), group: group)
             case let other:
                 throw Failure.invalidParams("the stream's \(other) cannot be set (volume, loopStatus and shuffle can)")

@@ -25,16 +25,15 @@ public struct SnapcastJSONRPC {
     /// The reply to one message (a request, or a batch), or nil when it asked for none (only
     /// notifications).
     public mutating func answer(_ message: Data) async -> Data? {
-        guard let parsed = try? JSONSerialization.jsonObject(with: message) else {
-            return Self.encode(Self.error(id: NSNull(), code: -32700, message: "Parse error"))
+        let parsed: JSONValue
+        do { parsed = try JSONDecoder().decode(JSONValue.self, from: message) } catch {
+            return JSONRPC.error(id: .null, code: -32700, message: "Parse error")
         }
-        if let batch = parsed as? [Any] {
-            guard !batch.isEmpty else { return Self.encode(Self.error(id: NSNull(), code: -32600, message: "Invalid request")) }
-            var replies: [Any] = []
-            for request in batch { if let reply = await respond(to: request) { replies.append(reply) } }
-            return replies.isEmpty ? nil : Self.encode(replies)
-        }
-        return await respond(to: parsed).map { Self.encode($0) }
+        guard case .array(let batch) = parsed else { return await respond(to: parsed) }
+        guard !batch.isEmpty else { return JSONRPC.error(id: .null, code: -32600, message: "Invalid request") }
+        var replies: [Data] = []
+        for request in batch { if let reply = await respond(to: request) { replies.append(reply) } }
+        return replies.isEmpty ? nil : Data("[".utf8) + Data(replies.joined(separator: Data(",".utf8))) + Data("]".utf8)
     }
 
     /// `Server.OnUpdate` with the whole status, when it differs from what this controller was
@@ -44,30 +43,20 @@ public struct SnapcastJSONRPC {
         let steady = view.steady
         defer { lastNotified = steady }
         guard let last = lastNotified, last != steady else { return nil }
-        return Self.encode(["jsonrpc": "2.0", "method": "Server.OnUpdate", "params": SnapcastServerStatus.json(view, hostName: methods.hostName)] as [String: Any])
+        return JSONRPC.encode(JSONRPC.Notification(method: "Server.OnUpdate", params: SnapcastServerStatus.status(view, hostName: methods.hostName)))
     }
 
-    private mutating func respond(to request: Any) async -> [String: Any]? {
-        guard let object = request as? [String: Any], let method = object["method"] as? String else {
-            return Self.error(id: (request as? [String: Any])?["id"] ?? NSNull(), code: -32600, message: "Invalid request")
+    private mutating func respond(to request: JSONValue) async -> Data? {
+        guard case .object(let object) = request, case .string(let method)? = object["method"] else {
+            return JSONRPC.error(id: request["id"] ?? .null, code: -32600, message: "Invalid request")
         }
         let id = object["id"]
-        let params = object["params"] as? [String: Any] ?? [:]
         do throws(SnapcastControlMethods.Failure) {
-            let result = try await methods.call(method, params)
+            let result = try await methods.call(method, object["params"])
             guard let id else { return nil }
-            return ["jsonrpc": "2.0", "id": id, "result": result]
+            return JSONRPC.reply(id: id, result: result)
         } catch {
-            return Self.error(id: id ?? NSNull(), code: error.code, message: error.message)
+            return JSONRPC.error(id: id ?? .null, code: error.code, message: error.message)
         }
-    }
-
-    private static func error(id: Any, code: Int, message: String) -> [String: Any] {
-        ["jsonrpc": "2.0", "id": id, "error": ["code": code, "message": message]]
-    }
-
-    private static func encode(_ object: Any) -> Data {
-        // The objects are built here of strings, numbers, booleans, arrays and dictionaries.
-        (try? JSONSerialization.data(withJSONObject: object, options: [.withoutEscapingSlashes])) ?? Data("{}".utf8)
     }
 }

@@ -68,51 +68,43 @@ enum SnapcastServerStatus {
     static func streamID(_ group: GroupReport) -> String { "group-\(group.id)" }
     static func clientID(_ room: RoomReport) -> String { String(room.id) }
 
-    static func json(_ view: SnapcastHouseView, hostName: String) -> [String: Any] {
+    static func status(_ view: SnapcastHouseView, hostName: String) -> Snapcast.StatusResult {
         // Snapcast keeps no empty group (snapserver drops one as its last client leaves); the
         // house keeps them, with their queues. Their streams stay listed, to be chosen.
         let groups = view.groups.filter { !view.members(of: $0).isEmpty }.map { self.group($0, in: view) }
-        return ["server": [
-            "groups": groups,
-            "server": [
-                "host": ["arch": "x86_64", "ip": "", "mac": "", "name": hostName, "os": "Linux"],
-                "snapserver": ["controlProtocolVersion": 1, "name": "Snapserver", "protocolVersion": 1, "version": "0.26.0"],
-            ],
-            "streams": view.groups.map { stream($0, status: view.statuses[$0.id]) },
-        ] as [String: Any]]
+        return Snapcast.StatusResult(server: Snapcast.Server(
+            groups: groups,
+            server: Snapcast.ServerInfo(host: Snapcast.Host(arch: "x86_64", ip: "", mac: "", name: hostName, os: "Linux"),
+                                        snapserver: Snapcast.Snapserver(controlProtocolVersion: 1, name: "Snapserver", protocolVersion: 1, version: "0.26.0")),
+            streams: view.groups.map { stream($0, status: view.statuses[$0.id]) }))
     }
 
     /// A group, with its clients.
-    static func group(_ group: GroupReport, in view: SnapcastHouseView) -> [String: Any] {
+    static func group(_ group: GroupReport, in view: SnapcastHouseView) -> Snapcast.Group {
         let members = view.members(of: group).sorted { $0.id < $1.id }
         // A group is muted when every room of it is silent (Group.SetMute turns each to 0).
-        return ["id": groupID(group), "name": group.name, "muted": !members.isEmpty && members.allSatisfy { $0.volume == 0 },
-                "stream_id": streamID(group), "clients": members.map(client)]
+        return Snapcast.Group(id: groupID(group), name: group.name, muted: !members.isEmpty && members.allSatisfy { $0.volume == 0 },
+                              streamID: streamID(group), clients: members.map(client))
     }
 
     /// A group's stream: what it plays, as MPRIS-like properties.
-    static func stream(_ group: GroupReport, status: StatusReport?) -> [String: Any] {
+    static func stream(_ group: GroupReport, status: StatusReport?) -> Snapcast.Stream {
         let playing = group.state == "playing" || group.state == "starting"
-        var metadata: [String: Any] = [:]
-        if let title = status?.title { metadata["title"] = title }
-        if let artist = status?.artist { metadata["artist"] = [artist] }
-        if let album = status?.album { metadata["album"] = album }
-        if let duration = status?.itemDurationSeconds { metadata["duration"] = duration }
+        var metadata = Snapcast.Metadata(title: status?.title, artist: status?.artist.map { [$0] }, album: status?.album,
+                                         duration: status?.itemDurationSeconds)
         if let path = status?.path, path.hasPrefix("/") {
-            metadata["artUrl"] = "/api/artwork?placeholder=true&path=" + (path.addingPercentEncoding(withAllowedCharacters: .urlQueryAllowed) ?? path)
+            metadata.artUrl = "/api/artwork?placeholder=true&path=" + (path.addingPercentEncoding(withAllowedCharacters: .urlQueryAllowed) ?? path)
         }
-        var properties: [String: Any] = [
-            "playbackStatus": playing ? "playing" : group.state == "paused" ? "paused" : "stopped",
-            "loopStatus": loopStatus(status?.playModes ?? PlayModes()), "shuffle": status?.playModes?.random ?? false,
-            "volume": group.volume ?? 100, "mute": false, "rate": 1.0,
-            "canGoNext": true, "canGoPrevious": true, "canPlay": true, "canPause": true, "canSeek": true, "canControl": true,
-            "metadata": metadata,
-        ]
-        if let position = status?.itemPositionSeconds { properties["position"] = position }
+        let properties = Snapcast.StreamProperties(
+            playbackStatus: playing ? "playing" : group.state == "paused" ? "paused" : "stopped",
+            loopStatus: loopStatus(status?.playModes ?? PlayModes()), shuffle: status?.playModes?.random ?? false,
+            volume: group.volume ?? 100, mute: false, rate: 1.0,
+            canGoNext: true, canGoPrevious: true, canPlay: true, canPause: true, canSeek: true, canControl: true,
+            metadata: metadata, position: status?.itemPositionSeconds)
         let id = streamID(group)
-        return ["id": id, "status": playing ? "playing" : "idle", "properties": properties,
-                "uri": ["raw": "tutti:///\(id)?name=\(group.name.addingPercentEncoding(withAllowedCharacters: .urlQueryAllowed) ?? id)",
-                        "scheme": "tutti", "host": "", "path": "/\(id)", "fragment": "", "query": ["name": group.name]]]
+        return Snapcast.Stream(id: id, status: playing ? "playing" : "idle", properties: properties,
+                               uri: Snapcast.StreamURI(raw: "tutti:///\(id)?name=\(group.name.addingPercentEncoding(withAllowedCharacters: .urlQueryAllowed) ?? id)",
+                                                       scheme: "tutti", host: "", path: "/\(id)", fragment: "", query: ["name": group.name]))
     }
 
     /// The play modes as MPRIS's loop status, which Snapcast's stream properties carry.
@@ -120,15 +112,12 @@ enum SnapcastServerStatus {
         modes.repeat ? (modes.single ? "track" : "playlist") : "none"
     }
 
-    static func client(_ room: RoomReport) -> [String: Any] {
-        [
-            "id": clientID(room),
-            "connected": true,
-            "lastSeen": ["sec": Int(Date().timeIntervalSince1970), "usec": 0],
-            "host": ["arch": "x86_64", "ip": "", "mac": "00:00:00:00:00:00", "name": room.name, "os": "Linux"],
-            "config": ["instance": 1, "latency": Int(room.latencyMs.rounded()), "name": room.name,
-                       "volume": ["muted": room.volume == 0, "percent": room.volume]] as [String: Any],
-            "snapclient": ["name": "tutti speaker", "protocolVersion": 2, "version": "tutti"],
-        ]
+    static func client(_ room: RoomReport) -> Snapcast.Client {
+        Snapcast.Client(
+            id: clientID(room), connected: true, lastSeen: Snapcast.Time(sec: Int(Date().timeIntervalSince1970), usec: 0),
+            host: Snapcast.Host(arch: "x86_64", ip: "", mac: "00:00:00:00:00:00", name: room.name, os: "Linux"),
+            config: Snapcast.ClientConfig(instance: 1, latency: Int(room.latencyMs.rounded()), name: room.name,
+                                          volume: Snapcast.Volume(muted: room.volume == 0, percent: room.volume)),
+            snapclient: Snapcast.Snapclient(name: "tutti speaker", protocolVersion: 2, version: "tutti"))
     }
 }

@@ -66,6 +66,13 @@ extension HouseAPITests {
         let afterPause = try await request(.GET, house.api + "/groups")
         let states = (afterPause.json["groups"] as? [[String: Any]] ?? []).map { "\($0["name"] ?? "")=\($0["state"] ?? "")" }
         #expect(states == ["default=playing", "Radio=paused"], "\(states)")
+        // The metrics per group say the same.
+        let scraped = try await metrics(house)
+        print("HTTP groups: /metrics per group: \(scraped.filter { $0.key.hasPrefix("tutti_group_") }.sorted { $0.key < $1.key })")
+        #expect(scraped["tutti_group_playing{default}"] == 1 && scraped["tutti_group_playing{Radio}"] == 0)
+        #expect(scraped["tutti_group_rooms{default}"] == 1 && scraped["tutti_group_rooms{Radio}"] == 1)
+        #expect(scraped["tutti_group_volume_percent{Radio}"] == 50 && scraped["tutti_group_volume_percent{default}"] == 100)
+        #expect(scraped["tutti_group_queue_length{Radio}"] == 1 && (scraped["tutti_group_stream_position_seconds{default}"] ?? 0) > 1)
         house.stop()
 
         let a = try VirtualCapture(path: directory.file("a.wav")), b = try VirtualCapture(path: directory.file("b.wav"))

@@ -442,7 +442,7 @@ import TuttiTestSupport
     }
 
     /// `/metrics`, parsed by prometheus_client's parser (PyPI; the Makefile installs it): the
-    /// samples by name and `room` label ("" for the house's).
+    /// samples by name and `room` label, or a group's `name` label ("" for the house's).
     func metrics(_ house: House) async throws -> [String: Double] {
         var request = HTTPClientRequest(url: house.api.replacingOccurrences(of: "/api", with: "/metrics"))
         request.method = .GET
@@ -457,7 +457,7 @@ import TuttiTestSupport
         for line in String(decoding: parsed, as: UTF8.self).split(separator: "\n") {
             let sample = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
             let labels = sample["labels"] as? [String: String] ?? [:]
-            samples["\(sample["name"] as! String){\(labels["room"] ?? "")}"] = sample["value"] as? Double
+            samples["\(sample["name"] as! String){\(labels["room"] ?? labels["name"] ?? "")}"] = sample["value"] as? Double
         }
         return samples
     }
