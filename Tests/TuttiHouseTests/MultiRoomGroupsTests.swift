@@ -227,3 +227,70 @@ extension MultiRoomEndToEndTests {
         #expect(after == #"{"partitions": ["default", "radio"], "default": ["album.flac"], "radio": ["radio.flac"]}"#, "\(after)")
     }
 }
+
+/// The same through Snapcast's control API: Home Assistant's library (Tests/Python/snapcast_move.py)
+/// puts the radio room's group on the album's stream while both play, which moves the room into
+/// the album's group; the cards show it.
+extension MultiRoomEndToEndTests {
+    @Test(.timeLimit(.minutes(3)))
+    func aRoomMovesThroughSnapcastControl() async throws {
+        let directory = try TemporaryDirectory("multiroom-snapcast-move")
+        defer { directory.preserveLogs(as: "multiroom-snapcast-move"); directory.remove() }
+        let albumPath = directory.file("album.flac"), radioPath = directory.file("radio.flac")
+        try groupMusic(albumPath, seconds: 12, seed: 1)
+        try groupMusic(radioPath, seconds: 12, seed: 2)
+        let rooms = [RoomSpec(name: "a", offset: "300", drift: "50", device: "-30", latency: "0"),
+                     RoomSpec(name: "b", offset: "-700", drift: "-80", device: "60", latency: "0")]
+        let (server, port) = try startServer(in: directory, arguments: ["--snapcast-control", "127.0.0.1:0"])
+        let controlPort = Int(try server.waitForLine(containing: "Snapcast controllers on").split(separator: ":")[2].prefix { $0.isNumber })!
+        let speakers = try rooms.map { try startSpeaker($0, port: port, in: directory) }
+        defer {
+            for speaker in speakers { speaker.interrupt() }
+            server.interrupt()
+        }
+        try await waitForRooms(port) { reports in reports.count == rooms.count && reports.values.allSatisfy(\.hasSettledClock) }
+        _ = try await send(.groupCreate(name: "Radio"), port: port)
+        _ = try await send(.join(room: "b"), group: "Radio", port: port)
+        #expect(try await send(.play(files: [albumPath]), port: port).started?.rooms == ["a"])
+        #expect(try await send(.play(files: [radioPath]), group: "Radio", port: port).started?.rooms == ["b"])
+        let deadline = Date().addingTimeInterval(30)
+        while (try await send(.status, port: port).status?.positionSeconds ?? 0) < 3 {
+            guard Date() < deadline else { throw TestFailure("the album did not reach 3 s") }
+            try await Task.sleep(nanoseconds: 50_000_000)
+        }
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Python/snapcast_move.py").path
+        let controller = try ChildProcess(name: "snapcast-move", executable: "/usr/bin/env", arguments: ["python3", script, "\(controlPort)", "b", "default"],
+                                          standardError: directory.file("snapcast-move.log"))
+        #expect(await controller.exit(within: 60) == 0, "see snapcast-move.log: \(controller.outputLines)")
+        print("snapcast move: \(controller.outputLines.joined(separator: "\n"))")
+        var steps: [String: [String: Any]] = [:]
+        for line in controller.outputLines {
+            guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], let name = object["step"] as? String else { continue }
+            steps[name] = object
+        }
+        #expect((steps["connected"]?["groups"] as? [String: [String]]) == ["default": ["a"], "Radio": ["b"]])
+        #expect((steps["grouped"]?["groups"] as? [String: [String]])?["default"] == ["a", "b"])
+        let moved = try #require(steps["moved"]?["mono_ns"] as? NSNumber).doubleValue, stopped = try #require(steps["heard"]?["mono_ns"] as? NSNumber).doubleValue
+        for speaker in speakers { #expect(speaker.interrupt() == 0) }
+
+        let byName = Dictionary(uniqueKeysWithValues: try captures(in: directory, rooms: rooms).map { ($0.name, $0) })
+        let album = SyncAnalysis.analyse(rooms: [byName["a"]!, byName["b"]!], reference: reference(albumPath))
+        let radio = SyncAnalysis.analyse(rooms: [byName["b"]!], reference: reference(radioPath))
+        let bAlbum = album.series.compactMap { $0.heard["b"] }, bRadio = radio.series.compactMap { $0.heard["b"] }
+        // b played the radio until the move and the album from within a second of it, in sync
+        // with a from a second after it; a played on with no jump.
+        #expect(!bRadio.isEmpty && !bRadio.contains { $0 > moved + 250e6 }, "b played the radio after it moved")
+        let joined = (bAlbum.first { $0 > moved } ?? .infinity) - moved
+        let skews = album.series.compactMap { point -> Double? in
+            guard let a = point.heard["a"], let b = point.heard["b"], b > moved + 1e9, b < stopped, a < stopped else { return nil }
+            return abs(a - b)
+        }.sorted()
+        let skew = (skews.isEmpty ? .infinity : skews[min(skews.count - 1, Int((0.99 * Double(skews.count)).rounded(.up)) - 1)]) / 1000
+        print("snapcast move: b heard the album \(joined / 1e6) ms after the move; then p99 \(skew) µs over \(skews.count) checkpoints")
+        #expect(joined > 0 && joined < 1e9, "b joined the album \(joined / 1e6) ms after the move")
+        #expect(skews.count >= 4 && skew <= 50, "a and b were \(skew) µs apart (p99) after the move")
+        let aJumps = album.jumps.filter { jump in jump.room == "a" && (album.series.first { $0.frame == jump.frame }?.heard["a"] ?? 0) < stopped }
+        #expect(aJumps.isEmpty, "a's album jumped: \(aJumps)")
+    }
+}
