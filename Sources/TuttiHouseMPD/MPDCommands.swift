@@ -28,13 +28,13 @@ struct MPDCommands {
 
     /// Every command this server knows, for `commands`.
     static let names = [
-        "add", "addid", "albumart", "binarylimit", "clear", "close", "commands", "consume", "count", "currentsong", "decoders",
+        "add", "addid", "albumart", "binarylimit", "channels", "clear", "close", "commands", "consume", "count", "crossfade", "currentsong", "decoders",
         "delete", "deleteid", "delpartition", "disableoutput", "enableoutput", "find", "findadd", "getvol", "idle", "list",
         "listall", "listallinfo", "listpartitions", "listplaylist", "listplaylistinfo", "listplaylists", "load", "lsinfo",
         "move", "moveid", "moveoutput", "newpartition", "next", "noidle", "notcommands", "outputs", "partition", "password",
-        "pause", "ping", "play", "playid", "playlistid", "playlistinfo", "plchanges", "plchangesposid", "previous", "random",
-        "readpicture", "repeat", "rescan", "rm", "save", "search", "searchadd", "seek", "seekcur", "seekid", "setvol", "shuffle",
-        "single", "stats", "status", "stop", "tagtypes", "toggleoutput", "update", "urlhandlers", "volume",
+        "pause", "ping", "play", "playid", "playlistfind", "playlistid", "playlistinfo", "playlistsearch", "plchanges", "plchangesposid", "previous", "random",
+        "readpicture", "repeat", "replay_gain_status", "rescan", "rm", "save", "search", "searchadd", "seek", "seekcur", "seekid", "setvol", "shuffle",
+        "single", "stats", "status", "stop", "swap", "swapid", "tagtypes", "toggleoutput", "update", "urlhandlers", "volume",
     ]
 
     // MARK: The house
@@ -238,6 +238,41 @@ struct MPDCommands {
         case "shuffle":
             try Self.expect(a, 0...0, "shuffle")
             _ = try await perform(.queueShuffle, for: "shuffle")
+        case "swap", "swapid":
+            try Self.expect(a, 2...2, request.name)
+            let now = try await current()
+            var (first, second) = request.name == "swap"
+                ? (try Self.integer(a[0], "position"), try Self.integer(a[1], "position"))
+                : (try Self.index(ofID: Self.integer(a[0], "id"), in: now.queue), try Self.index(ofID: Self.integer(a[1], "id"), in: now.queue))
+            guard now.queue.items.indices.contains(first), now.queue.items.indices.contains(second) else { throw MPDError(.argument, "Bad song index") }
+            if first > second { swap(&first, &second) }
+            // Two moves: the later item to the earlier place, then the earlier (now one further on) to the later's.
+            if first != second {
+                _ = try await perform(.queueMove(from: second, to: first), for: request.name)
+                _ = try await perform(.queueMove(from: first + 1, to: second), for: request.name)
+            }
+        case "playlistfind", "playlistsearch":
+            // The queue's songs that pass the filter, in queue order.
+            let (filter, _) = try MPDFilter.parse(a, search: request.name == "playlistsearch")
+            let now = try await current()
+            let tags = await house.libraryTracks(atPaths: now.queue.items.map(\.path))
+            for item in now.queue.items {
+                let track = tags[item.path]
+                let song = MPDFilter.Song(uri: uris.uri(forPath: item.path), artist: track?.artist, album: track?.album, title: track?.title ?? item.title)
+                if filter.matches(song, foldCase: request.name == "playlistsearch") { self.song(item, status: now.status, tags: track, into: &out) }
+            }
+        case "replay_gain_status":
+            // Loudness normalisation is not applied yet (issue 36): MPD's "off".
+            out.add("replay_gain_mode", "off")
+        case "crossfade":
+            try Self.expect(a, 1...1, "crossfade")
+            let seconds = try Self.integer(a[0], "seconds")
+            guard seconds >= 0 else { throw MPDError(.argument, "Number is negative: \(a[0])") }
+            // Items follow each other gaplessly; crossfading is issue 36's.
+            guard seconds == 0 else { throw MPDError(.argument, "crossfade is not supported yet: items play gaplessly") }
+        case "channels":
+            // No client-to-client channels (MPD's subscribe/sendmessage): none to list.
+            break
 
         case "add", "addid":
             try Self.expect(a, 1...2, request.name)

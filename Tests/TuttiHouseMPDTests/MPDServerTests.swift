@@ -480,5 +480,41 @@ import TuttiTestSupport
             print("mpc against the house and MPD 0.23:\n\(outputs["house"]!)")
             #expect(outputs["house"] == outputs["mpd"], "house:\n\(outputs["house"]!)\nMPD 0.23:\n\(outputs["mpd"]!)")
         }
+
+        // Commands clients send that mpc does not (ncmpcpp's and M.A.L.P.'s swap and swapid,
+        // Cantata's replay_gain_status and channels, the queue's own find and search), on one
+        // raw connection each: the same songs in the same places, and the same OK or ACK.
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Python/mpd_raw.py").path
+        func raw(_ address: String, _ commands: [String]) throws -> [String] {
+            let output = try TestMedia.run("python3", [script, address], standardInput: Data(commands.joined(separator: "\n").utf8))
+            return String(decoding: output, as: UTF8.self).split(separator: "\n").map { line in
+                let object = (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any]
+                let reply = (object?["reply"] as? [String] ?? []).filter { line in
+                    ["file: ", "Pos: ", "replay_gain_mode: ", "OK", "ACK "].contains { line.hasPrefix($0) }
+                }
+                // The command by name: the ids in swapid differ between the servers.
+                let name = (object?["command"] as? String ?? "?").split(separator: " ").first.map(String.init) ?? "?"
+                return "\(name) -> \(reply.joined(separator: " | "))"
+            }
+        }
+        let addresses = [("house", "\(port)"), ("mpd", mpd.socket)]
+        var ids: [String: [String]] = [:]
+        for (name, address) in addresses {
+            let listed = try TestMedia.run("python3", [script, address], standardInput: Data(["clear", "add \"Test Artist/Test Album/1.flac\"", "add \"Test Artist/Test Album/2.flac\"", "add Another/4.flac", "playlistid"].joined(separator: "\n").utf8))
+            let last = String(decoding: listed, as: UTF8.self).split(separator: "\n").last.map(String.init) ?? ""
+            ids[name] = ((try? JSONSerialization.jsonObject(with: Data(last.utf8))) as? [String: Any])?["reply"].flatMap { $0 as? [String] }?
+                .filter { $0.hasPrefix("Id: ") }.map { String($0.dropFirst(4)) } ?? []
+        }
+        var replies: [String: [String]] = [:]
+        for (name, address) in addresses {
+            let id = ids[name] ?? []
+            #expect(id.count == 3, "\(name)'s ids: \(id)")
+            guard id.count == 3 else { continue }
+            replies[name] = try raw(address, ["swap 0 2", "playlistinfo", "swap 0 9", "swapid \(id[0]) \(id[1])", "playlistinfo",
+                                              "playlistfind title \"Song 2\"", "playlistsearch any song", "playlistfind \"(album == 'Elsewhere')\"",
+                                              "replay_gain_status", "channels", "crossfade 0"])
+        }
+        print("raw commands against the house and MPD 0.23:\n" + (replies["house"] ?? []).joined(separator: "\n"))
+        #expect(replies["house"] == replies["mpd"], "house:\n\((replies["house"] ?? []).joined(separator: "\n"))\nMPD 0.23:\n\((replies["mpd"] ?? []).joined(separator: "\n"))")
     }
 }
