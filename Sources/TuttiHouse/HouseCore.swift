@@ -256,6 +256,9 @@ final class HouseCore {
             return .playlists(playlistsReport)
         case .playlistRemove(let name):
             return .playlists(try removePlaylist(named: name))
+        case .playlistAdd(let name, let files):
+            try checkReadable(files)
+            return .playlists(savePlaylist(named: name, files: (storedPlaylists[name]?.files ?? []) + files))
         case .librarySearch, .libraryBrowse, .libraryProblems:
             try queryLibrary(command, respond)
             return nil

@@ -29,11 +29,11 @@ struct MPDCommands {
     /// Every command this server knows, for `commands`.
     static let names = [
         "add", "addid", "albumart", "binarylimit", "channels", "clear", "close", "commands", "consume", "count", "crossfade", "currentsong", "decoders",
-        "delete", "deleteid", "delpartition", "disableoutput", "enableoutput", "find", "findadd", "getvol", "idle", "list",
+        "delete", "deleteid", "delpartition", "disableoutput", "enableoutput", "find", "findadd", "findaddpl", "getvol", "idle", "list",
         "listall", "listallinfo", "listpartitions", "listplaylist", "listplaylistinfo", "listplaylists", "load", "lsinfo",
         "move", "moveid", "moveoutput", "newpartition", "next", "noidle", "notcommands", "outputs", "partition", "password",
-        "pause", "ping", "play", "playid", "playlistfind", "playlistid", "playlistinfo", "playlistsearch", "plchanges", "plchangesposid", "previous", "random",
-        "readpicture", "repeat", "replay_gain_status", "rescan", "rm", "save", "search", "searchadd", "seek", "seekcur", "seekid", "setvol", "shuffle",
+        "pause", "ping", "play", "playid", "playlistadd", "playlistfind", "playlistid", "playlistinfo", "playlistsearch", "plchanges", "plchangesposid", "previous", "random",
+        "readpicture", "repeat", "replay_gain_status", "rescan", "rm", "save", "search", "searchadd", "searchaddpl", "seek", "seekcur", "seekid", "setvol", "shuffle",
         "single", "stats", "status", "stop", "swap", "swapid", "tagtypes", "toggleoutput", "update", "urlhandlers", "volume",
     ]
 
@@ -429,6 +429,16 @@ struct MPDCommands {
             raised.insert("update")
         case "findadd", "searchadd":
             try await addMatching(request, into: &out)
+        case "findaddpl", "searchaddpl":
+            // What find or search would list, appended to a stored playlist (made if none).
+            guard let name = a.first else { throw MPDError(.argument, "too few arguments for \"\(request.name)\"") }
+            let (songs, _) = try await matching(Array(a.dropFirst()), search: request.name == "searchaddpl")
+            if !songs.isEmpty { _ = try await perform(.playlistAdd(name: name, files: songs.map(\.path)), for: request.name) }
+        case "playlistadd":
+            try Self.expect(a, 2...2, "playlistadd")
+            // A song, or a directory's songs in database order.
+            let files = try songsOfDirectory(a[1]) ?? [uris.path(forURI: a[1])]
+            if !files.isEmpty { _ = try await perform(.playlistAdd(name: a[0], files: files), for: "playlistadd") }
         default:
             throw MPDError.unknownCommand(request.name)
         }

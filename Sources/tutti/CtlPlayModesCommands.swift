@@ -52,10 +52,11 @@ struct CtlPlaylist: AsyncParsableCommand {
             Examples:
               tutti ctl playlist save Sunday     keep the queue as "Sunday" (replacing one of that name)
               tutti ctl playlist load Sunday     add it to the end of the queue
+              tutti ctl playlist add Sunday a.flac b.flac   append files (making "Sunday" if need be)
               tutti ctl playlist list            every stored playlist
               tutti ctl playlist remove Sunday
             """,
-        subcommands: [CtlPlaylistList.self, CtlPlaylistSave.self, CtlPlaylistLoad.self, CtlPlaylistRemove.self],
+        subcommands: [CtlPlaylistList.self, CtlPlaylistSave.self, CtlPlaylistLoad.self, CtlPlaylistAdd.self, CtlPlaylistRemove.self],
         defaultSubcommand: CtlPlaylistList.self)
     @ParentCommand var ctl: Ctl
 }
@@ -87,6 +88,17 @@ struct CtlPlaylistLoad: AsyncParsableCommand {
     @ParentCommand var playlist: CtlPlaylist
     @Argument var name: String
     func run() async throws { printReply(try await playlist.ctl.send(.playlistLoad(name: name)), json: false) }
+}
+
+struct CtlPlaylistAdd: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "add", abstract: "Append files or URLs to a stored playlist, made if there is none.")
+    @ParentCommand var playlist: CtlPlaylist
+    @Argument(help: "The playlist's name.") var name: String
+    @Argument(help: "Files on the house (relative to here) or URLs.") var files: [String]
+    func run() async throws {
+        let paths = files.map { $0.contains("://") ? $0 : absolutePath($0) }
+        printPlaylists(try await playlist.ctl.send(.playlistAdd(name: name, files: paths)), json: false)
+    }
 }
 
 struct CtlPlaylistRemove: AsyncParsableCommand {

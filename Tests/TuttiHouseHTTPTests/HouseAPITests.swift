@@ -247,7 +247,7 @@ import TuttiTestSupport
     /// The web UI in a real headless Chromium, driven by selenium (Tests/Python/web_ui_test.py;
     /// Debian's chromium and chromium-driver and PyPI's selenium, installed by the Makefile): it
     /// loads with no console errors, shows the groups side by side, a room dragged onto a group
-    /// plays with it, a new group made on the page plays its own music in the room dragged into
+    /// plays with it (dragged by a mouse, and back at the end by a finger), a new group made on the page plays its own music in the room dragged into
     /// it while the other plays on, and its pause silences only its room; a volume slider moved
     /// turns its card down by as much as it says, a queue item dragged moves in the house's
     /// queue, the plots draw, and screenshots at 390 and 1280 px are saved to
@@ -374,6 +374,8 @@ import TuttiTestSupport
         #expect(bPaused < 1e-4 && abs(aPlaying - 660) < 5 && aLevel > 5e-4)
         #expect(step("radio")?["title"] as? String == "Tone 440" && step("radio")?["default_title"] as? String == "Tone 660", "\(step("radio") ?? [:])")
         #expect(step("radio-paused")?["default_state"] as? String == "playing")
+        // The last drag was a finger's (pointer events of type touch): b went back to default.
+        #expect(step("back")?["touch"] as? Bool == true)
     }
 
     /// A latency set over the API while playing: from then on the room plays that much earlier

@@ -482,8 +482,9 @@ import TuttiTestSupport
         }
 
         // Commands clients send that mpc does not (ncmpcpp's and M.A.L.P.'s swap and swapid,
-        // Cantata's replay_gain_status and channels, the queue's own find and search), on one
-        // raw connection each: the same songs in the same places, and the same OK or ACK.
+        // Cantata's replay_gain_status and channels, the queue's own find and search, and the
+        // stored playlists' searchaddpl and playlistadd), on one raw connection each:
+        // the same songs in the same places, and the same OK or ACK.
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Python/mpd_raw.py").path
         func raw(_ address: String, _ commands: [String]) throws -> [String] {
             let output = try TestMedia.run("python3", [script, address], standardInput: Data(commands.joined(separator: "\n").utf8))
@@ -512,7 +513,10 @@ import TuttiTestSupport
             guard id.count == 3 else { continue }
             replies[name] = try raw(address, ["swap 0 2", "playlistinfo", "swap 0 9", "swapid \(id[0]) \(id[1])", "playlistinfo",
                                               "playlistfind title \"Song 2\"", "playlistsearch any song", "playlistfind \"(album == 'Elsewhere')\"",
-                                              "replay_gain_status", "channels", "crossfade 0"])
+                                              "replay_gain_status", "channels", "crossfade 0",
+                                              // (findaddpl is MPD 0.24's: 0.23 does not know it.)
+                                              "searchaddpl Mix title song", "listplaylist Mix",
+                                              "playlistadd Mix Another", "playlistadd Mix \"Test Artist/0.flac\"", "listplaylist Mix", "rm Mix"])
         }
         print("raw commands against the house and MPD 0.23:\n" + (replies["house"] ?? []).joined(separator: "\n"))
         #expect(replies["house"] == replies["mpd"], "house:\n\((replies["house"] ?? []).joined(separator: "\n"))\nMPD 0.23:\n\((replies["mpd"] ?? []).joined(separator: "\n"))")

@@ -23,7 +23,10 @@ import TuttiTestSupport
         defer { directory.remove() }
         let music = directory.file("noise.wav")
         try TestMedia.ffmpeg(["-f", "lavfi", "-i", "anoisesrc=d=2:c=pink:a=0.3:seed=3", "-af", "pan=stereo|c0=c0|c1=0.7*c0", "-ar", "48000", "-c:a", "pcm_f32le", music])
-        let environment = try Self.card(in: directory, path: directory.file("room.wav"), ppm: 150)
+        // A 200 ms buffer, as ALSA's default devices have: what is checked is the card's schedule
+        // and the samples, not how small a buffer `tutti play` keeps fed. With 40 ms, CI's
+        // real-time phase (twenty suites on two cores) ran it dry twice in about six runs.
+        let environment = try Self.card(in: directory, path: directory.file("room.wav"), ppm: 150, buffer: 9600)
         let started = MonotonicClock().now()
         let play = try ChildProcess(name: "play", executable: "/usr/bin/env",
                                     arguments: [environment, ChildProcess.tuttiExecutable, "play", "--output", "alsa:room", music],

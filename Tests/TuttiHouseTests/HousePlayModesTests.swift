@@ -199,5 +199,13 @@ import TuttiTestSupport
         #expect(try await restarted.control(.status).status!.playModes == PlayModes(repeat: true, consume: true))
         let left = try await restarted.control(.playlistRemove(name: "Sunday")).playlists!
         #expect(left.playlists.map(\.name) == ["Monday"])
+        // playlist-add: files appended (MPD's playlistadd), a playlist made for a new name, and
+        // a file the house cannot play refused with nothing added.
+        let appended = try await restarted.control(.playlistAdd(name: "Monday", files: [files[0]])).playlists!
+        #expect(appended.playlists.first { $0.name == "Monday" }?.files == files + files + [files[0]])
+        let made = try await restarted.control(.playlistAdd(name: "Tuesday", files: files)).playlists!
+        #expect(made.playlists.first { $0.name == "Tuesday" }?.files == files)
+        await #expect(throws: TestFailure.self) { _ = try await restarted.control(.playlistAdd(name: "Tuesday", files: [directory.file("missing.flac")])) }
+        #expect(try await restarted.control(.playlists).playlists!.playlists.first { $0.name == "Tuesday" }?.files == files)
     }
 }

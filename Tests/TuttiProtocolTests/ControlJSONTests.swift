@@ -14,7 +14,7 @@ import Testing
         .libraryBrowse(artist: "A", album: "B"), .libraryProblems, .queueShuffle, .playModes(repeat: true), .playModes(random: false, consume: true),
         .playModes(repeat: false, random: true, single: true, consume: false), .playlists, .playlistSave(name: "Party mix"),
         .playlistLoad(name: "Party mix"), .playlistRemove(name: "Ärger"), .groups, .groupCreate(name: "Kök"), .groupRename(to: "Upstairs"),
-        .groupRemove,
+        .groupRemove, .playlistAdd(name: "Party mix", files: ["/m/a.flac", "http://radio.example/stream"]),
     ]
 
     @Test func everyCommandReadsBackAsItself() throws {

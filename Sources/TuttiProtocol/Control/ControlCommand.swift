@@ -75,6 +75,9 @@ public enum ControlCommand: Sendable, Equatable {
     case playlistLoad(name: String)
     /// Delete the stored playlist `name`.
     case playlistRemove(name: String)
+    /// Append `files` to the stored playlist `name`, made if there is none (MPD's
+    /// `playlistadd`, `findaddpl` and `searchaddpl`).
+    case playlistAdd(name: String, files: [String])
     /// What the house is doing.
     case status
     /// Tracks of the library matching every word of `query` (as prefixes), best first.
@@ -116,6 +119,7 @@ public enum ControlCommand: Sendable, Equatable {
         case .playlistSave: "playlist-save"
         case .playlistLoad: "playlist-load"
         case .playlistRemove: "playlist-remove"
+        case .playlistAdd: "playlist-add"
         case .stop: "stop"
         case .status: "status"
         case .librarySearch: "library-search"
@@ -139,7 +143,7 @@ public enum ControlCommand: Sendable, Equatable {
                                "group-rename", "group-remove", "volume", "group-volume",
                                "room-latency", "room-rename", "queue", "queue-add", "queue-remove", "queue-move", "queue-clear", "queue-play", "queue-shuffle", "stop", "status",
                                "library-search", "library-browse", "library-problems", "play-modes", "playlists", "playlist-save",
-                               "playlist-load", "playlist-remove"]
+                               "playlist-load", "playlist-remove", "playlist-add"]
 
     /// Far beyond any item (31 years), and far within what the timeline's frame arithmetic holds.
     public static let maximumSeekSeconds = 1e9
@@ -175,6 +179,8 @@ public enum ControlCommand: Sendable, Equatable {
             "play-modes needs at least one of repeat, random, single and consume"
         case .playlistSave(let name), .playlistLoad(let name), .playlistRemove(let name):
             Self.playlistNameProblem(name).map { "\(self.name): \($0)" }
+        case .playlistAdd(let name, let files):
+            Self.playlistNameProblem(name).map { "playlist-add: \($0)" } ?? (files.isEmpty ? "playlist-add needs at least one file" : nil)
         default:
             nil
         }
@@ -192,7 +198,7 @@ public enum ControlCommand: Sendable, Equatable {
     /// others do not notice it.
     public var actsOnAGroup: Bool {
         switch self {
-        case .rooms, .groups, .groupCreate, .volume, .roomLatency, .roomRename, .playlists, .playlistRemove,
+        case .rooms, .groups, .groupCreate, .volume, .roomLatency, .roomRename, .playlists, .playlistRemove, .playlistAdd,
              .librarySearch, .libraryBrowse, .libraryProblems:
             false
         default:
@@ -248,6 +254,7 @@ extension ControlCommand: Codable {
         case "playlist-save": self = .playlistSave(name: try c.decode(String.self, forKey: .name))
         case "playlist-load": self = .playlistLoad(name: try c.decode(String.self, forKey: .name))
         case "playlist-remove": self = .playlistRemove(name: try c.decode(String.self, forKey: .name))
+        case "playlist-add": self = .playlistAdd(name: try c.decode(String.self, forKey: .name), files: try c.decode([String].self, forKey: .files))
         case "status": self = .status
         case "library-search": self = .librarySearch(query: try c.decode(String.self, forKey: .query), limit: try c.decodeIfPresent(Int.self, forKey: .limit))
         case "library-browse": self = .libraryBrowse(artist: try c.decodeIfPresent(String.self, forKey: .artist),
@@ -304,6 +311,9 @@ extension ControlCommand: Codable {
             try c.encode(name, forKey: .name)
         case .groupRename(let name):
             try c.encode(name, forKey: .to)
+        case .playlistAdd(let name, let files):
+            try c.encode(name, forKey: .name)
+            try c.encode(files, forKey: .files)
         case .pause, .resume, .next, .previous, .rooms, .queue, .queueClear, .queueShuffle, .stop, .status, .libraryProblems, .playlists,
              .groups, .groupRemove:
             break
