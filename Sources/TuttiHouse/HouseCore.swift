@@ -257,6 +257,10 @@ final class HouseCore {
         case .playlistRemove(let name):
             return .playlists(try removePlaylist(named: name))
         case .playlistAdd(let name, let files):
+            // A stored playlist is played again later: standard input and pipes cannot be.
+            if let live = files.first(where: { $0 == "-" || $0.hasPrefix("pipe:") }) {
+                throw ControlRefusal("playlist-add: \(live) is read once as it plays, and cannot be stored in a playlist", kind: .unplayable)
+            }
             try checkReadable(files)
             return .playlists(savePlaylist(named: name, files: (storedPlaylists[name]?.files ?? []) + files))
         case .librarySearch, .libraryBrowse, .libraryProblems:

@@ -91,8 +91,9 @@ struct SnapcastControlMethods {
         case "Client.SetVolume":
             let request = try Self.params(SnapcastParams.ClientSetVolume.self, params)
             let current = try room(request.id, in: await view())
+            // Checked before it becomes an Int: a percent of 1e300 must be refused, not trap.
+            if let asked = request.volume.percent, !(asked >= 0 && asked <= 100) { throw Failure.invalidParams("volume percent must be 0 to 100") }
             var percent = request.volume.percent.map { Int($0.rounded()) } ?? current.volume
-            guard (0...100).contains(percent) else { throw Failure.invalidParams("volume percent must be 0 to 100") }
             if let muted = request.volume.muted {
                 if muted {
                     if current.volume > 0 { mutedVolumes.mute(current.id, from: request.volume.percent != nil && percent > 0 ? percent : current.volume) }
@@ -193,6 +194,8 @@ struct SnapcastControlMethods {
                 case .number(let number) where number.isFinite: value = number
                 default: throw Failure.invalidParams("\"value\" must be a number")
                 }
+                // Checked before it becomes an Int, which a huge value would trap on.
+                guard value >= 0 && value <= 100 else { throw Failure.invalidParams("the stream's volume must be 0 to 100") }
                 _ = try await perform(.groupVolume(percent: Int(value.rounded())), group: group)
             case "loopStatus":
                 // MPRIS's loop status: the queue repeats ("playlist"), the track does ("track"), or neither.

@@ -56,7 +56,9 @@ public struct SnapcastJSONRPC {
             guard let id else { return nil }
             return JSONRPC.reply(id: id, result: result)
         } catch {
-            return JSONRPC.error(id: id ?? .null, code: error.code, message: error.message)
+            // A notification is never answered, not even with an error (JSON-RPC 2.0).
+            guard let id else { return nil }
+            return JSONRPC.error(id: id, code: error.code, message: error.message)
         }
     }
 }

@@ -115,7 +115,7 @@ extension GroupSession {
             apply(TimelineAnchor(timelineFrame: stream.schedule.position(atServer: time)?.frame ?? playhead(), serverTime: time, isPlaying: false))
             let streamID = stream.id
             loop.assumeIsolated().scheduleTask(in: .nanoseconds(time - now + 100_000_000)) { [weak self] in
-                guard let self, self.stream?.id == streamID else { return }
+                guard let self, self.isAttached, self.stream?.id == streamID else { return }
                 self.stopStream()
                 self.core.noteChange()
             }
@@ -230,7 +230,11 @@ extension GroupSession {
         let completion: QueueProducer.EditCompletion = { action in
             loop.execute {
                 let (respond, answer) = finish.value
-                guard let self = group.object, self.stream?.id == streamID else {
+                // The answer holds the group: the house may have gone while the engine worked.
+                guard let self = group.object, self.isAttached else {
+                    return respond(.failure(ControlRefusal("the house stopped before this command took effect", kind: .conflict)))
+                }
+                guard self.stream?.id == streamID else {
                     // A newer command replaced the stream before this edit reached it.
                     return respond(.failure(ControlRefusal("superseded: another command replaced the stream before this one took effect", kind: .conflict)))
                 }

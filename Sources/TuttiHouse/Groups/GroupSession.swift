@@ -23,7 +23,19 @@ typealias GroupID = UInt32
 /// Thread-safety: confined to the house's loop (`HouseCore`), as every method asserts where
 /// it is entered from outside.
 final class GroupSession {
-    unowned let core: HouseCore
+    /// The house this group is part of; weak, as the house owns its groups. A closure already
+    /// on its way when the house went (an engine's answer to an edit, which holds the group; a
+    /// scheduled step) finds `isAttached` false and does nothing: a CI run crashed reading an
+    /// `unowned` house there.
+    private weak var house: HouseCore?
+
+    var core: HouseCore {
+        guard let house else { preconditionFailure("\(name) used after its house was gone: an entry point lacks an isAttached check") }
+        return house
+    }
+
+    /// Whether the house is still there. Every entry point that a closure reaches later checks it.
+    var isAttached: Bool { house != nil }
     let id: GroupID
     var name: String
     /// The queue: paths, and the tags that name its entries for the engine (parallel: an edit
@@ -49,7 +61,7 @@ final class GroupSession {
     var consumedUntil: (stream: UInt32, frame: Int64)?
 
     init(core: HouseCore, stored: HouseStore.StoredGroup) {
-        self.core = core
+        house = core
         id = stored.id
         name = stored.name
         queue = stored.queue
@@ -224,7 +236,7 @@ final class GroupSession {
     /// One step of stepped production (`Configuration.stepsProductionOnLoop`): produces what the
     /// buffer depth allows and sends it, then steps again later while production goes on.
     private func produceStep(streamID: UInt32) {
-        guard let stream, stream.id == streamID, let engine = stream.engine else { return }
+        guard isAttached, let stream, stream.id == streamID, let engine = stream.engine else { return }
         let going = engine.produceAvailable()
         pumpAll()
         checkPendingStart()
@@ -242,7 +254,7 @@ final class GroupSession {
         if configuration.stepsProductionOnLoop {
             let streamID = stream.id
             loop.assumeIsolated().execute { [weak self] in
-                guard let self, self.stream?.id == streamID, let engine = self.stream?.engine else { return }
+                guard let self, self.isAttached, self.stream?.id == streamID, let engine = self.stream?.engine else { return }
                 _ = engine.produceAvailable()
                 self.pumpAll()
                 self.checkPendingStart()
@@ -278,7 +290,7 @@ final class GroupSession {
     }
 
     private func produced(streamID: UInt32) {
-        guard let stream, stream.id == streamID else { return }
+        guard isAttached, let stream, stream.id == streamID else { return }
         pumpAll()
         checkPendingStart()
     }

@@ -10,8 +10,11 @@ const state = {
   // group this page's now playing, queue and library act on.
   groups: [],
   statuses: new Map(),
+  // performance.now() when each group's status arrived (the feed resends one only on a change).
+  statusTimes: new Map(),
   queues: new Map(),
-  selected: null,
+  // The shown group, by id: a rename elsewhere keeps it shown, and its routes right.
+  selectedId: null,
   // Every room of the house (the default group's status lists them).
   rooms: [],
   // The selected group's status and queue.
@@ -59,9 +62,15 @@ function clock(seconds) {
   return `${Math.floor(whole / 60)}:${String(whole % 60).padStart(2, "0")}`;
 }
 
-/// `path` of the API on the selected group (every group's operations are under /api/groups/NAME).
-function groupPath(path, group = state.selected) {
-  return group === null ? path : `/groups/${encodeURIComponent(group)}${path}`;
+/// `path` of the API on a group, by id (every group's operations are under /api/groups/ID):
+/// the shown group's unless another is named.
+function groupPath(path, id = state.selectedId) {
+  return id === null ? path : `/groups/${id}${path}`;
+}
+
+/// The shown group's name, or null before the groups are known.
+function selectedName() {
+  return state.groups.find((group) => group.id === state.selectedId)?.name ?? null;
 }
 
 function basename(path) {
@@ -94,35 +103,47 @@ function receiveGroups(groups) {
   const names = new Set(groups.map((group) => group.name));
   for (const name of [...state.statuses.keys()]) if (!names.has(name)) state.statuses.delete(name);
   for (const name of [...state.queues.keys()]) if (!names.has(name)) state.queues.delete(name);
-  if (state.selected === null || !names.has(state.selected)) selectGroup(groups.find((group) => group.isDefault)?.name ?? null);
-  renderGroups();
+  // The shown group stays shown across a rename; once removed, the default group is shown.
+  const shown = groups.some((group) => group.id === state.selectedId) ? state.selectedId : groups.find((group) => group.isDefault)?.id ?? null;
+  selectGroup(shown);
   if (state.rooms.length) renderRooms();
 }
 
-/// Shows `name`'s now playing and queue, and makes the transport, queue and library act on it.
-function selectGroup(name) {
-  state.selected = name;
+/// Shows group `id`'s now playing and queue, and makes the transport, queue and library act on it.
+function selectGroup(id) {
+  state.selectedId = id;
+  const name = selectedName();
   state.status = state.statuses.get(name) ?? null;
+  state.statusAt = state.statusTimes.get(name) ?? performance.now();
   state.queue = state.queues.get(name) ?? null;
-  state.statusAt = performance.now();
   $("selected-group").textContent = name ?? "";
   $("group-volume-label").textContent = name ?? "Group";
-  if (state.status) { renderStatus(); renderRooms(); }
-  if (state.queue) renderQueue();
+  if (state.status) {
+    renderStatus();
+    renderRooms();
+  } else {
+    // Nothing of this group yet: not the last group's now playing.
+    $("title").textContent = "Nothing playing";
+    $("artist-album").textContent = "";
+    $("state").textContent = "";
+  }
+  // Not the last group's queue, whose indexes would act on this one.
+  if (state.queue) renderQueue(); else $("queue").replaceChildren();
   renderGroups();
 }
 
 function receiveQueue(group, queue) {
   state.queues.set(group, queue);
-  if (group === state.selected) { state.queue = queue; renderQueue(); }
+  if (group === selectedName()) { state.queue = queue; renderQueue(); }
   renderGroups();
 }
 
 function receiveStatus(group, status) {
   state.statuses.set(group, status);
+  state.statusTimes.set(group, performance.now());
   // Only the default group's status lists the rooms (the others' would repeat them).
   if (state.groups.find((candidate) => candidate.name === group)?.isDefault) receiveRooms(status.rooms);
-  if (group === state.selected) {
+  if (group === selectedName()) {
     state.status = status;
     state.statusAt = performance.now();
     renderStatus();
@@ -205,19 +226,21 @@ $("seek").addEventListener("change", async () => {
 $("play-pause").addEventListener("click", () => {
   const status = state.status;
   if (!status) return;
-  return playPause(state.selected);
+  return playPause(state.selectedId);
 });
 $("next").addEventListener("click", () => command("POST", groupPath("/transport/next")));
 $("previous").addEventListener("click", () => command("POST", groupPath("/transport/previous")));
 
-/// Pauses the group if it plays, resumes it if paused, else plays its queue from the start.
-function playPause(group) {
-  const status = state.statuses.get(group);
+/// Pauses group `id` if it plays, resumes it if paused, else plays its queue from the item it
+/// was at.
+function playPause(id) {
+  const name = state.groups.find((group) => group.id === id)?.name;
+  const status = state.statuses.get(name);
   if (!status) return null;
-  if (status.state === "playing" || status.state === "starting") return command("POST", groupPath("/transport/pause", group));
-  if (status.state === "paused") return command("POST", groupPath("/transport/resume", group));
-  if ((state.queues.get(group)?.items ?? []).length === 0) return showMessage(`The queue of ${group} is empty: add a file or a URL first.`);
-  return command("POST", groupPath(`/queue/${status.item ?? 0}/play`, group));
+  if (status.state === "playing" || status.state === "starting") return command("POST", groupPath("/transport/pause", id));
+  if (status.state === "paused") return command("POST", groupPath("/transport/resume", id));
+  if ((state.queues.get(name)?.items ?? []).length === 0) return showMessage(`The queue of ${name} is empty: add a file or a URL first.`);
+  return command("POST", groupPath(`/queue/${status.item ?? 0}/play`, id));
 }
 
 // MARK: Rooms
@@ -268,7 +291,7 @@ function makeRoomView(name) {
   // The keyboard's way to move a room (the pointer's is a drag between the group cards).
   const select = item.querySelector(".room-group");
   select.setAttribute("aria-label", `${name}'s group`);
-  select.addEventListener("change", () => moveRoom(name, select.value));
+  select.addEventListener("change", () => moveRoom(name, Number(select.value)));
   const slider = item.querySelector(".volume-slider");
   slider.setAttribute("aria-label", `${name} volume`);
   sendsVolume(slider, item.querySelector("output"), () => command("PUT", `/rooms/${encodeURIComponent(name)}/volume`, { percent: Number(slider.value) }));
@@ -317,11 +340,12 @@ function renderRooms() {
     if (!view) { view = makeRoomView(room.name); roomViews.set(room.name, view); }
     if (list.children[index] !== view) list.insertBefore(view, list.children[index] ?? null);
     const select = view.querySelector(".room-group");
-    const names = state.groups.map((group) => group.name);
-    if ([...select.options].map((option) => option.value).join("\n") !== names.join("\n")) {
-      select.replaceChildren(...names.map((name) => Object.assign(document.createElement("option"), { value: name, textContent: name })));
+    const options = state.groups.map((group) => `${group.id}\t${group.name}`);
+    if ([...select.options].map((option) => `${option.value}\t${option.textContent}`).join("\n") !== options.join("\n")) {
+      select.replaceChildren(...state.groups.map((group) => Object.assign(document.createElement("option"), { value: group.id, textContent: group.name })));
     }
-    if (document.activeElement !== select) select.value = room.group;
+    const id = state.groups.find((group) => group.name === room.group)?.id;
+    if (document.activeElement !== select && id !== undefined) select.value = id;
     view.querySelector(".state").textContent = room.state;
     const slider = view.querySelector(".volume-slider");
     // Not under the user's finger.
@@ -346,9 +370,9 @@ function renderRooms() {
 
 const icons = { play: "M7 4v16l13-8z", pause: "M6 4h4v16H6zM14 4h4v16h-4z", next: "M5 4v16l11-8zM17 4h3v16h-3z" };
 
-/// Moves `room` into `group`: it plays what the group plays, in sync with its rooms.
-function moveRoom(room, group) {
-  return command("POST", groupPath(`/rooms/${encodeURIComponent(room)}/join`, group));
+/// Moves `room` into group `id`: it plays what the group plays, in sync with its rooms.
+function moveRoom(room, id) {
+  return command("POST", groupPath(`/rooms/${encodeURIComponent(room)}/join`, id));
 }
 
 /// The groups side by side, each with what it plays, its transport, its volume, its rooms (to
@@ -356,8 +380,8 @@ function moveRoom(room, group) {
 /// slider under the user's finger or a drag is not interrupted by the feed.
 function renderGroups() {
   const box = $("groups");
-  const existing = new Map([...box.children].map((card) => [card.dataset.group, card]));
-  const cards = state.groups.map((group) => existing.get(group.name) ?? makeGroupCard(group.name));
+  const existing = new Map([...box.children].map((card) => [Number(card.dataset.groupId), card]));
+  const cards = state.groups.map((group) => existing.get(group.id) ?? makeGroupCard(group.id));
   for (const card of [...box.children]) if (!cards.includes(card)) card.remove();
   cards.forEach((card, index) => {
     if (box.children[index] !== card) box.insertBefore(card, box.children[index] ?? null);
@@ -365,10 +389,11 @@ function renderGroups() {
   });
 }
 
-function makeGroupCard(name) {
+/// A group's card, by id: its name (which a rename changes) is filled in by `fillGroupCard`.
+function makeGroupCard(id) {
   const card = document.createElement("article");
   card.className = "group-card";
-  card.dataset.group = name;
+  card.dataset.groupId = id;
   card.innerHTML = `
     <header><button type="button" class="group-name"></button><span class="subtle group-state"></span></header>
     <div class="group-title"></div>
@@ -379,25 +404,24 @@ function makeGroupCard(name) {
     </div>
     <ul class="group-rooms"></ul>
     <ol class="group-queue"></ol>`;
-  // The name is the user's: text, never markup.
-  const title = card.querySelector(".group-name");
-  title.textContent = name;
-  title.setAttribute("aria-label", `Show ${name}`);
-  title.addEventListener("click", () => selectGroup(name));
-  const playPauseButton = card.querySelector(".group-play-pause");
-  playPauseButton.addEventListener("click", () => playPause(name));
-  const next = card.querySelector(".group-next");
-  next.setAttribute("aria-label", `Next in ${name}`);
-  next.addEventListener("click", () => command("POST", groupPath("/transport/next", name)));
+  card.querySelector(".group-name").addEventListener("click", () => selectGroup(id));
+  card.querySelector(".group-play-pause").addEventListener("click", () => playPause(id));
+  card.querySelector(".group-next").addEventListener("click", () => command("POST", groupPath("/transport/next", id)));
   const slider = card.querySelector(".group-volume-slider");
-  slider.setAttribute("aria-label", `${name} volume`);
-  sendsVolume(slider, card.querySelector("output"), () => command("PUT", groupPath("/volume", name), { percent: Number(slider.value) }));
+  sendsVolume(slider, card.querySelector("output"), () => command("PUT", groupPath("/volume", id), { percent: Number(slider.value) }));
   return card;
 }
 
 function fillGroupCard(card, group) {
   const status = state.statuses.get(group.name);
-  card.classList.toggle("selected", group.name === state.selected);
+  // The name is the user's: text and attributes, never markup.
+  card.dataset.group = group.name;
+  const nameButton = card.querySelector(".group-name");
+  nameButton.textContent = group.name;
+  nameButton.setAttribute("aria-label", `Show ${group.name}`);
+  card.querySelector(".group-next").setAttribute("aria-label", `Next in ${group.name}`);
+  card.querySelector(".group-volume-slider").setAttribute("aria-label", `${group.name} volume`);
+  card.classList.toggle("selected", group.id === state.selectedId);
   card.querySelector(".group-state").textContent = status?.state ?? group.state;
   const title = status?.title && status.artist && status.title.startsWith(status.artist + " – ") ? status.title.slice(status.artist.length + 3) : status?.title;
   card.querySelector(".group-title").textContent = title ? basename(title) : "Nothing playing";
@@ -434,14 +458,18 @@ function fillGroupCard(card, group) {
 /// Moves a room by pointer (mouse, touch or pen alike): a copy of its chip follows the pointer,
 /// the group card under it lights up, and where it is let go the house moves the room there.
 function startRoomDrag(event, chip) {
+  // One finger, or the mouse's main button: not a right click, not a second finger.
+  if (!event.isPrimary || event.button !== 0) return;
   event.preventDefault();
+  const pointer = event.pointerId;
   const room = chip.dataset.room;
-  const from = chip.closest(".group-card")?.dataset.group;
+  const from = chip.closest(".group-card")?.dataset.groupId;
   const ghost = chip.cloneNode(true);
   ghost.classList.add("ghost");
   document.body.append(ghost);
   let over = null;
   const move = (moveEvent) => {
+    if (moveEvent.pointerId !== pointer) return;
     ghost.style.left = `${moveEvent.clientX}px`;
     ghost.style.top = `${moveEvent.clientY}px`;
     const target = document.elementFromPoint(moveEvent.clientX, moveEvent.clientY)?.closest(".group-card") ?? null;
@@ -452,12 +480,13 @@ function startRoomDrag(event, chip) {
     }
   };
   const end = (endEvent) => {
+    if (endEvent.pointerId !== pointer) return;
     window.removeEventListener("pointermove", move);
     window.removeEventListener("pointerup", end);
     window.removeEventListener("pointercancel", end);
     ghost.remove();
     over?.classList.remove("drop-target");
-    if (endEvent.type === "pointerup" && over && over.dataset.group !== from) moveRoom(room, over.dataset.group);
+    if (endEvent.type === "pointerup" && over && over.dataset.groupId !== from) moveRoom(room, Number(over.dataset.groupId));
   };
   move(event);
   window.addEventListener("pointermove", move);
