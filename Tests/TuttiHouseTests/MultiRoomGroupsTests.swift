@@ -187,7 +187,7 @@ extension MultiRoomEndToEndTests {
             }
         }
         skews.sort()
-        let skew = (skews.isEmpty ? .infinity : skews[min(skews.count - 1, Int((0.99 * Double(skews.count)).rounded(.up)) - 1)]) / 1000
+        let skew = nearestRankPercentile(skews, 99) / 1000
         print("partitions: album skew p99 \(skew) µs over \(skews.count) checkpoints with both rooms; b rejoining: \(joining.joined(separator: ", "))")
         #expect(skews.count >= 8 && skew <= 50, "the album's rooms were \(skew) µs apart (p99)")
         #expect(during.allSatisfy { album.series[$0].heard["a"] != nil }, "a missed album checkpoints before the flow's end")
@@ -286,7 +286,7 @@ extension MultiRoomEndToEndTests {
             guard let a = point.heard["a"], let b = point.heard["b"], b > moved + 1e9, b < stopped, a < stopped else { return nil }
             return abs(a - b)
         }.sorted()
-        let skew = (skews.isEmpty ? .infinity : skews[min(skews.count - 1, Int((0.99 * Double(skews.count)).rounded(.up)) - 1)]) / 1000
+        let skew = nearestRankPercentile(skews, 99) / 1000
         print("snapcast move: b heard the album \(joined / 1e6) ms after the move; then p99 \(skew) µs over \(skews.count) checkpoints")
         #expect(joined > 0 && joined < 1e9, "b joined the album \(joined / 1e6) ms after the move")
         #expect(skews.count >= 4 && skew <= 50, "a and b were \(skew) µs apart (p99) after the move")
