@@ -32,9 +32,15 @@ import TuttiTestSupport
         frequencies.min { abs(Double($0) - frequency) < abs(Double($1) - frequency) }!
     }
 
-    /// Runs the loop until the stream has been produced to `frame`.
+    /// Runs the loop until the group's rooms have been sent the stream to `frame`. (Not until it
+    /// was produced there: the producer thread's note that it was hops to the loop, so a test
+    /// that read the rooms' messages then could miss the last chunks.)
     static func produced(_ harness: HouseHarness, to frame: Int64) async throws {
-        try await harness.runLoop(until: "production to frame \(frame)") { $0.defaultGroup.stream.map { $0.producedEnd >= frame } ?? false }
+        try await harness.runLoop(until: "the rooms sent the stream to frame \(frame)") { house in
+            let group = house.defaultGroup
+            guard let stream = group.stream, !group.rooms.isEmpty else { return false }
+            return group.rooms.allSatisfy { $0.sender.streamID == stream.id && $0.sender.sentUntilFrame >= frame }
+        }
     }
 
     /// Repeat turned on before the queue's end is heard continues the stream into the first

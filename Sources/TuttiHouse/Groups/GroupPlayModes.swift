@@ -142,8 +142,8 @@ extension GroupSession {
         guard playModes.consume else { return }
         let group = LoopBoundWeak(self, loop: loop)
         consumeWatch = loop.scheduleRepeatedTask(initialDelay: .milliseconds(200), delay: .milliseconds(200)) { _ in
-            guard let group = group.object, group.isAttached else { return }
-            group.consumeHeard()
+            guard let group = group.object else { return }
+            group.whileAttached { group.consumeHeard() }
         }
     }
 

@@ -115,9 +115,11 @@ extension GroupSession {
             apply(TimelineAnchor(timelineFrame: stream.schedule.position(atServer: time)?.frame ?? playhead(), serverTime: time, isPlaying: false))
             let streamID = stream.id
             loop.assumeIsolated().scheduleTask(in: .nanoseconds(time - now + 100_000_000)) { [weak self] in
-                guard let self, self.isAttached, self.stream?.id == streamID else { return }
-                self.stopStream()
-                self.core.noteChange()
+                self?.whileAttached {
+                    guard let self, self.stream?.id == streamID else { return }
+                    self.stopStream()
+                    self.core.noteChange()
+                }
             }
             return .edited(EditReport(stopped: true, queueLength: queue.count))
         case .groupVolume(let percent):
@@ -231,20 +233,20 @@ extension GroupSession {
             loop.execute {
                 let (respond, answer) = finish.value
                 // The answer holds the group: the house may have gone while the engine worked.
-                guard let self = group.object, self.isAttached else {
-                    return respond(.failure(ControlRefusal("the house stopped before this command took effect", kind: .conflict)))
+                let done: Void? = group.object?.whileAttached {
+                    guard group.object?.stream?.id == streamID else {
+                        // A newer command replaced the stream before this edit reached it.
+                        return respond(.failure(ControlRefusal("superseded: another command replaced the stream before this one took effect", kind: .conflict)))
+                    }
+                    do {
+                        respond(.success(.edited(try answer(action))))
+                    } catch let refusal as ControlRefusal {
+                        respond(.failure(refusal))
+                    } catch {
+                        respond(.failure(ControlRefusal("\(error)")))
+                    }
                 }
-                guard self.stream?.id == streamID else {
-                    // A newer command replaced the stream before this edit reached it.
-                    return respond(.failure(ControlRefusal("superseded: another command replaced the stream before this one took effect", kind: .conflict)))
-                }
-                do {
-                    respond(.success(.edited(try answer(action))))
-                } catch let refusal as ControlRefusal {
-                    respond(.failure(refusal))
-                } catch {
-                    respond(.failure(ControlRefusal("\(error)")))
-                }
+                if done == nil { respond(.failure(ControlRefusal("the house stopped before this command took effect", kind: .conflict))) }
             }
         }
         guard let engine = stream?.engine else { return completion(nil) }

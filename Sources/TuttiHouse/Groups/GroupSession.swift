@@ -25,17 +25,25 @@ typealias GroupID = UInt32
 final class GroupSession {
     /// The house this group is part of; weak, as the house owns its groups. A closure already
     /// on its way when the house went (an engine's answer to an edit, which holds the group; a
-    /// scheduled step) finds `isAttached` false and does nothing: a CI run crashed reading an
-    /// `unowned` house there.
+    /// scheduled step) runs its body through `whileAttached`, which does nothing then: a CI run
+    /// crashed reading an `unowned` house there.
     private weak var house: HouseCore?
 
     var core: HouseCore {
-        guard let house else { preconditionFailure("\(name) used after its house was gone: an entry point lacks an isAttached check") }
+        guard let house else { preconditionFailure("\(name) used after its house was gone: an entry point is not wrapped in whileAttached") }
         return house
     }
 
-    /// Whether the house is still there. Every entry point that a closure reaches later checks it.
-    var isAttached: Bool { house != nil }
+    /// Runs `body` if the house is still there, holding it until `body` returns; returns nil,
+    /// running nothing, if it is gone. A check alone is not enough: the last reference to a
+    /// house may be dropped on another thread (a test's, or an owner's deinit) while the entry
+    /// point runs on the loop, and a later read of `core` would then find it gone (CI crashed
+    /// so, between `produced`'s check and its `checkPendingStart`).
+    @discardableResult
+    func whileAttached<T>(_ body: () throws -> T) rethrows -> T? {
+        guard let house else { return nil }
+        return try withExtendedLifetime(house) { try body() }
+    }
     let id: GroupID
     var name: String
     /// The queue: paths, and the tags that name its entries for the engine (parallel: an edit
@@ -236,13 +244,15 @@ final class GroupSession {
     /// One step of stepped production (`Configuration.stepsProductionOnLoop`): produces what the
     /// buffer depth allows and sends it, then steps again later while production goes on.
     private func produceStep(streamID: UInt32) {
-        guard isAttached, let stream, stream.id == streamID, let engine = stream.engine else { return }
-        let going = engine.produceAvailable()
-        pumpAll()
-        checkPendingStart()
-        if going {
-            loop.assumeIsolated().scheduleTask(in: .nanoseconds(configuration.productionStepNanoseconds)) { [weak self] in
-                self?.produceStep(streamID: streamID)
+        whileAttached {
+            guard let stream, stream.id == streamID, let engine = stream.engine else { return }
+            let going = engine.produceAvailable()
+            pumpAll()
+            checkPendingStart()
+            if going {
+                loop.assumeIsolated().scheduleTask(in: .nanoseconds(configuration.productionStepNanoseconds)) { [weak self] in
+                    self?.produceStep(streamID: streamID)
+                }
             }
         }
     }
@@ -254,10 +264,12 @@ final class GroupSession {
         if configuration.stepsProductionOnLoop {
             let streamID = stream.id
             loop.assumeIsolated().execute { [weak self] in
-                guard let self, self.isAttached, self.stream?.id == streamID, let engine = self.stream?.engine else { return }
-                _ = engine.produceAvailable()
-                self.pumpAll()
-                self.checkPendingStart()
+                self?.whileAttached {
+                    guard let self, self.stream?.id == streamID, let engine = self.stream?.engine else { return }
+                    _ = engine.produceAvailable()
+                    self.pumpAll()
+                    self.checkPendingStart()
+                }
             }
         } else {
             engine.output.wake()
@@ -290,9 +302,11 @@ final class GroupSession {
     }
 
     private func produced(streamID: UInt32) {
-        guard isAttached, let stream, stream.id == streamID else { return }
-        pumpAll()
-        checkPendingStart()
+        whileAttached {
+            guard let stream, stream.id == streamID else { return }
+            pumpAll()
+            checkPendingStart()
+        }
     }
 
     func pumpAll() {

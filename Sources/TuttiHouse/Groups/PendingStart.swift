@@ -32,8 +32,10 @@ extension GroupSession {
                                     requested: requested, deadline: requested + configuration.startWaitNanoseconds, respond: respond)
         let streamID = stream.id
         loop.assumeIsolated().scheduleTask(in: .nanoseconds(configuration.startWaitNanoseconds)) { [weak self] in
-            guard let self, self.isAttached, self.pendingStart?.streamID == streamID else { return }
-            self.resolvePendingStart()
+            self?.whileAttached {
+                guard let self, self.pendingStart?.streamID == streamID else { return }
+                self.resolvePendingStart()
+            }
         }
         checkPendingStart()
     }
