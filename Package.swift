@@ -104,6 +104,7 @@ let package = Package(
         .target(name: "TuttiSpeaker", dependencies: [
             "TuttiCore", "TuttiStreamAudio", "TuttiProtocol", "TuttiDevices",
             .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "Atomics", package: "swift-atomics"),
         ], swiftSettings: optimizedEvenInDebug),

@@ -13,7 +13,10 @@ import TuttiProtocol
 /// on it: the way back would never show its true floor, a fixed asymmetry of up to a tick that
 /// no estimator can see, and that differs from room to room. Dithered, the replies sample the
 /// whole grid, and the lower envelope finds the floor. The hold is not in the measurement
-/// (t3 is stamped at the send), only in the round trip.
+/// (t3 is stamped at the send), only in the round trip. It spans 10 ms, the coarsest grid a
+/// kernel's timers run on (100 Hz): a 2 ms hold sampled only half of a 4 ms grid (a 250 Hz
+/// router's), and rooms behind one were up to 0.97 ms off (`tutti-bench sweep --network
+/// coarse-timers-4ms`).
 public final class ClockSyncResponder: ChannelInboundHandler, Sendable {
     public typealias InboundIn = StampedDatagram
     public typealias OutboundOut = AddressedEnvelope<ByteBuffer>
@@ -22,7 +25,7 @@ public final class ClockSyncResponder: ChannelInboundHandler, Sendable {
     private let random: Mutex<SplitMix64>
 
     /// - Parameter seed: draws the dither (a simulated house passes its own, to replay).
-    public init(clock: any HostClock, replyDitherNanoseconds: Int64 = 2_000_000, seed: UInt64? = nil) {
+    public init(clock: any HostClock, replyDitherNanoseconds: Int64 = 10_000_000, seed: UInt64? = nil) {
         self.clock = clock
         self.replyDitherNanoseconds = replyDitherNanoseconds
         random = Mutex(SplitMix64(seed: seed ?? UInt64(bitPattern: clock.now()) | 1))

@@ -19,6 +19,10 @@ final class ImpairmentLink: Sendable {
         var impairment: ImpairmentProxy.Impairment
         /// Half-open windows [start, end) on the `NIODeadline` (monotonic) clock.
         var outages: [(start: NIODeadline, end: NIODeadline)] = []
+        /// When each direction's shared queue (`NetworkModel.sharedQueueBytes`) will have sent
+        /// the stream bytes put in it so far: to the upstream, and to the clients.
+        var queueToUpstreamBusyUntil = NIODeadline.uptimeNanoseconds(0)
+        var queueToClientBusyUntil = NIODeadline.uptimeNanoseconds(0)
     }
 
     private let settings: Mutex<Settings>
@@ -48,8 +52,46 @@ final class ImpairmentLink: Sendable {
         return withBase.delay(elapsed: (now - origin).nanoseconds, phase: 0, random: &random)
     }
 
+    /// When a TCP chunk of `bytes` read at `now`, due at `due` by its path's delay, arrives:
+    /// with a shared queue, not before the queue has sent it behind the bytes ahead of it
+    /// (TCP relays of one proxy share it, a client's and the upstream's alike).
+    func streamArrival(_ direction: ImpairmentDirection, bytes: Int, at now: NIODeadline, due: NIODeadline) -> NIODeadline {
+        settings.withLock { s in
+            guard let network = s.impairment.network, network.sharedQueueBytes > 0 else { return due }
+            let serialization = TimeAmount.nanoseconds(Int64(Double(bytes) / network.queueBytesPerSecond * 1e9))
+            switch direction {
+            case .toUpstream:
+                s.queueToUpstreamBusyUntil = max(s.queueToUpstreamBusyUntil, now) + serialization
+                return max(due, s.queueToUpstreamBusyUntil)
+            case .toClient:
+                s.queueToClientBusyUntil = max(s.queueToClientBusyUntil, now) + serialization
+                return max(due, s.queueToClientBusyUntil)
+            }
+        }
+    }
+
+    /// How long a datagram arriving at `now` waits in the shared queue behind the stream's
+    /// bytes: until they are sent, at most the queue's size at its rate (a full queue drops
+    /// what comes on, and TCP backs off).
+    func datagramQueueWait(_ direction: ImpairmentDirection, at now: NIODeadline) -> Int64 {
+        settings.withLock { s in
+            guard let network = s.impairment.network, network.sharedQueueBytes > 0 else { return 0 }
+            let busy = direction == .toUpstream ? s.queueToUpstreamBusyUntil : s.queueToClientBusyUntil
+            guard busy > now else { return 0 }
+            return min((busy - now).nanoseconds, Int64(Double(network.sharedQueueBytes) / network.queueBytesPerSecond * 1e9))
+        }
+    }
+
     var impairment: ImpairmentProxy.Impairment {
-        get { settings.withLock { $0.impairment } }
+        get {
+            // Copied out through a variable, not returned from the closure: returned, the last
+            // bytes of the impairment (224 of them, its network model's last field) came out as
+            // garbage in debug builds of Swift 6.3 (a queue rate of 1e6 read as -2e77 right after
+            // it was stored; read inside the lock, it was right).
+            var copy = ImpairmentProxy.Impairment.none
+            settings.withLock { copy = $0.impairment }
+            return copy
+        }
         set { settings.withLock { $0.impairment = newValue } }
     }
 
@@ -113,7 +155,7 @@ final class ImpairmentLink: Sendable {
             counters.udpLost.add(1, ordering: .relaxed)
             return nil
         }
-        return sampleDelay(direction, at: now, random: &random)
+        return sampleDelay(direction, at: now, random: &random) + datagramQueueWait(direction, at: now)
     }
 
     func statistics() -> ImpairmentProxy.Statistics {

@@ -35,9 +35,10 @@ public final class ImpairmentProxy: Sendable {
         /// Seeds jitter and loss. A change applies to connections and sessions opened afterwards.
         public var seed: UInt64
         /// A named model of a home network (`NetworkModel`); when set, delays come from it, on a
-        /// floor of `delayNanoseconds` if that is set (`jitterNanoseconds` is then unused). Its
-        /// shared queue acts in the simulated house only: through the proxy, the sockets' own
-        /// queues do.
+        /// floor of `delayNanoseconds` if that is set (`jitterNanoseconds` is then unused). With
+        /// a shared queue (`NetworkModel.sharedQueueBytes`), the proxy's TCP bytes drain through
+        /// it at the model's rate and datagrams wait behind them: a relay whose one queue
+        /// carries the stream and the clock exchanges alike.
         public var network: NetworkModel?
 
         public init(delayNanoseconds: Int64 = 0, jitterNanoseconds: Int64 = 0, udpLossProbability: Double = 0, seed: UInt64 = 1) {

@@ -71,6 +71,9 @@ public struct NetworkModel: Sendable, Equatable {
     /// Datagrams wait behind the stream's bytes in a network queue of at most this many bytes
     /// (a Wi-Fi access point's), draining at the link's rate; 0 for separate queues.
     public var sharedQueueBytes = 0
+    /// The rate that shared queue drains at, through `ImpairmentProxy` (the simulated house
+    /// takes its link's, `LinkModel.bytesPerSecond`): 50 Mbit/s, a good Wi-Fi link.
+    public var queueBytesPerSecond: Double = 6_250_000
 
     public init(name: String) { self.name = name }
 
@@ -83,7 +86,7 @@ public struct NetworkModel: Sendable, Equatable {
     }
 
     /// The named models, in sweep order.
-    public static let all: [NetworkModel] = [uniform, pareto, coarseTimers, powerSave, floorStep, asymmetric, burstQueueing]
+    public static let all: [NetworkModel] = [uniform, pareto, coarseTimers, coarseTimers4ms, powerSave, floorStep, oneWayStep, asymmetric, burstQueueing]
     public static var names: [String] { all.map(\.name) }
     public static func named(_ name: String) -> NetworkModel? { all.first { $0.name == name } }
 
@@ -115,6 +118,16 @@ public struct NetworkModel: Sendable, Equatable {
         return model
     }
 
+    /// A relay whose timers fire on a 4 ms grid (a busy router's, or a kernel at 250 Hz), with
+    /// 0.2 ms of jitter.
+    public static var coarseTimers4ms: NetworkModel {
+        var model = coarseTimers
+        model.name = "coarse-timers-4ms"
+        model.toRoom.timerTickNanoseconds = 4_000_000
+        model.toHouse.timerTickNanoseconds = 4_000_000
+        return model
+    }
+
     /// Wi-Fi power save: a third of the packets to the room wait for the next beacon (tens of
     /// ms); 0.5 ms of jitter each way otherwise.
     public static var powerSave: NetworkModel {
@@ -126,14 +139,25 @@ public struct NetworkModel: Sendable, Equatable {
     }
 
     /// A route change 20 s in: the floor rises 2 ms each way (an estimate anchored to the old,
-    /// lower points must not tilt). A step on one way only is not in the sweep: no two-way
-    /// method can tell it from an offset, and it moves every estimate by half the step.
+    /// lower points must not tilt).
     public static var floorStep: NetworkModel {
         var model = NetworkModel(name: "floor-step")
         model.toRoom.jitter = .uniform(maxNanoseconds: 500_000)
         model.toHouse.jitter = .uniform(maxNanoseconds: 500_000)
         model.toRoom.floorStep = FloorStep(atNanoseconds: 20_000_000_000, byNanoseconds: 2_000_000)
         model.toHouse.floorStep = FloorStep(atNanoseconds: 20_000_000_000, byNanoseconds: 2_000_000)
+        return model
+    }
+
+    /// A route change on one way only, 20 s in: the way to the room gets 4 ms longer. No two-way
+    /// measurement can tell that from the clocks moving 2 ms apart, but monotonic clocks do not
+    /// step: the estimator takes a step of the round-trip floor for asymmetry and carries the
+    /// offset on (`ClockEstimator.asymmetryNanoseconds`).
+    public static var oneWayStep: NetworkModel {
+        var model = NetworkModel(name: "one-way-step")
+        model.toRoom.jitter = .uniform(maxNanoseconds: 500_000)
+        model.toHouse.jitter = .uniform(maxNanoseconds: 500_000)
+        model.toRoom.floorStep = FloorStep(atNanoseconds: 20_000_000_000, byNanoseconds: 4_000_000)
         return model
     }
 

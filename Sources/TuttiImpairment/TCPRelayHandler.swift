@@ -129,6 +129,7 @@ final class TCPRelayHandler: ChannelDuplexHandler {
         if case .data(let buffer) = item { queuedBytes += buffer.readableBytes }
         let now = NIODeadline.now()
         var at = now + .nanoseconds(link.sampleDelay(direction, at: now, random: &random))
+        if case .data(let buffer) = item { at = link.streamArrival(direction, bytes: buffer.readableBytes, at: now, due: at) }
         if at < lastDelivery { at = lastDelivery }
         lastDelivery = at
         queue.append((at, item))

@@ -44,6 +44,11 @@ public struct ClockMapping: Sendable, Equatable {
     /// Local time the estimate's history spans, from its first exchange (a window restarted
     /// at a floor step keeps the rate fitted before it, and this).
     public var spanNanoseconds: Int64 = 0
+    /// Route changes seen so far (steps of the round-trip floor), and how much of the two
+    /// ways' lines' offset is taken since the last one as their asymmetry
+    /// (`ClockEstimator.asymmetryNanoseconds`).
+    public var pathChanges = 0
+    public var asymmetryNanoseconds: Double = 0
 
     public init(reference: Int64, offset: Double, skew: Double, errorNanoseconds: Double, sampleCount: Int, spanNanoseconds: Int64 = 0) {
         self.reference = reference
@@ -209,11 +214,43 @@ public final class ClockEstimator {
         guard olderFloor != .max, recentFloor != .max, highestSpanFloor != .min, firstRecent < samples.count,
               samples[firstRecent].clientSend - recentStart < span / 5 else { return }
         let step = configuration.floorStepNanoseconds
-        guard recentFloor > highestSpanFloor + step || recentFloor < olderFloor - step else { return }
-        head = firstRecent
+        let rose = recentFloor > highestSpanFloor + step
+        guard rose || recentFloor < olderFloor - step else { return }
+        // Where the new floor starts. A floor that rose shows only once a whole span lies above
+        // the old one (jitter lifts a short span's floor too), so that span is on the new floor.
+        // One that fell shows at its first exchange below the old one, and a window from there
+        // starts on it; the estimates before it rest on the old floor alone.
+        var firstNew = firstRecent
+        if !rose {
+            while firstNew < samples.count - 1 && samples[firstNew].delay >= olderFloor - step { firstNew += 1 }
+        }
+        // The clocks as known before the new floor's first exchange: the offset carries on
+        // from there (see `asymmetryNanoseconds`). A floor that rose has a span of exchanges on
+        // it already, and the asymmetry is measured once; one that fell has one exchange, and
+        // the asymmetry is measured again until a span of them is in.
+        estimateBeforeStep = recentEstimates.last { $0.reference < samples[firstNew].clientSend } ?? mapping
+        carriesBeforeStepUntil = rose ? last.clientSend : samples[firstNew].clientSend + span
+        head = firstNew
         floorSteps += 1
         keepsRateAfterStep = true
     }
+
+    /// Set by a floor step: the estimate the clocks carry on from, until `carriesBeforeStepUntil`.
+    /// Until then every refit measures the asymmetry afresh against it, and after it the last
+    /// measure stays: a floor that fell is seen at its first exchange, and one exchange's height
+    /// above the new floor (up to the jitter) would have been taken for asymmetry for good.
+    private var estimateBeforeStep: ClockMapping?
+    private var carriesBeforeStepUntil: Int64 = .min
+
+    /// How much of the two lines' offset is the paths' asymmetry, in nanoseconds: taken out of
+    /// every estimate. A monotonic clock never steps, so when the round-trip floor steps (a
+    /// route change) and the lines' offset steps with it, the step is in the paths, not the
+    /// clocks: one way got longer than the other. The offset carries on from the estimate
+    /// before the step at the rate known then, and what the new lines say beyond that is kept
+    /// here. (Taken as an offset, a 4 ms step on one way moved every estimate by 2 ms, and
+    /// rooms behind different routes apart by as much.) A step on both ways alike leaves this
+    /// near 0.
+    public private(set) var asymmetryNanoseconds: Double = 0
 
     /// Whether the window starts at a floor step and is still too short to fit a rate.
     private var keepsRateAfterStep = false
@@ -265,9 +302,15 @@ public final class ClockEstimator {
             implausibleFits += 1
         }
         // out = θ + base, back = base − θ  ⇒  θ = (out − back) / 2, at the reference (time 0).
-        let offset = (lineOut.intercept - lineBack.intercept) / 2
+        let linesOffset = (lineOut.intercept - lineBack.intercept) / 2
         var skew = (lineOut.slope - lineBack.slope) / 2
         skew = max(-0.001, min(0.001, skew))
+        if let before = estimateBeforeStep {
+            // On a new floor: the clocks went on as they were.
+            asymmetryNanoseconds = linesOffset - Double(before.serverTime(atLocal: reference) - reference)
+            if reference >= carriesBeforeStepUntil { estimateBeforeStep = nil }
+        }
+        var offset = linesOffset - asymmetryNanoseconds
         // The history the estimate rests on: a window restarted at a floor step keeps the rate
         // fitted before it, so a room that plays by the clock goes on playing.
         historyStart = min(historyStart ?? first.clientSend, first.clientSend)
@@ -282,6 +325,8 @@ public final class ClockEstimator {
             rateWander = max(rateWander, abs(earlier.skew - skew))
         }
         estimate.spreadNanoseconds = (lineOut.slack + lineBack.slack) / 2 + wander
+        estimate.pathChanges = floorSteps
+        estimate.asymmetryNanoseconds = asymmetryNanoseconds
         // The rate's uncertainty: until a rate is fitted, anything the clamp allows. A fitted
         // rate rests on two chords, each end of which may sit as high above the true floor as
         // the points nearest the line reach (the slack): each slope may be off by twice its
@@ -301,8 +346,16 @@ public final class ClockEstimator {
         } else {
             estimate.rateUncertainty = 1e-3
         }
-        estimate.errorNanoseconds = feasibleBound(window: window, reference: reference, offset: offset, skew: skew,
-                                                  rateUncertainty: estimate.rateUncertainty)
+        let feasible = feasibleInterval(window: window, reference: reference, skew: skew, rateUncertainty: estimate.rateUncertainty)
+        // The truth lies in the feasible interval: an estimate outside it (an asymmetry carried
+        // over a route that has changed since) is brought to its nearest end. Ends that cross
+        // (lower above upper) mean an assumption failed: the rate is further off than its
+        // uncertainty says, or a clock stepped; the bound then grows by the overlap.
+        if feasible.lower <= feasible.upper {
+            offset = min(max(offset, feasible.lower), feasible.upper)
+            estimate.offset = offset
+        }
+        estimate.errorNanoseconds = max(abs(feasible.upper - offset), abs(offset - feasible.lower)) + max(0, feasible.lower - feasible.upper)
         if recentEstimates.count == Self.recentEstimateCount { recentEstimates.removeFirst() }
         // Before its rate is fitted an estimate is known to drift; it is no yardstick.
         if fitSlope || keepsRateAfterStep { recentEstimates.append(estimate) }
@@ -312,8 +365,8 @@ public final class ClockEstimator {
     /// Whether a rate has ever been fitted (a window restarted at a floor step keeps it).
     private var hasFittedRate = false
 
-    /// The bound on the offset at `reference`, whatever the paths' asymmetry: how far `offset`
-    /// is from either end of the interval the exchanges confine the true offset to.
+    /// The interval the exchanges confine the true offset at `reference` to, whatever the paths'
+    /// asymmetry; the bound is how far the estimate is from its farther end.
     ///
     /// Each exchange's way out took no less than nothing, so the true offset when it left was at
     /// most `t2 − t1`; its way back likewise, so the offset when it came back was at least
@@ -326,7 +379,7 @@ public final class ClockEstimator {
     /// scatter covered the truth 64 % of the time in a room behind a busy relay). It is as
     /// tight as the path's round-trip floor allows: kernel receive stamps (`DatagramArrivalStamper`)
     /// keep the hosts' wake-ups out of it.
-    private func feasibleBound(window: ArraySlice<ClockSample>, reference: Int64, offset: Double, skew: Double, rateUncertainty: Double) -> Double {
+    private func feasibleInterval(window: ArraySlice<ClockSample>, reference: Int64, skew: Double, rateUncertainty: Double) -> (lower: Double, upper: Double) {
         var upper = Double.infinity, lower = -Double.infinity
         let horizon = reference - configuration.boundHorizonNanoseconds
         for sample in window.reversed() {
@@ -339,9 +392,7 @@ public final class ClockEstimator {
         }
         // The window always holds the exchange at the reference: both ends are set.
         precondition(upper.isFinite && lower.isFinite, "ClockEstimator: a refit's window holds no exchange within the bound's horizon")
-        // Ends that cross (lower above upper) mean an assumption failed: the rate is further off
-        // than its uncertainty says, or a clock stepped. The bound then grows by the overlap.
-        return max(abs(upper - offset), abs(offset - lower)) + max(0, lower - upper)
+        return (lower, upper)
     }
 
     /// The first exchange the estimate rests on (the window may have started again since).

@@ -1,3 +1,4 @@
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import Synchronization
@@ -58,7 +59,14 @@ public final class SpeakerClient: Sendable {
         self.report = report
         self.clock = clock
         self.log = log
-        clockSync = ClockSyncClient(server: serverAddress, clock: clock, configuration: configuration.clockSync) { inputs.setClock($0) }
+        let pathChangesLogged = NIOLockedValueBox(0)
+        clockSync = ClockSyncClient(server: serverAddress, clock: clock, configuration: configuration.clockSync) { mapping in
+            inputs.setClock(mapping)
+            // A route change is worth a line: the round trip moved, and what the estimate made of it.
+            if pathChangesLogged.withLockedValue({ logged in defer { logged = mapping.pathChanges }; return mapping.pathChanges > logged }) {
+                log("the path to the house changed (its round-trip floor stepped): the clock carries on, taking \((mapping.asymmetryNanoseconds / 1e4).rounded() / 100) ms of the lines' offset as the two ways' asymmetry")
+            }
+        }
     }
 
     /// A room's connection for a real room's playout engine.

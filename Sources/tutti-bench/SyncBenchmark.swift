@@ -42,6 +42,9 @@ struct SyncBenchmark: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Seconds the rooms are connected before play (rooms are normally up long before).",
                                discussion: "Counted once every room has connected: the clock history before play, as in `tutti-bench sweep`. Whether the rooms are ready to start together then is the house's call: `play` waits for them, and the run names any room it did not wait for."))
     var warmup = 5.0
+    @Flag(help: ArgumentHelp("Play the moment every room is listed, with no clock history (--warmup is then unused).",
+                             discussion: "Reports the skew over the whole track and, apart, after 10 s of clock history (targets: 100 µs and 50 µs at p99)."))
+    var cold = false
     @Option(name: .customLong("work-dir"), help: "Where captures and logs go (default: a new temporary directory).") var workDirectory: String?
     @Option(help: "The tutti executable (default: next to tutti-bench).") var tutti: String?
     @Flag(help: "Print the results as JSON.") var json = false
@@ -153,6 +156,8 @@ struct SyncBenchmark: AsyncParsableCommand {
             }
             try await Task.sleep(nanoseconds: 100_000_000)
         }
+        let connectedTime = MonotonicClock().now()
+        let warmup = cold ? 0 : self.warmup
         if warmup > 0 { Console.progress("rooms connected; \(format1(warmup)) s of clock history before play…") }
         try await Task.sleep(nanoseconds: UInt64(warmup * 1e9))
         let cpuAtStart = ([server] + speakerProcesses).map { $0.cpuSeconds() }
@@ -209,7 +214,22 @@ struct SyncBenchmark: AsyncParsableCommand {
         // before play, through it and after.
         try report(rooms: rooms, analysis: analysis, start: start, fillRates: fillRates, cpu: cpu, memory: memory, proxyCPU: proxyCPU,
                    directory: directory, seconds: seconds, truth: truth.summary(over: commandTime...(commandTime + Int64(seconds * 1e9))),
-                   coverage: truth.summary(over: Int64.min...Int64.max).coverage)
+                   coverage: truth.summary(over: Int64.min...Int64.max).coverage,
+                   afterHistory: cold ? Self.skew(analysis, from: Double(connectedTime) + Self.historySeconds * 1e9) : nil)
+    }
+
+    /// The clock history after which a cold start is held to the settled target.
+    static let historySeconds = 10.0
+
+    /// The inter-room skew at the checkpoints every room emitted at or after `time` (monotonic
+    /// nanoseconds), µs; nil if there are none.
+    static func skew(_ analysis: SyncAnalysis.Result, from time: Double) -> SyncReport.Percentiles? {
+        let skews = analysis.series.compactMap { point -> Double? in
+            guard point.heard.count >= 2, let low = point.heard.values.min(), let high = point.heard.values.max(), low >= time else { return nil }
+            return high - low
+        }.sorted()
+        guard !skews.isEmpty else { return nil }
+        return .init(p50: nearestRankPercentile(skews, 50) / 1000, p99: nearestRankPercentile(skews, 99) / 1000, max: skews.last! / 1000)
     }
 
     private func clockTruth(rooms: [RoomSetup], directory: String) throws -> ClockTruth {
@@ -234,13 +254,14 @@ struct SyncBenchmark: AsyncParsableCommand {
     /// a missed target fails the run.
     private func report(rooms: [RoomSetup], analysis: SyncAnalysis.Result, start: SyncReport.Start?, fillRates: [String: Double],
                         cpu: [Double], memory: [Double], proxyCPU: Double, directory: String, seconds: Double,
-                        truth: ClockTruth.Summary?, coverage: [String: Double]) throws {
+                        truth: ClockTruth.Summary?, coverage: [String: Double], afterHistory: SyncReport.Percentiles? = nil) throws {
         let report = SyncReport(
             speakers: speakers, seconds: seconds,
             network: network.map { "model \($0) on a \(delayMilliseconds) ms floor" } ?? "delay \(delayMilliseconds) ms ± \(jitterMilliseconds) ms jitter",
             outage: outageFor > 0 ? "\(Int(outageFor)) s at \(Int(outageAfter)) s" : nil,
             checkpoints: analysis.skews.count,
             skew: .init(p50: analysis.percentile(50) / 1000, p99: analysis.percentile(99) / 1000, max: analysis.maximum / 1000),
+            cold: cold, skewAfterHistory: afterHistory,
             clockSkew: truth.map { .init(p50: $0.percentile(50) / 1000, p99: $0.percentile(99) / 1000, max: ($0.skews.max() ?? .nan) / 1000) },
             start: start,
             rooms: rooms.enumerated().map { i, room in

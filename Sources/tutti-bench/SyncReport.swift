@@ -50,6 +50,10 @@ struct SyncReport: Encodable {
     var checkpoints: Int
     /// Inter-room skew of what the sound cards emitted, µs.
     var skew: Percentiles
+    /// Whether play was pressed the moment the rooms were listed (`--cold`), and then the skew
+    /// from 10 s of clock history on.
+    var cold = false
+    var skewAfterHistory: Percentiles?
     /// The spread of the rooms' clock estimates' true errors, µs: the clocks' share of the skew.
     var clockSkew: Percentiles?
     var start: Start?
@@ -65,6 +69,10 @@ struct SyncReport: Encodable {
         var out = "tutti-bench sync: \(speakers) rooms, \(String(format: "%.1f", seconds)) s of music, \(network)"
         out += outage.map { ", outage \($0)\n" } ?? "\n"
         out += String(format: "inter-room skew (µs, %d checkpoints):  p50 %.1f   p99 %.1f   max %.1f\n", checkpoints, skew.p50, skew.p99, skew.max)
+        if cold {
+            out += skewAfterHistory.map { String(format: "  from 10 s of clock history on:  p50 %.1f   p99 %.1f   max %.1f\n", $0.p50, $0.p99, $0.max) }
+                ?? "  from 10 s of clock history on: nothing was heard\n"
+        }
         if let clockSkew {
             out += String(format: "clock estimates alone (spread of their true errors, µs):  p50 %.1f   p99 %.1f\n", clockSkew.p50, clockSkew.p99)
         }

@@ -389,6 +389,61 @@ import TuttiTestSupport
         try expectWholeTrackInSync(music, rooms: rooms, in: directory, label: "connection reset", skewLimitMicroseconds: 400)
     }
 
+    /// Mid-track, the route to one room changes on one way only (its path to the room gets
+    /// 4 ms longer, through `NetworkModel.oneWayStep`'s relay): the rooms stay together. Two-way
+    /// clock sync cannot tell that from the clocks moving 2 ms apart, and the room's estimate
+    /// used to take it so once it saw the new floor (2 ms off, or a jump); monotonic clocks do
+    /// not step, so the room now takes the step for asymmetry and its clock carries on.
+    @Test(.timeLimit(.minutes(3)))
+    func aOneWayRouteChangeMidTrackMovesNoRoom() async throws {
+        let directory = try TemporaryDirectory("multiroom-route-change")
+        defer { directory.preserveLogs(as: "multiroom-route-change"); directory.remove() }
+        let music = directory.file("music.flac")
+        try TestMedia.ffmpeg(["-f", "lavfi", "-i", "anoisesrc=d=32:c=pink:a=0.3:seed=11", "-af", "pan=stereo|c0=c0|c1=0.8*c0,aresample=48000", music])
+        let rooms = [RoomSpec(name: "a", offset: "-240", drift: "35", device: "-25", latency: "0"),
+                     RoomSpec(name: "b", offset: "610", drift: "-70", device: "55", latency: "0")]
+        let (server, port) = try startServer(in: directory)
+        // 1 ms each way with 0.5 ms of jitter; 20 s after the relay starts, the way to the room
+        // gets 4 ms longer (the way back does not).
+        var impairment = ImpairmentProxy.Impairment(delayNanoseconds: 1_000_000, seed: 12)
+        impairment.network = NetworkModel.oneWayStep
+        let (proxy, proxyPort) = try await startProxy(to: port, impairment: impairment)
+        let proxyStarted = MonotonicClock().now()
+        let speakers = [try startSpeaker(rooms[0], port: port, in: directory), try startSpeaker(rooms[1], port: proxyPort, in: directory)]
+        defer {
+            for speaker in speakers { speaker.interrupt() }
+            server.interrupt()
+        }
+        try await waitForRooms(port) { reports in reports.count == 2 && reports.values.allSatisfy(\.hasSettledClock) }
+        _ = try await send(.play(files: [music]), port: port)
+        try await waitForRooms(port) { $0["a"]?.state == "playing" && $0["b"]?.state == "playing" }
+        try await waitForRooms(port, timeout: 60) { rooms in rooms.values.allSatisfy { ($0.playheadSeconds ?? 0) > 31.95 || $0.state == "idle" } }
+        try await Task.sleep(nanoseconds: 300_000_000)
+        for speaker in speakers { #expect(speaker.interrupt() == 0) }
+        try await proxy.stop()
+
+        let speakerLog = (try? String(contentsOfFile: directory.file("b.log"), encoding: .utf8)) ?? ""
+        let change = speakerLog.split(separator: "\n").first { $0.contains("the path to the house changed") }
+        print("route change: \(change ?? "no path change logged")")
+        #expect(change != nil, "room b did not see the route change: \(speakerLog)")
+        let reference = try TestMedia.decodeWithFFmpeg(music)
+        let captures = try captures(in: directory, rooms: rooms)
+        let analysis = SyncAnalysis.analyse(rooms: captures, reference: reference, interval: 6000)
+        // Where the track was when the step could first be seen (the room sees a new floor after
+        // 5 s of it): from there on, the rooms would have been 2 ms apart.
+        let stepSeen = Double(proxyStarted + 25_000_000_000)
+        // (`series` gives each checkpoint's emission time, on the monotonic clock, in each room.)
+        let afterStep = analysis.series.filter { checkpoint in checkpoint.heard.count == 2 && checkpoint.heard["a"]! > stepSeen }
+        let lateSkews = afterStep.map { checkpoint in abs(checkpoint.heard["a"]! - checkpoint.heard["b"]!) }.sorted()
+        print("route change: skew p50 \(analysis.percentile(50) / 1000) µs, p99 \(analysis.percentile(99) / 1000) µs over \(analysis.skews.count) checkpoints; after the step was seen, max \((lateSkews.last ?? .nan) / 1000) µs over \(lateSkews.count)")
+        #expect(lateSkews.count > 20, "too little of the track was heard after the step")
+        // The proxy's relay runs on this test's threads (see aConnectionResetMidPlayIsSurvivedWithNoGap).
+        #expect((lateSkews.last ?? .infinity) / 1000 < 400)
+        try expectWholeTrackInSync(music, rooms: rooms, in: directory, label: "one-way route change", skewLimitMicroseconds: 400)
+        let truth = try ClockTruth(files: ["b": directory.file("b.truth.jsonl")]).summary(over: proxyStarted...MonotonicClock().now())
+        #expect((truth.coverage["b"] ?? 0) >= 0.99, "b's bound covered its true error in \((truth.coverage["b"] ?? 0) * 100) % of samples")
+    }
+
     /// Every room played the whole of `music`, without an underrun or a jump, in sync.
     func expectWholeTrackInSync(_ music: String, rooms: [RoomSpec], in directory: TemporaryDirectory, label: String,
                                 skewLimitMicroseconds: Double = 250) throws {

@@ -51,11 +51,49 @@ import TuttiSimulation
     /// window's middle half, ten seconds in, was 50.5 µs off and the single edge it replaced under
     /// 40: the chord is 1.5–3.5× closer on real paths, docs/MULTIROOM.md) and its bound covers it
     /// in 99 % of exchanges.
-    @Test(arguments: ["pareto", "power-save", "asymmetric", "floor-step", "burst-queueing"])
+    @Test(arguments: ["pareto", "power-save", "asymmetric", "floor-step", "one-way-step", "burst-queueing"])
     func staysNearTheTruth(model name: String) {
         let (worst, over, trace) = run(NetworkModel.named(name)!)
         print("\(name): worst \(worst / 1000) µs, over bound \(over * 100) %")
         #expect(worst < (name == "asymmetric" ? 55_000 : 40_000), "\(trace.joined(separator: "\n"))")
         #expect(over < 0.01, "\(trace.joined(separator: "\n"))")
+    }
+}
+
+/// A route change on one way only: monotonic clocks do not step, so the offset carries on and
+/// the step is kept as the paths' asymmetry; when the route changes back, the asymmetry goes.
+@Suite struct ClockEstimatorRouteChangeTests {
+    @Test(arguments: [UInt64(1), 2, 3])
+    func aOneWayStepIsAsymmetryNotAClockStep(seed: UInt64) {
+        var model = NetworkModel.oneWayStep.withBaseDelay(50_000)
+        // Out at 20 s, back at 60 s (the model itself steps once).
+        model.toRoom.floorStep = nil
+        var path = ClockEstimatorImpairmentTests.Path(model: model, random: SplitMix64(seed: seed))
+        let estimator = ClockEstimator()
+        var t: Int64 = 1_000_000_000
+        var worst = 0.0, worstTwoWay = 0.0, over = 0, counted = 0
+        var asymmetryDuring = 0.0
+        for index in 0..<(100 * 20) {
+            let stepped = t >= 20_000_000_000 && t < 60_000_000_000
+            path.model.toRoom.baseDelayNanoseconds = stepped ? 4_050_000 : 50_000
+            estimator.add(path.exchange(at: t))
+            t += 50_000_000
+            guard index >= 10 * 20, let mapping = estimator.mapping else { continue }
+            let error = Double(mapping.serverTime(atLocal: path.local(t)) - t)
+            worst = max(worst, abs(error))
+            // What the lines alone (taking every step for an offset) would say.
+            worstTwoWay = max(worstTwoWay, abs(error + estimator.asymmetryNanoseconds))
+            counted += 1
+            if abs(error) > mapping.bound(atLocal: path.local(t)) { over += 1 }
+            if t > 50_000_000_000 && t < 60_000_000_000 { asymmetryDuring = estimator.asymmetryNanoseconds }
+        }
+        print("seed \(seed): worst \(worst / 1000) µs, taking steps for offsets \(worstTwoWay / 1000) µs, asymmetry while stepped \(asymmetryDuring / 1000) µs, after \(estimator.asymmetryNanoseconds / 1000) µs, floor steps \(estimator.floorSteps)")
+        #expect(estimator.floorSteps == 2)
+        // The way to the room 4 ms longer: t4 − t3 reads 4 ms more, the lines' offset 2 ms less.
+        #expect(abs(asymmetryDuring + 2_000_000) < 50_000)
+        #expect(abs(estimator.asymmetryNanoseconds) < 50_000)
+        #expect(worstTwoWay > 1_900_000, "the test's step did not show in the lines")
+        #expect(worst < 40_000)
+        #expect(over == 0, "\(over) of \(counted) estimates outside their bound")
     }
 }

@@ -160,6 +160,49 @@ import TuttiSimulation
         }
     }
 
+    /// A shared queue (`NetworkModel.sharedQueueBytes`): the stream's bytes drain through it at
+    /// the model's rate, and a datagram that arrives while they do waits behind them, up to the
+    /// queue's size at that rate: a relay whose one queue carries the audio and the clock alike.
+    @Test func datagramsWaitBehindTheStreamInASharedQueue() async throws {
+        let ms = Self.millisecond
+        var model = NetworkModel(name: "one queue")
+        model.toRoom.jitter = .uniform(maxNanoseconds: 0)
+        model.toHouse.jitter = .uniform(maxNanoseconds: 0)
+        model.sharedQueueBytes = 64 << 10
+        model.queueBytesPerSecond = 1_000_000
+        var impairment = ImpairmentProxy.Impairment(delayNanoseconds: 1 * ms)
+        impairment.network = model
+        try await withProxy(impairment) { proxy, port, _ in
+                let udp = try await UDPTestClient.make(port: port)
+            var sequence: UInt32 = 0
+            let idle = try await udp.roundTrip(&sequence)
+            #expect(idle >= .milliseconds(2))
+            let tcp = try await TCPTestClient.connect(port: port)
+            let payload = randomBytes(2 << 20, seed: 3)
+            let sent = ContinuousClock.now
+            try await tcp.send(payload)
+            // Once the echo is on its way back, both ways' queues hold the rest of the 2 MiB.
+            #expect(try await waitUntil { tcp.inbox.count > 0 })
+            var behind: [Duration] = []
+            for _ in 0..<3 { behind.append(try await udp.roundTrip(&sequence)) }
+            #expect(try await waitUntil(timeout: .seconds(60)) { tcp.inbox.count >= payload.count })
+            #expect(tcp.inbox.bytes == payload)
+            let transfer = try #require(tcp.inbox.arrival(ofByte: payload.count - 1)) - sent
+            print("shared queue: idle round trip \(idle), behind the stream \(behind), 2 MiB echoed in \(transfer)")
+            // 2 MiB at 1 MB/s: at least 2.1 s, each way (the ways overlap).
+            #expect(transfer >= .milliseconds(2090), "the stream was not held to the queue's rate")
+            // The way to the server waits the queue's 64 KiB at 1 MB/s (65.5 ms) while the stream
+            // fills it. (The echo comes back at the rate the way out delivers it, which the way
+            // back drains as fast: its queue stays short.)
+            #expect(behind.allSatisfy { $0 >= .milliseconds(65) }, "\(behind)")
+            // The model is the proxy's, intact (a copy of it out of the link's lock once lost its
+            // last field: `ImpairmentLink.impairment`).
+            #expect(proxy.impairment.network == model)
+            try await tcp.channel.close()
+            try await udp.channel.close()
+        }
+    }
+
     /// (3) Loss 0.5 each way drops about half each way (binomial bounds, ±6σ), and the same
     /// seed drops the same datagrams.
     @Test func udpLossDropsAboutHalfReproducibly() async throws {
