@@ -6,8 +6,8 @@ import TuttiProtocol
 
 /// Runs the speaker's side of clock sync over UDP, each reply feeding a `ClockEstimator`.
 ///
-/// Exchanges come fast (100 a second) while the estimate is young or its spread is wide, then
-/// slow down (20 a second). An estimate's error falls with the number of exchanges near each
+/// Exchanges come fastest (400 a second) in the clock's first 3 s, fast (100 a second) while
+/// the estimate is young or its spread is wide, then slow down (20 a second). An estimate's error falls with the number of exchanges near each
 /// path's floor, and a soft floor (a relay's timer grid, uniform jitter) needs many: at 20 a
 /// second the first ten seconds gave 200 exchanges and a skew p99 of 60-120 µs on such paths,
 /// at 100 a second 1000 exchanges and half that. Slowing down on a path whose spread (then
@@ -20,6 +20,13 @@ public final class ClockSyncClient: Sendable {
         /// as the estimate's spread (`ClockMapping.spreadNanoseconds`) is over
         /// `settledSpreadNanoseconds`.
         public var fastIntervalNanoseconds: Int64 = 10_000_000
+        /// The interval in a clock's first `startSpanNanoseconds`: four times as fast, so that a
+        /// play pressed when the rooms come up plays on a rate known sooner (a rate fitted over
+        /// a second of jittery exchanges is tens of ppm off, and the offset carried from the
+        /// window's middle to now by as many microseconds). The house holds each reply up to
+        /// 10 ms (`ClockSyncResponder`), so some overtake others and are dropped.
+        public var startIntervalNanoseconds: Int64 = 2_500_000
+        public var startSpanNanoseconds: Int64 = 3_000_000_000
         public var fastSpanNanoseconds: Int64 = 15_000_000_000
         public var settledSpreadNanoseconds: Double = 30_000
         /// The interval once settled.
@@ -92,7 +99,8 @@ public final class ClockSyncClient: Sendable {
     }
 
     private func scheduleNext(on channel: any Channel, sequence: UInt32) {
-        var delay = isSettled ? configuration.intervalNanoseconds : configuration.fastIntervalNanoseconds
+        let starting = (mapping?.spanNanoseconds ?? 0) < configuration.startSpanNanoseconds
+        var delay = starting ? configuration.startIntervalNanoseconds : isSettled ? configuration.intervalNanoseconds : configuration.fastIntervalNanoseconds
         if configuration.ditherNanoseconds > 0 {
             delay += random.withLock { Int64($0.next() % UInt64(configuration.ditherNanoseconds)) }
         }
