@@ -39,6 +39,13 @@ public final class ClockSyncClient: Sendable {
         public var ditherNanoseconds: Int64 = 2_000_000
         /// Draws the dither (a simulated room passes its own, to replay).
         public var seed: UInt64?
+        /// A reply the house held longer than this (its t3 − t2: its dither is at most 10 ms)
+        /// says the house is behind: its clock thread has more requests than it can answer (64
+        /// rooms starting at once on a small machine). The room then exchanges at the settled
+        /// rate for `busyBackoffNanoseconds`, whatever phase it is in: at 400 a second each, 64
+        /// starting rooms held replies for over half a second, and no room's clock settled.
+        public var busyHouseHoldNanoseconds: Int64 = 20_000_000
+        public var busyBackoffNanoseconds: Int64 = 2_000_000_000
         public init() {}
     }
 
@@ -51,6 +58,8 @@ public final class ClockSyncClient: Sendable {
     private let sent = Atomic<Int>(0)
     private let random: Mutex<SplitMix64>
     private let received = Atomic<Int>(0)
+    /// Until when (local clock) the house is taken to be busy.
+    private let houseBusyUntil = Atomic<Int64>(.min)
 
     public init(server: SocketAddress, clock: any HostClock, configuration: Configuration = Configuration(),
                 onUpdate: @escaping @Sendable (ClockMapping) -> Void) {
@@ -101,6 +110,7 @@ public final class ClockSyncClient: Sendable {
     private func scheduleNext(on channel: any Channel, sequence: UInt32) {
         let starting = (mapping?.spanNanoseconds ?? 0) < configuration.startSpanNanoseconds
         var delay = starting ? configuration.startIntervalNanoseconds : isSettled ? configuration.intervalNanoseconds : configuration.fastIntervalNanoseconds
+        if clock.now() < houseBusyUntil.load(ordering: .relaxed) { delay = max(delay, configuration.intervalNanoseconds) }
         if configuration.ditherNanoseconds > 0 {
             delay += random.withLock { Int64($0.next() % UInt64(configuration.ditherNanoseconds)) }
         }
@@ -117,6 +127,9 @@ public final class ClockSyncClient: Sendable {
     fileprivate func receive(_ bytes: ByteBuffer, at arrival: Int64) {
         guard let packet = try? ClockSyncPacket(decoding: bytes.readableBytesView), packet.isReply else { return }
         received.add(1, ordering: .relaxed)
+        if packet.serverSend - packet.serverReceive > configuration.busyHouseHoldNanoseconds {
+            houseBusyUntil.store(arrival + configuration.busyBackoffNanoseconds, ordering: .relaxed)
+        }
         let sample = ClockSample(clientSend: packet.clientSend, serverReceive: packet.serverReceive,
                                  serverSend: packet.serverSend, clientReceive: arrival)
         let mapping = estimator.withLock { e -> ClockMapping? in

@@ -1,0 +1,86 @@
+import NIOCore
+import NIOEmbedded
+import Testing
+import TuttiCore
+import TuttiProtocol
+import TuttiSimulation
+@testable import TuttiSpeaker
+
+/// The speaker's pace of clock-sync requests, on a test loop and clock: 400 a second in its
+/// first seconds, and the settled 20 a second while the house holds replies longer than its
+/// dither (a house behind on its clock thread, which faster requests would only put further
+/// behind).
+@Suite struct ClockSyncClientTests {
+    final class Harness {
+        let loop = EmbeddedEventLoop()
+        let clock = ManualClock(startingAt: 0)
+        let channel: EmbeddedChannel
+        let client: ClockSyncClient
+        let house = try! SocketAddress(ipAddress: "127.0.0.1", port: 9)
+
+        init() throws {
+            channel = EmbeddedChannel(loop: loop)
+            // Active, as a bound datagram socket is (the client sends only on an active channel).
+            try channel.connect(to: house).wait()
+            var configuration = ClockSyncClient.Configuration()
+            configuration.seed = 3
+            client = ClockSyncClient(server: house, clock: clock, configuration: configuration) { _ in }
+            try client.attach(to: channel)
+            loop.run()
+        }
+
+        /// Moves the loop and the clock together by `nanoseconds`, in 100 µs steps.
+        func advance(_ nanoseconds: Int64) {
+            for _ in 0..<(nanoseconds / 100_000) {
+                loop.advanceTime(by: .microseconds(100))
+                clock.advance(by: 100_000)
+            }
+        }
+
+        /// The requests sent so far and not yet read.
+        func requests() throws -> [ClockSyncPacket] {
+            var out: [ClockSyncPacket] = []
+            while let envelope = try channel.readOutbound(as: AddressedEnvelope<ByteBuffer>.self) {
+                out.append(try ClockSyncPacket(decoding: envelope.data.readableBytesView))
+            }
+            return out
+        }
+
+        /// The house's reply to `request`, received now, held `hold` at the house.
+        func reply(to request: ClockSyncPacket, hold: Int64) throws {
+            let now = clock.now()
+            let reply = ClockSyncPacket(isReply: true, sequence: request.sequence, clientSend: request.clientSend,
+                                        serverReceive: now - hold - 100_000, serverSend: now - 100_000)
+            try channel.writeInbound(AddressedEnvelope(remoteAddress: house, data: ByteBuffer(bytes: reply.encoded())))
+        }
+    }
+
+    @Test func startsFastAndBacksOffWhileTheHouseIsBehind() throws {
+        let h = try Harness()
+        let first = try #require(try h.requests().first)
+        try h.reply(to: first, hold: 1_000_000)
+        // In the first seconds: the next request within 2.5–4.5 ms.
+        h.advance(4_600_000)
+        let second = try h.requests()
+        #expect(second.count == 1, "\(second.count) requests in 4.6 ms")
+        // A reply held 30 ms: the house is behind. The request after next waits the settled
+        // interval (50–52 ms); the next was already on its way.
+        try h.reply(to: second[0], hold: 30_000_000)
+        h.advance(4_600_000)
+        let third = try h.requests()
+        #expect(third.count == 1)
+        h.advance(45_000_000)
+        #expect(try h.requests().isEmpty, "a request within 50 ms while the house was behind")
+        h.advance(7_000_000)
+        #expect(try h.requests().count == 1)
+        // Two seconds on, the house answering in time again: fast once more.
+        h.advance(2_000_000_000)
+        _ = try h.requests()
+        h.advance(60_000_000)
+        let again = try h.requests()
+        try h.reply(to: try #require(again.last), hold: 1_000_000)
+        h.advance(60_000_000)
+        let fast = try h.requests()
+        #expect(fast.count >= 10, "\(fast.count) requests in 60 ms once the house kept up")
+    }
+}
