@@ -53,8 +53,8 @@ final class ImpairmentLink: Sendable {
     }
 
     /// When a TCP chunk of `bytes` read at `now`, due at `due` by its path's delay, arrives:
-    /// with a shared queue, not before the queue has sent it behind the bytes ahead of it
-    /// (TCP relays of one proxy share it, a client's and the upstream's alike).
+    /// with a shared queue, it first waits for the bytes ahead of it and its own to be sent,
+    /// then travels the path (as a datagram waits in the queue, then travels).
     func streamArrival(_ direction: ImpairmentDirection, bytes: Int, at now: NIODeadline, due: NIODeadline) -> NIODeadline {
         settings.withLock { s in
             guard let network = s.impairment.network, network.sharedQueueBytes > 0 else { return due }
@@ -62,10 +62,10 @@ final class ImpairmentLink: Sendable {
             switch direction {
             case .toUpstream:
                 s.queueToUpstreamBusyUntil = max(s.queueToUpstreamBusyUntil, now) + serialization
-                return max(due, s.queueToUpstreamBusyUntil)
+                return s.queueToUpstreamBusyUntil + (due - now)
             case .toClient:
                 s.queueToClientBusyUntil = max(s.queueToClientBusyUntil, now) + serialization
-                return max(due, s.queueToClientBusyUntil)
+                return s.queueToClientBusyUntil + (due - now)
             }
         }
     }

@@ -57,6 +57,9 @@ public final class ImpairmentProxy: Sendable {
             if !(0...hour).contains(delayNanoseconds) { return "delay must be between 0 and 1 hour" }
             if !(0...hour).contains(jitterNanoseconds) { return "jitter must be between 0 and 1 hour" }
             if !(udpLossProbability >= 0 && udpLossProbability <= 1) { return "UDP loss probability must be between 0 and 1" }
+            if let network, network.sharedQueueBytes > 0, !(network.queueBytesPerSecond > 0 && network.queueBytesPerSecond.isFinite) {
+                return "the network model's shared queue must drain at a positive rate"
+            }
             return nil
         }
     }

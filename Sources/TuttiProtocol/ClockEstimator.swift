@@ -156,8 +156,9 @@ public final class ClockEstimator {
     @discardableResult
     public func add(_ sample: ClockSample) -> Bool {
         // The server's stamps come off the network: any value a forged reply carries must not
-        // overflow the arithmetic below (146 years either side of zero is any clock's reading).
-        let limit: Int64 = 1 << 62
+        // overflow the arithmetic below (36 years either side of zero is any monotonic clock's
+        // reading; at 2^62 each way, t3 − t2 minus t4 − t1 reached 2^63 and trapped).
+        let limit: Int64 = 1 << 60
         guard (-limit...limit).contains(sample.serverReceive), (-limit...limit).contains(sample.serverSend),
               (-limit...limit).contains(sample.clientSend), (-limit...limit).contains(sample.clientReceive) else { return false }
         guard sample.clientReceive >= sample.clientSend, sample.serverSend >= sample.serverReceive,

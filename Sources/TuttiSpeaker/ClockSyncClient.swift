@@ -6,7 +6,7 @@ import TuttiProtocol
 
 /// Runs the speaker's side of clock sync over UDP, each reply feeding a `ClockEstimator`.
 ///
-/// Exchanges come fastest (400 a second) in the clock's first 3 s, fast (100 a second) while
+/// Exchanges come fastest (about 290 a second) in the first 3 s, fast (100 a second) while
 /// the estimate is young or its spread is wide, then slow down (20 a second). An estimate's error falls with the number of exchanges near each
 /// path's floor, and a soft floor (a relay's timer grid, uniform jitter) needs many: at 20 a
 /// second the first ten seconds gave 200 exchanges and a skew p99 of 60-120 µs on such paths,
@@ -20,7 +20,8 @@ public final class ClockSyncClient: Sendable {
         /// as the estimate's spread (`ClockMapping.spreadNanoseconds`) is over
         /// `settledSpreadNanoseconds`.
         public var fastIntervalNanoseconds: Int64 = 10_000_000
-        /// The interval in a clock's first `startSpanNanoseconds`: four times as fast, so that a
+        /// The interval in clock sync's first `startSpanNanoseconds` (2.5 ms, and the dither:
+        /// about 290 exchanges a second, three times the fast rate), so that a
         /// play pressed when the rooms come up plays on a rate known sooner (a rate fitted over
         /// a second of jittery exchanges is tens of ppm off, and the offset carried from the
         /// window's middle to now by as many microseconds). The house holds each reply up to
@@ -42,7 +43,7 @@ public final class ClockSyncClient: Sendable {
         /// A reply the house held longer than this (its t3 − t2: its dither is at most 10 ms)
         /// says the house is behind: its clock thread has more requests than it can answer (64
         /// rooms starting at once on a small machine). The room then exchanges at the settled
-        /// rate for `busyBackoffNanoseconds`, whatever phase it is in: at 400 a second each, 64
+        /// rate for `busyBackoffNanoseconds`, whatever phase it is in: at about 290 a second each, 64
         /// starting rooms held replies for over half a second, and no room's clock settled.
         public var busyHouseHoldNanoseconds: Int64 = 20_000_000
         public var busyBackoffNanoseconds: Int64 = 2_000_000_000
@@ -60,6 +61,9 @@ public final class ClockSyncClient: Sendable {
     private let received = Atomic<Int>(0)
     /// Until when (local clock) the house is taken to be busy.
     private let houseBusyUntil = Atomic<Int64>(.min)
+    /// When the exchanges began (local clock): the start phase is timed from it, so that a room
+    /// whose replies never come (a house gone, a firewall) does not stay at the start rate.
+    private let startedAt = Atomic<Int64>(.max)
 
     public init(server: SocketAddress, clock: any HostClock, configuration: Configuration = Configuration(),
                 onUpdate: @escaping @Sendable (ClockMapping) -> Void) {
@@ -108,9 +112,11 @@ public final class ClockSyncClient: Sendable {
     }
 
     private func scheduleNext(on channel: any Channel, sequence: UInt32) {
-        let starting = (mapping?.spanNanoseconds ?? 0) < configuration.startSpanNanoseconds
+        let now = clock.now()
+        if startedAt.load(ordering: .relaxed) == .max { startedAt.store(now, ordering: .relaxed) }
+        let starting = now - startedAt.load(ordering: .relaxed) < configuration.startSpanNanoseconds
         var delay = starting ? configuration.startIntervalNanoseconds : isSettled ? configuration.intervalNanoseconds : configuration.fastIntervalNanoseconds
-        if clock.now() < houseBusyUntil.load(ordering: .relaxed) { delay = max(delay, configuration.intervalNanoseconds) }
+        if now < houseBusyUntil.load(ordering: .relaxed) { delay = max(delay, configuration.intervalNanoseconds) }
         if configuration.ditherNanoseconds > 0 {
             delay += random.withLock { Int64($0.next() % UInt64(configuration.ditherNanoseconds)) }
         }
@@ -127,14 +133,17 @@ public final class ClockSyncClient: Sendable {
     fileprivate func receive(_ bytes: ByteBuffer, at arrival: Int64) {
         guard let packet = try? ClockSyncPacket(decoding: bytes.readableBytesView), packet.isReply else { return }
         received.add(1, ordering: .relaxed)
-        if packet.serverSend - packet.serverReceive > configuration.busyHouseHoldNanoseconds {
-            houseBusyUntil.store(arrival + configuration.busyBackoffNanoseconds, ordering: .relaxed)
-        }
         let sample = ClockSample(clientSend: packet.clientSend, serverReceive: packet.serverReceive,
                                  serverSend: packet.serverSend, clientReceive: arrival)
-        let mapping = estimator.withLock { e -> ClockMapping? in
-            e.add(sample)
-            return e.mapping
+        let (accepted, mapping) = estimator.withLock { e -> (Bool, ClockMapping?) in
+            let accepted = e.add(sample)
+            return (accepted, e.mapping)
+        }
+        // Only an exchange the estimator took (its stamps in range and consistent) says how
+        // long the house held it: a forged or garbled reply neither slows the room nor
+        // overflows the subtraction.
+        if accepted && sample.serverSend - sample.serverReceive > configuration.busyHouseHoldNanoseconds {
+            houseBusyUntil.store(arrival + configuration.busyBackoffNanoseconds, ordering: .relaxed)
         }
         if let mapping { onUpdate(mapping) }
     }

