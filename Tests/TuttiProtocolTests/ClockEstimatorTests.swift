@@ -70,6 +70,10 @@ struct SimulatedPath {
         // A forged reply's stamps, whose differences would overflow: refused, not a crash.
         #expect(!estimator.add(ClockSample(clientSend: 0, serverReceive: -1, serverSend: .max, clientReceive: 100)))
         #expect(!estimator.add(ClockSample(clientSend: 10, serverReceive: .min, serverSend: .min + 5, clientReceive: 100)))
+        // At the edges of the accepted range both ways (t3 − t2 and t4 − t1 each 2^61): the
+        // delay is computed without overflow, and is negative.
+        #expect(!estimator.add(ClockSample(clientSend: -(1 << 60), serverReceive: -(1 << 60), serverSend: 1 << 60, clientReceive: (1 << 60) - 1)))
+        #expect(!estimator.add(ClockSample(clientSend: 0, serverReceive: -(1 << 60) - 1, serverSend: 0, clientReceive: 100)))
         #expect(estimator.mapping == nil)
         #expect(estimator.add(ClockSample(clientSend: 0, serverReceive: 1_000_050, serverSend: 1_000_060, clientReceive: 110)))
         #expect(estimator.mapping!.serverTime(atLocal: 55) == 1_000_055)
