@@ -99,6 +99,17 @@ import TuttiTestSupport
         return (proxy, try await proxy.start())
     }
 
+    /// `seconds` of seeded stereo pink noise at 48 kHz in `path`: unique in every window, so
+    /// waveform matching pins each room to a fraction of a sample.
+    func pinkNoise(_ path: String, seconds: Int, seed: Int) throws {
+        try TestMedia.ffmpeg(["-f", "lavfi", "-i", "anoisesrc=d=\(seconds):c=pink:a=0.3:seed=\(seed)", "-af", "pan=stereo|c0=c0|c1=0.8*c0,aresample=48000", path])
+    }
+
+    /// Waits (guarded) until every room has played a track of `seconds` to its end, or is idle.
+    func waitForTheEnd(of seconds: Double, port: Int, timeout: Double = 20) async throws {
+        try await waitForRooms(port, timeout: timeout) { rooms in rooms.values.allSatisfy { ($0.playheadSeconds ?? 0) > seconds - 0.05 || $0.state == "idle" } }
+    }
+
     /// What each room's virtual sound card emitted, for `SyncAnalysis`.
     func captures(in directory: TemporaryDirectory, rooms: [RoomSpec]) throws -> [SyncAnalysis.Room] {
         try rooms.map { room in
@@ -313,7 +324,7 @@ import TuttiTestSupport
         #expect((report.waitedMs ?? 0) > 0 && (report.waitedMs ?? 0) <= 1500, "\(report)")
         #expect(report.startsInMs <= 150, "\(report)")
         try await waitForRooms(port) { rooms in rooms.values.allSatisfy { $0.state == "playing" } }
-        try await waitForRooms(port, timeout: 20) { rooms in rooms.values.allSatisfy { ($0.playheadSeconds ?? 0) > 4.95 || $0.state == "idle" } }
+        try await waitForTheEnd(of: 5, port: port)
         try await Task.sleep(nanoseconds: 300_000_000)
         for speaker in speakers { #expect(speaker.interrupt() == 0) }
 
@@ -358,7 +369,7 @@ import TuttiTestSupport
         let directory = try TemporaryDirectory("multiroom-reset")
         defer { directory.preserveLogs(as: "multiroom-reset"); directory.remove() }
         let music = directory.file("music.flac")
-        try TestMedia.ffmpeg(["-f", "lavfi", "-i", "anoisesrc=d=8:c=pink:a=0.3:seed=5", "-af", "pan=stereo|c0=c0|c1=0.8*c0,aresample=48000", music])
+        try pinkNoise(music, seconds: 8, seed: 5)
         let rooms = [RoomSpec(name: "a", offset: "150", drift: "30", device: "-20", latency: "0"),
                      RoomSpec(name: "b", offset: "-350", drift: "-60", device: "40", latency: "0")]
         let (server, port) = try startServer(in: directory)
@@ -375,7 +386,7 @@ import TuttiTestSupport
         try await Task.sleep(nanoseconds: 2_000_000_000)
         let reset = await proxy.resetConnections()
         #expect(reset >= 2, "reset \(reset) channels")
-        try await waitForRooms(port, timeout: 20) { rooms in rooms.values.allSatisfy { ($0.playheadSeconds ?? 0) > 7.95 || $0.state == "idle" } }
+        try await waitForTheEnd(of: 8, port: port)
         try await Task.sleep(nanoseconds: 300_000_000)
         for speaker in speakers { #expect(speaker.interrupt() == 0) }
         try await proxy.stop()
@@ -400,7 +411,7 @@ import TuttiTestSupport
         let directory = try TemporaryDirectory("multiroom-route-change")
         defer { directory.preserveLogs(as: "multiroom-route-change"); directory.remove() }
         let music = directory.file("music.flac")
-        try TestMedia.ffmpeg(["-f", "lavfi", "-i", "anoisesrc=d=32:c=pink:a=0.3:seed=11", "-af", "pan=stereo|c0=c0|c1=0.8*c0,aresample=48000", music])
+        try pinkNoise(music, seconds: 32, seed: 11)
         let rooms = [RoomSpec(name: "a", offset: "-240", drift: "35", device: "-25", latency: "0"),
                      RoomSpec(name: "b", offset: "610", drift: "-70", device: "55", latency: "0")]
         let (server, port) = try startServer(in: directory)
@@ -418,7 +429,7 @@ import TuttiTestSupport
         try await waitForRooms(port) { reports in reports.count == 2 && reports.values.allSatisfy(\.hasSettledClock) }
         _ = try await send(.play(files: [music]), port: port)
         try await waitForRooms(port) { $0["a"]?.state == "playing" && $0["b"]?.state == "playing" }
-        try await waitForRooms(port, timeout: 60) { rooms in rooms.values.allSatisfy { ($0.playheadSeconds ?? 0) > 31.95 || $0.state == "idle" } }
+        try await waitForTheEnd(of: 32, port: port, timeout: 60)
         try await Task.sleep(nanoseconds: 300_000_000)
         for speaker in speakers { #expect(speaker.interrupt() == 0) }
         try await proxy.stop()
@@ -456,7 +467,7 @@ import TuttiTestSupport
         let directory = try TemporaryDirectory("multiroom-cold-outage")
         defer { directory.preserveLogs(as: "multiroom-cold-outage"); directory.remove() }
         let music = directory.file("music.flac")
-        try TestMedia.ffmpeg(["-f", "lavfi", "-i", "anoisesrc=d=30:c=pink:a=0.3:seed=13", "-af", "pan=stereo|c0=c0|c1=0.8*c0,aresample=48000", music])
+        try pinkNoise(music, seconds: 30, seed: 13)
         let rooms = [RoomSpec(name: "a", offset: "320", drift: "-55", device: "30", latency: "0"),
                      RoomSpec(name: "b", offset: "-710", drift: "83", device: "-60", latency: "0")]
         let (server, port) = try startServer(in: directory)
@@ -475,7 +486,7 @@ import TuttiTestSupport
         print("cold start: waited \(report.waitedMs ?? -1) ms, starts in \(report.startsInMs) ms, not ready \((report.notReady ?? []).map { "\($0.room): \($0.reason)" })")
         #expect(report.rooms == ["a", "b"] && report.notReady == nil, "\(report)")
         proxy.scheduleOutage(after: .seconds(8), duration: .seconds(12))
-        try await waitForRooms(port, timeout: 60) { rooms in rooms.values.allSatisfy { ($0.playheadSeconds ?? 0) > 29.95 || $0.state == "idle" } }
+        try await waitForTheEnd(of: 30, port: port, timeout: 60)
         try await Task.sleep(nanoseconds: 300_000_000)
         for speaker in speakers { #expect(speaker.interrupt() == 0) }
         try await proxy.stop()
@@ -512,7 +523,7 @@ import TuttiTestSupport
         let directory = try TemporaryDirectory("multiroom-speaker-restart")
         defer { directory.preserveLogs(as: "multiroom-speaker-restart"); directory.remove() }
         let music = directory.file("music.flac")
-        try TestMedia.ffmpeg(["-f", "lavfi", "-i", "anoisesrc=d=10:c=pink:a=0.3:seed=7", "-af", "pan=stereo|c0=c0|c1=0.8*c0,aresample=48000", music])
+        try pinkNoise(music, seconds: 10, seed: 7)
         let rooms = [RoomSpec(name: "a", offset: "-180", drift: "25", device: "45", latency: "0"),
                      RoomSpec(name: "b", offset: "380", drift: "-45", device: "-20", latency: "0")]
         // Room b, the one restarted, reaches the house through a home network.
@@ -530,7 +541,7 @@ import TuttiTestSupport
         speakers[1].kill()
         let restartTime = Double(MonotonicClock().now())
         again = try startSpeaker(rooms[1], port: proxy!.port, in: directory, output: "b-again")
-        try await waitForRooms(port, timeout: 20) { rooms in rooms.values.allSatisfy { ($0.playheadSeconds ?? 0) > 9.95 || $0.state == "idle" } }
+        try await waitForTheEnd(of: 10, port: port)
         try await Task.sleep(nanoseconds: 300_000_000)
         #expect(speakers[0].interrupt() == 0)
         #expect(again?.interrupt() == 0)
@@ -578,7 +589,7 @@ import TuttiTestSupport
         let music = directory.file("music.flac")
         // The 1 GiB run (TUTTI_HOSTILE_MIB=1024) floods for about 370 s: the track outlasts it.
         let seconds = ProcessInfo.processInfo.environment["TUTTI_HOSTILE_MIB"] == nil ? 20 : 600
-        try TestMedia.ffmpeg(["-f", "lavfi", "-i", "anoisesrc=d=\(seconds):c=pink:a=0.3:seed=8", "-af", "pan=stereo|c0=c0|c1=0.8*c0,aresample=48000", music])
+        try pinkNoise(music, seconds: seconds, seed: 8)
         let rooms = [RoomSpec(name: "a", offset: "90", drift: "-35", device: "15", latency: "0"),
                      RoomSpec(name: "b", offset: "-260", drift: "55", device: "-40", latency: "0")]
         let (server, port, speakers) = try await startHouse(in: directory, rooms: rooms)
@@ -603,7 +614,7 @@ import TuttiTestSupport
         #expect(outcome.tcpBytesSent >= plan.randomTCPBytes && outcome.udpBytesSent >= plan.randomUDPBytes)
         #expect(status.state == "playing" && status.rooms.count == 2)
         #expect(after.peak - before.current < 128, "the house grew from \(before.current) MiB to a peak of \(after.peak) MiB")
-        try await waitForRooms(port, timeout: Double(seconds) + 10) { rooms in rooms.values.allSatisfy { ($0.playheadSeconds ?? 0) > Double(seconds) - 0.05 || $0.state == "idle" } }
+        try await waitForTheEnd(of: Double(seconds), port: port, timeout: Double(seconds) + 10)
         try await Task.sleep(nanoseconds: 300_000_000)
         for speaker in speakers { #expect(speaker.interrupt() == 0) }
         let log = (try? String(contentsOfFile: directory.file("server.log"), encoding: .utf8)) ?? ""
@@ -622,7 +633,7 @@ import TuttiTestSupport
         let directory = try TemporaryDirectory("multiroom-house-restart")
         defer { directory.preserveLogs(as: "multiroom-house-restart"); directory.remove() }
         let music = directory.file("music.flac")
-        try TestMedia.ffmpeg(["-f", "lavfi", "-i", "anoisesrc=d=10:c=pink:a=0.3:seed=6", "-af", "pan=stereo|c0=c0|c1=0.8*c0,aresample=48000", music])
+        try pinkNoise(music, seconds: 10, seed: 6)
         let rooms = [RoomSpec(name: "a", offset: "250", drift: "40", device: "-25", latency: "0"),
                      RoomSpec(name: "b", offset: "-420", drift: "-50", device: "35", latency: "0")]
         // Room b reaches the house through a home network (the proxy stays up while the house
@@ -652,7 +663,7 @@ import TuttiTestSupport
             #expect(abs(playhead - (after.positionSeconds ?? -1)) < 0.3, "\(room.name) plays \(playhead) s, the house says \(String(describing: after.positionSeconds)) s")
             #expect(abs((after.itemPositionSeconds ?? -1) - (after.positionSeconds ?? -2)) < 1e-6)
         }
-        try await waitForRooms(port, timeout: 20) { rooms in rooms.values.allSatisfy { ($0.playheadSeconds ?? 0) > 9.95 || $0.state == "idle" } }
+        try await waitForTheEnd(of: 10, port: port)
         try await Task.sleep(nanoseconds: 300_000_000)
         for speaker in speakers { #expect(speaker.interrupt() == 0) }
         try await proxy?.proxy.stop()
