@@ -112,8 +112,8 @@ public final class ClockEstimator {
         public var refitIntervalNanoseconds: Int64 = 250_000_000
         /// A route change moves the paths' floors: when no exchange of the last
         /// `floorStepSpanNanoseconds` came within `floorStepNanoseconds` of the round-trip
-        /// floor before them (or they all fell that far below it), the fit starts again from
-        /// them. Lines through points on both floors would tilt.
+        /// floor before them (or one of them fell that far below it), the fit starts again from
+        /// them (from the first that fell). Lines through points on both floors would tilt.
         public var floorStepNanoseconds: Int64 = 500_000
         public var floorStepSpanNanoseconds: Int64 = 5_000_000_000
         /// After a floor step the rate is kept (a route change does not change the clocks)
