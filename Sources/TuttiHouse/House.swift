@@ -47,6 +47,13 @@ public final class House: Sendable {
         /// A room is ready to start once it has been sent this much of the stream (and its clock
         /// is settled).
         public var readyAudioNanoseconds: Int64 = 250_000_000
+        /// How long opening the store waits for another process's SQLite lock before the house
+        /// runs without a store (and leaves the file alone).
+        public var storeBusyTimeoutSeconds: Double = 5
+        /// A ready room whose clock bound is within this plays a start in sync from its first
+        /// sample; over it, it starts at once and slews into sync (`RoomStart`). Issue 33's
+        /// target over a whole track from a cold start.
+        public var startBoundTargetNanoseconds: Int64 = 100_000
         /// Produce on the house's event loop, a step at a time, instead of on a thread of its own:
         /// for a simulated house, whose production must be a function of the queue and the
         /// playhead, not of thread timing. Steps run every `productionStepNanoseconds` and at

@@ -55,7 +55,7 @@ final class HouseCore {
         // the clock: deterministic on simulated time.
         nextStreamID = UInt32(truncatingIfNeeded: clock.now() / 1_000_000) | 1
         randomSource = SplitMix64(seed: UInt64(bitPattern: clock.now()))
-        store = configuration.stateDirectory.flatMap { Self.openStore(in: $0, log: log) }
+        store = configuration.stateDirectory.flatMap { Self.openStore(in: $0, busyTimeoutSeconds: configuration.storeBusyTimeoutSeconds, log: log) }
         var snapshot = HouseStore.Snapshot()
         if let store {
             do { snapshot = try store.load() } catch { log("\(store.path): cannot read the stored state (\(error)); starting empty") }
@@ -87,21 +87,33 @@ final class HouseCore {
         for group in groups.values where group.playModes.consume { group.watchConsumption() }
     }
 
-    /// Opens the store in `directory`; one that is not a database is moved aside, named in the
-    /// log, and a new one started.
-    private static func openStore(in directory: String, log: @Sendable (String) -> Void) -> HouseStore? {
+    /// Opens the store in `directory`. Only a file that is not a database, or a damaged one, is
+    /// moved aside, whole (with its `-wal` and `-shm`, which hold commits not yet in the main
+    /// file), named in the log, and a new one started. Any other failure (a lock, a permission,
+    /// a full disk) touches nothing: the house runs without a store and says so.
+    private static func openStore(in directory: String, busyTimeoutSeconds: Double, log: @Sendable (String) -> Void) -> HouseStore? {
         do {
-            let (store, problem) = try HouseStore.open(directory: directory)
+            let (store, problem) = try HouseStore.open(directory: directory, busyTimeoutSeconds: busyTimeoutSeconds)
             if let problem { log(problem) }
             return store
         } catch {
             let path = directory + "/house.sqlite"
+            guard HouseStore.isDamage(error) else {
+                log("\(path): cannot open the store (\(error)); left as it is, and nothing will be kept across restarts")
+                return nil
+            }
             let aside = path + ".damaged-\(Int(Date().timeIntervalSince1970))"
-            try? FileManager.default.moveItem(atPath: path, toPath: aside)
-            for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
             do {
-                let (store, _) = try HouseStore.open(directory: directory)
-                log("\(path): unreadable store (\(error)); moved to \(aside), starting empty")
+                for suffix in ["", "-wal", "-shm"] where FileManager.default.fileExists(atPath: path + suffix) {
+                    try FileManager.default.moveItem(atPath: path + suffix, toPath: aside + suffix)
+                }
+            } catch let moving {
+                log("\(path): damaged store (\(error)), and it cannot be moved aside (\(moving)); nothing will be kept across restarts")
+                return nil
+            }
+            do {
+                let (store, _) = try HouseStore.open(directory: directory, busyTimeoutSeconds: busyTimeoutSeconds)
+                log("\(path): damaged store (\(error)); moved to \(aside) (with its -wal and -shm), starting empty")
                 return store
             } catch {
                 log("\(path): cannot open the store (\(error)); nothing will be kept across restarts")

@@ -70,9 +70,10 @@ final class HouseStore: Sendable {
 
     /// Opens (or creates) the store in `directory`, importing an old `house.json` once.
     /// Returns the store and a problem worth a log line (a damaged JSON file), if any.
-    static func open(directory: String) throws -> (HouseStore, String?) {
+    static func open(directory: String, busyTimeoutSeconds: Double = 5) throws -> (HouseStore, String?) {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        let store = try HouseStore(path: directory + "/house.sqlite")
+        try checkHeader(of: directory + "/house.sqlite")
+        let store = try HouseStore(path: directory + "/house.sqlite", busyTimeoutSeconds: busyTimeoutSeconds)
         let json = directory + "/house.json"
         guard FileManager.default.fileExists(atPath: json) else { return (store, nil) }
         guard let data = FileManager.default.contents(atPath: json) else { return (store, nil) }
@@ -97,11 +98,35 @@ final class HouseStore: Sendable {
         return (store, nil)
     }
 
-    init(path: String) throws {
+    /// Whether an error opening the store says the file is not a database or is damaged, as
+    /// opposed to one that leaves it intact (busy, locked, no permission, no space).
+    static func isDamage(_ error: any Error) -> Bool {
+        if error is NotADatabase { return true }
+        guard let error = error as? DatabaseError else { return false }
+        return [.SQLITE_NOTADB, .SQLITE_CORRUPT].contains(error.resultCode)
+    }
+
+    /// A store file that does not start as SQLite's files do.
+    struct NotADatabase: Error, CustomStringConvertible {
+        var description: String { "not an SQLite database (its header is not SQLite's)" }
+    }
+
+    /// Throws `NotADatabase` for a file that is not SQLite's, before SQLite opens it: SQLite,
+    /// failing to open it, deletes its `-wal` on close, and those may be the last commits.
+    private static func checkHeader(of path: String) throws {
+        guard let file = FileHandle(forReadingAtPath: path) else { return }
+        defer { try? file.close() }
+        let header = (try? file.read(upToCount: 16)) ?? Data()
+        // An empty file is an empty database to SQLite.
+        guard !header.isEmpty else { return }
+        guard header == Data("SQLite format 3\u{0}".utf8) else { throw NotADatabase() }
+    }
+
+    init(path: String, busyTimeoutSeconds: Double = 5) throws {
         self.path = path
         var configuration = Configuration()
         configuration.journalMode = .wal
-        configuration.busyMode = .timeout(5)
+        configuration.busyMode = .timeout(busyTimeoutSeconds)
         configuration.prepareDatabase { db in
             // Durable against a killed process (the WAL is in the page cache), and a commit
             // costs no fsync: the house commits on its event loop.

@@ -45,6 +45,11 @@ enum APISchemas {
                 property("items", integer), property("rooms", .array(of: string)), property("startsInMs", integer),
                 property("startsAtServerTimeNs", integer, required: false),
                 property("waitedMs", integer, required: false), property("notReady", .array(of: .reference("UnreadyRoom")), required: false),
+                property("roomStarts", .array(of: .reference("RoomStart")), required: false),
+            ]),
+            "RoomStart": .object([
+                property("room", string), property("mode", .string(oneOf: RoomStart.Mode.allCases.map(\.rawValue))),
+                property("clockBoundMicroseconds", .integer(minimum: 0), required: false),
             ]),
             "UnreadyRoom": .object([property("room", string), property("reason", string)]),
             "PauseReport": .object([property("pausedAtSeconds", number)]),

@@ -9,7 +9,8 @@ import TuttiHouse
 /// The house's HTTP API and live event feed, on one port (`tutti server --http`, 7780 by
 /// default): the REST routes of `HouseAPIRoutes` under `/api`, the WebSocket feed of
 /// `HouseEventFeed` at `/api/events`, `/openapi.json`, `HouseMetrics` at `/metrics`, and Snapcast's
-/// JSON-RPC at `/jsonrpc` (`SnapcastJSONRPCRoutes`). Runs on its own threads (Hummingbird's), never on the
+/// JSON-RPC at `/jsonrpc` (`SnapcastJSONRPCRoutes`). A request from a hostile web page (a
+/// foreign Host or Origin) is refused before any of them (`BrowserGuardMiddleware`). Runs on its own threads (Hummingbird's), never on the
 /// house's loop: each request is handed to the house as a `ControlCommand` and awaited.
 ///
 /// Thread-safety: all members may be called from any thread.
@@ -22,6 +23,9 @@ public final class HouseHTTPServer: Sendable {
         /// How often the event feed looks at the house for changes no event announces (the
         /// playhead entering the next item, the fill's progress).
         public var feedIntervalNanoseconds: Int64 = 100_000_000
+        /// Host names a browser may reach the house by besides its own (`HostAllowList`):
+        /// `tutti server --http-host`.
+        public var allowedHostNames: [String] = []
         public init() {}
     }
 
@@ -43,6 +47,8 @@ public final class HouseHTTPServer: Sendable {
         // not the house's log.
         logger.logLevel = .critical
         let router = Router(context: BasicWebSocketRequestContext.self)
+        // First: a hostile page's request is refused before any route or file answers it.
+        router.add(middleware: BrowserGuardMiddleware(hosts: HostAllowList(extraNames: configuration.allowedHostNames)))
         router.add(middleware: JSONErrorMiddleware())
         // The web UI at `/`: plain files, no build step, nothing fetched from outside the house.
         let webRoot = configuration.webRoot ?? Bundle.module.url(forResource: "WebUI", withExtension: nil)?.path ?? "WebUI"

@@ -173,6 +173,10 @@ struct SyncBenchmark: AsyncParsableCommand {
         for room in started.notReady ?? [] {
             Console.progress("\(room.room) was not ready (\(room.reason)): it joins in sync when it is")
         }
+        let starts = started.roomStarts ?? []
+        if !starts.isEmpty {
+            Console.progress("room starts: " + starts.map { "\($0.room) \($0.mode.rawValue)\($0.clockBoundMicroseconds.map { " ±\($0) µs" } ?? "")" }.joined(separator: ", "))
+        }
         if outageFor > 0 {
             for proxy in proxies { proxy.scheduleOutage(after: .nanoseconds(Int64(outageAfter * 1e9)), duration: .nanoseconds(Int64(outageFor * 1e9))) }
             Console.progress("playing; all rooms lose the network at \(Int(outageAfter)) s for \(Int(outageFor)) s")

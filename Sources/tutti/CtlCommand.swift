@@ -126,6 +126,9 @@ struct CtlPlay: AsyncParsableCommand {
             for room in reply.started?.notReady ?? [] {
                 Terminal.standardOutput("\(room.room) was not ready (\(room.reason)): it joins in sync when it is\n")
             }
+            for room in reply.started?.roomStarts ?? [] where room.mode == .slewing {
+                Terminal.standardOutput("\(room.room) starts on a young clock (±\(room.clockBoundMicroseconds ?? 0) µs): it slews into sync, at most 200 ppm, never a jump\n")
+            }
         }
     }
 }

@@ -41,19 +41,24 @@ struct Server: AsyncParsableCommand {
                                discussion: "A house that listens on loopback only is never announced."))
     var announce: String = "on"
 
-    @Option(help: ArgumentHelp("Address of the HTTP API and its event WebSocket (default 0.0.0.0:7780), or `off`.",
+    @Option(help: ArgumentHelp("Address of the HTTP API and its event WebSocket (default: the --listen host, port 7780), or `off`.",
                                discussion: "If the default address is taken (another house on this machine), the house runs without it and says so."))
     var http: String?
 
-    @Option(help: ArgumentHelp("Address of the MPD protocol server (default 0.0.0.0:6600), or `off`.",
+    @Option(name: .customLong("http-host"), help: ArgumentHelp(
+        "A host name browsers may reach the web UI and API by (repeatable), besides localhost, this machine's names and addresses.",
+        discussion: "Requests naming any other host are refused, so a web page cannot re-point its own name at the house (DNS rebinding). Give the name of a forwarded port or of your own DNS here."))
+    var httpHosts: [String] = []
+
+    @Option(help: ArgumentHelp("Address of the MPD protocol server (default: the --listen host, port 6600), or `off`.",
                                discussion: "MPD's clients (mpc, ncmpcpp, M.A.L.P., Cantata) control the house there: rooms are its outputs, setvol the group's volume. If the default address is taken (a real MPD), the house runs without it and says so."))
     var mpd: String?
 
-    @Option(name: .customLong("snapcast-control"), help: ArgumentHelp("Address of Snapcast's control API (JSON-RPC, default 0.0.0.0:1705), or `off`.",
-                               discussion: "Snapcast's controllers (Snapweb, Snapdroid, Home Assistant's Snapcast integration) see the rooms as clients there. If the default address is taken (a real snapserver), the house runs without it and says so."))
+    @Option(name: .customLong("snapcast-control"), help: ArgumentHelp("Address of Snapcast's control API (JSON-RPC, default 127.0.0.1:1705: this machine only), or `off`.",
+                               discussion: "Snapcast's controllers (Snapweb, Snapdroid, Home Assistant's Snapcast integration) see the rooms as clients there. Snapcast's protocol has no authentication, so anyone who reaches this port controls the house: it listens on loopback unless given an address, e.g. --snapcast-control 0.0.0.0:1705 for a controller on another machine. If the default address is taken (a real snapserver), the house runs without it and says so."))
     var snapcastControl: String?
 
-    @Option(help: ArgumentHelp("Address of the Snapcast stream port (default 0.0.0.0:1704), or `off`.",
+    @Option(help: ArgumentHelp("Address of the Snapcast stream port (default: the --listen host, port 1704), or `off`.",
                                discussion: "snapclient (Debian's, a Raspberry Pi's, the Android app) connects there as it would to snapserver and becomes a room: listed, grouped and given a volume like Tutti's own, in sync with them. If the default address is taken (a real snapserver), the house runs without it and says so."))
     var snapcast: String?
 
@@ -87,6 +92,9 @@ struct Server: AsyncParsableCommand {
         if let http, http != "off", HostPort(argument: http) == nil {
             throw ValidationError("--http \(http): use HOST:PORT (0.0.0.0:7780) or off")
         }
+        for host in httpHosts where host.isEmpty || host.contains(where: { $0 == "/" || $0 == " " || $0 == "@" }) {
+            throw ValidationError("--http-host '\(host)': give a host name, such as music.home.arpa")
+        }
         for (option, value, example) in [("--mpd", mpd, "0.0.0.0:6600"), ("--snapcast", snapcast, "0.0.0.0:1704"), ("--snapcast-control", snapcastControl, "0.0.0.0:1705")] {
             if let value, value != "off", HostPort(argument: value) == nil {
                 throw ValidationError("\(option) \(value): use HOST:PORT (\(example)) or off")
@@ -103,6 +111,14 @@ struct Server: AsyncParsableCommand {
     }
 
     func run() async throws {
+        // One house per state directory: a second refuses, naming the first, before it opens anything.
+        var lock: StateDirectoryLock?
+        if let stateDirectory {
+            do { lock = try StateDirectoryLock(directory: stateDirectory) } catch {
+                Terminal.standardError("tutti server: \(error)\n")
+                throw ExitCode(2)
+            }
+        }
         // The process's one HTTP client, for URLs in the queue.
         let client = MediaHTTPClient.make()
         var configuration = House.Configuration()
@@ -140,13 +156,21 @@ struct Server: AsyncParsableCommand {
         await http?.server.stop()
         await server.stop()
         try? await client.shutdown()
+        // Held until the house has stopped writing.
+        withExtendedLifetime(lock) {}
     }
 
-    static let defaultHTTP = HostPort(argument: "0.0.0.0:7780")!
+    /// A front end's address when none is given: the host the house listens on, so a house on
+    /// loopback is on loopback everywhere.
+    private func defaultAddress(port: Int) -> String { HostPort(argument: "\(listen.host):\(port)").map(\.description) ?? "0.0.0.0:\(port)" }
+
+    /// Snapcast's control port when none is given: loopback (of the --listen host's family), as
+    /// its protocol has no authentication.
+    private var defaultSnapcastControlAddress: String { listen.host.contains(":") ? "[::1]:1705" : "127.0.0.1:1705" }
 
     /// The MPD protocol server, unless `--mpd off`.
     private func startMPD(house: House) async throws -> MPDServer? {
-        try await startFrontEnd("MPD clients", option: "--mpd", value: mpd, defaultAddress: "0.0.0.0:6600",
+        try await startFrontEnd("MPD clients", option: "--mpd", value: mpd, defaultAddress: defaultAddress(port: 6600),
                                 hint: { "mpc -p \($0) status" }) { address in
             var configuration = MPDServer.Configuration()
             configuration.host = address.host
@@ -158,7 +182,7 @@ struct Server: AsyncParsableCommand {
 
     /// Snapcast's control API, unless `--snapcast-control off`.
     private func startSnapcastControl(house: House) async throws -> SnapcastControlServer? {
-        try await startFrontEnd("Snapcast controllers", option: "--snapcast-control", value: snapcastControl, defaultAddress: "0.0.0.0:1705",
+        try await startFrontEnd("Snapcast controllers", option: "--snapcast-control", value: snapcastControl, defaultAddress: defaultSnapcastControlAddress,
                                 hint: { "JSON-RPC on TCP port \($0)" }) { address in
             var configuration = SnapcastControlServer.Configuration()
             configuration.host = address.host
@@ -171,7 +195,7 @@ struct Server: AsyncParsableCommand {
     /// Snapcast's stream port for snapclients, unless `--snapcast off`. Their rooms reach the
     /// house as speakers do, on its wire port (on loopback when it listens on every address).
     private func startSnapcastStream(housePort: Int, clock: any HostClock) async throws -> SnapcastStreamServer? {
-        try await startFrontEnd("snapclients", option: "--snapcast", value: snapcast, defaultAddress: "0.0.0.0:1704",
+        try await startFrontEnd("snapclients", option: "--snapcast", value: snapcast, defaultAddress: defaultAddress(port: 1704),
                                 hint: { "snapclient -h HOST -p \($0)" }) { address in
             let houseHost = ["0.0.0.0", "::", "*"].contains(listen.host) ? "127.0.0.1" : listen.host
             var configuration = SnapcastStreamServer.Configuration(houseHost: houseHost, housePort: housePort)
@@ -245,16 +269,20 @@ struct Server: AsyncParsableCommand {
     /// default taken only leaves it without the API.
     private func startHTTP(house: House) async throws -> (server: HouseHTTPServer, port: Int)? {
         if http == "off" { return nil }
-        guard let address = http.map({ HostPort(argument: $0) }) ?? Self.defaultHTTP else {
+        guard let address = HostPort(argument: http ?? defaultAddress(port: 7780)) else {
             throw ValidationError("--http \(http!): use HOST:PORT (0.0.0.0:7780) or off")
         }
         var configuration = HouseHTTPServer.Configuration()
         configuration.host = address.host
         configuration.port = address.port
+        configuration.allowedHostNames = httpHosts
         let api = HouseHTTPServer(house: house, configuration: configuration)
         do {
             let port = try await api.start()
-            let base = HostPort(argument: "\(address.host):\(port)")!
+            // A browser must name the house by one of its names (`HostAllowList`): 0.0.0.0 is none.
+            let wildcard = ["0.0.0.0", "::", "*"].contains(address.host)
+            let shortName = ProcessInfo.processInfo.hostName.split(separator: ".").first.map { "\($0).local" } ?? "localhost"
+            let base = HostPort(argument: "\(wildcard ? shortName : address.host):\(port)")!
             Terminal.standardOutput("tutti server: web UI on http://\(base)/, API under /api (events: ws://\(base)/api/events)\n")
             return (api, port)
         } catch {

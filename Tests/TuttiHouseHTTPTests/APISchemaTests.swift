@@ -15,6 +15,7 @@ import TuttiProtocol
         play.waitedMs = 20
         play.startsAtServerTimeNs = 123_601_789
         play.notReady = [UnreadyRoom(room: "attic", reason: "its clock is still settling")]
+        play.roomStarts = [RoomStart(room: "kitchen", mode: .slewing, clockBoundMicroseconds: 320)]
         var status = StatusReport(server: "tutti", state: "playing", roomCount: 1, queueLength: 2, serverTimeNs: 123_456_789, stream: 7,
                                   positionSeconds: 12.5, bufferedAheadSeconds: 287.5, item: 0, title: "A", itemPositionSeconds: 12.5,
                                   itemDurationSeconds: 200.25, rooms: [room])

@@ -56,9 +56,10 @@ import TuttiTestSupport
         var json: [String: Any]
     }
 
-    func request(_ method: HTTPMethod, _ url: String, body: String? = nil) async throws -> Reply {
+    func request(_ method: HTTPMethod, _ url: String, body: String? = nil, headers: [(String, String)] = []) async throws -> Reply {
         var request = HTTPClientRequest(url: url)
         request.method = method
+        for (name, value) in headers { request.headers.replaceOrAdd(name: name, value: value) }
         if let body { request.body = .bytes(ByteBuffer(string: body)) }
         let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
         let bytes = try await response.body.collect(upTo: 1 << 20)
@@ -242,6 +243,68 @@ import TuttiTestSupport
         // Still serving its room (schemathesis may have renamed it).
         let rooms = try await request(.GET, house.api + "/rooms").json["rooms"] as? [[String: Any]] ?? []
         #expect(rooms.count == 1, "\(rooms)")
+    }
+
+    /// A hostile web page and a rebound DNS name change nothing and read nothing
+    /// (Tests/Python/browser_attack.py, in a real headless Chromium): a page of another origin
+    /// sends a `no-cors` POST, a form POST and a WebSocket to the house, and the room's volume
+    /// stays where it was; a page whose name resolves to the house is refused. A forged Host
+    /// is refused to any client; the same command without a browser's Origin, or from the
+    /// house's own page, is carried out (so the refusals are the guard's, not a bad request).
+    @Test(.timeLimit(.minutes(2)))
+    func aHostilePageChangesNothing() async throws {
+        let directory = try TemporaryDirectory("browser-attack")
+        defer { directory.preserveLogs(as: "browser-attack"); directory.remove() }
+        let house = try House(in: directory)
+        defer { house.stop() }
+        try await waitForRoom(house)
+        let set = try await request(.PUT, house.api + "/rooms/a/volume", body: #"{"percent":60}"#)
+        #expect(set.status == 200, "\(set.json)")
+        func volume() async throws -> Int? {
+            (try await request(.GET, house.api + "/rooms").json["rooms"] as? [[String: Any]])?.first { $0["name"] as? String == "a" }?["volume"] as? Int
+        }
+
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Python/browser_attack.py").path
+        let base = house.api.replacingOccurrences(of: "/api", with: "")
+        let browser = try ChildProcess(name: "selenium", executable: "/usr/bin/env", arguments: ["python3", script, base, "a"],
+                                       standardError: directory.file("selenium.log"))
+        let status = await browser.exit(within: 90)
+        let steps = browser.outputLines.compactMap { (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any] }
+        for step in steps { print("browser attack: \(step)") }
+        #expect(status == 0, "\(steps.last ?? [:]); see out/test-logs/browser-attack/selenium.log")
+        let attack = try #require(steps.first { $0["step"] as? String == "cross-origin" })
+        // The page ran and sent all three; the house carried out none.
+        #expect(attack["fetch"] as? String == "sent" && attack["form"] as? String == "submitted", "\(attack)")
+        #expect(attack["websocket"] as? String == "refused", "\(attack)")
+        #expect(try await volume() == 60, "a page of another origin changed the room's volume")
+        let rebinding = try #require(steps.first { $0["step"] as? String == "rebinding" })
+        let page = rebinding["body"] as? String ?? ""
+        #expect(page.contains("is not a name of this house") && !page.contains("serverTimeNs"), "\(rebinding)")
+
+        // Any client naming a foreign host is refused, in the API's convention.
+        let forged = try await request(.GET, house.api + "/status", headers: [("Host", "attacker.example:80")])
+        #expect(forged.status == 403 && forged.json["kind"] as? String == "forbidden", "\(forged.json)")
+        #expect((forged.json["error"] as? String ?? "").contains("host attacker.example:80 is not a name of this house"), "\(forged.json)")
+        let command = #"{"command":"volume","room":"a","percent":3}"#
+        let foreign = try await request(.POST, house.api + "/control", body: command, headers: [("Origin", "http://attacker.example")])
+        #expect(foreign.status == 403 && (foreign.json["error"] as? String ?? "").contains("another origin (http://attacker.example)"), "\(foreign.json)")
+        let null = try await request(.POST, house.api + "/control", body: command, headers: [("Origin", "null")])
+        #expect(null.status == 403, "\(null.json)")
+        #expect(try await volume() == 60)
+        // The house's own page (its origin) and a client that is no browser (no Origin) may.
+        let own = try await request(.POST, house.api + "/control", body: #"{"command":"volume","room":"a","percent":40}"#, headers: [("Origin", base)])
+        #expect(own.status == 200, "\(own.json)")
+        #expect(try await volume() == 40)
+        let plain = try await request(.POST, house.api + "/control", body: command)
+        #expect(plain.status == 200, "\(plain.json)")
+        #expect(try await volume() == 3)
+
+        // The UI is kept out of other pages' frames and runs only its own scripts.
+        let page0 = try await HTTPClient.shared.execute(HTTPClientRequest(url: base + "/"), timeout: .seconds(10))
+        #expect(page0.status == .ok)
+        #expect(page0.headers["content-security-policy"].first?.contains("frame-ancestors 'none'") == true, "\(page0.headers)")
+        #expect(page0.headers["x-frame-options"].first == "DENY" && page0.headers["x-content-type-options"].first == "nosniff")
     }
 
     /// The web UI in a real headless Chromium, driven by selenium (Tests/Python/web_ui_test.py;

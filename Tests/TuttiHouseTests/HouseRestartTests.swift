@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import Testing
 import TuttiCore
 import TuttiProtocol
@@ -171,6 +172,47 @@ import TuttiTestSupport
         for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: state + "/house.sqlite" + suffix) }
         let third = HouseHarness(configuration: configuration, clock: first.clock)
         #expect(try await third.onLoop { $0.defaultGroup.queue.isEmpty && $0.rooms.records.isEmpty && $0.groups.count == 1 })
-        #expect(third.logLines.all.contains { $0.contains("house.sqlite: unreadable store") && $0.contains("moved to") })
+        #expect(third.logLines.all.contains { $0.contains("house.sqlite: damaged store") && $0.contains("moved to") }, "\(third.logLines.all)")
+    }
+
+    /// A damaged store is moved aside whole, its `-wal` and `-shm` with it (they may hold the
+    /// last commits); a store that is only busy (another process holds SQLite's lock) is left
+    /// exactly as it is, and the house runs without a store and says so.
+    @Test(.timeLimit(.minutes(1)))
+    func aDamagedStoreIsMovedAsideWholeAndABusyOneIsLeftAlone() async throws {
+        let directory = try TemporaryDirectory("store-damage")
+        defer { directory.remove() }
+        let state = directory.file("state")
+        try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
+        let path = state + "/house.sqlite"
+        try "not a database, not at all".write(toFile: path, atomically: true, encoding: .utf8)
+        try "the last commits".write(toFile: path + "-wal", atomically: true, encoding: .utf8)
+        var configuration = House.Configuration()
+        configuration.stateDirectory = state
+        let damaged = HouseHarness(configuration: configuration)
+        #expect(try await damaged.onLoop { $0.store != nil })
+        let line = try #require(damaged.logLines.all.first { $0.contains("damaged store") }, "\(damaged.logLines.all)")
+        let aside = try #require(try FileManager.default.contentsOfDirectory(atPath: state).first { $0.hasPrefix("house.sqlite.damaged-") && !$0.contains("-wal") })
+        #expect(line.contains("moved to \(state)/\(aside)"), "\(line)")
+        #expect(try String(contentsOfFile: state + "/" + aside, encoding: .utf8) == "not a database, not at all")
+        #expect(try String(contentsOfFile: state + "/" + aside + "-wal", encoding: .utf8) == "the last commits")
+
+        // Another process's exclusive transaction (a rollback-journal database, whose writer
+        // keeps readers out): busy, not damaged.
+        let other = directory.file("other")
+        try FileManager.default.createDirectory(atPath: other, withIntermediateDirectories: true)
+        let holder = try DatabaseQueue(path: other + "/house.sqlite")
+        try await holder.write { try $0.execute(sql: "CREATE TABLE kept (x INTEGER)") }
+        var busyConfiguration = configuration
+        busyConfiguration.stateDirectory = other
+        busyConfiguration.storeBusyTimeoutSeconds = 0.2
+        try holder.inTransaction(.exclusive) { db in
+            try db.execute(sql: "INSERT INTO kept VALUES (1)")
+            let busy = HouseHarness(configuration: busyConfiguration)
+            #expect(busy.logLines.all.contains { $0.contains("cannot open the store") && $0.contains("left as it is") }, "\(busy.logLines.all)")
+            return .commit
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: other).allSatisfy { !$0.contains("damaged") })
+        #expect(try await holder.read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM kept") } == 1)
     }
 }

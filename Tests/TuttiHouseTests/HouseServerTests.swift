@@ -225,4 +225,39 @@ import TuttiTestSupport
         #expect(log.lock.withLock { log.lines }.contains { $0.contains("house.json: unreadable state") })
         await third.stop()
     }
+
+    /// A second house on the state directory of a running one refuses to start, naming the
+    /// first's pid, and touches nothing: the first keeps its store and its queue. (A second
+    /// house used to take "database is locked" for damage and move the first's store aside.)
+    @Test(.timeLimit(.minutes(1)))
+    func aSecondHouseOnTheSameStateDirectoryRefusesToStart() async throws {
+        let directory = try TemporaryDirectory("state-lock")
+        defer { directory.remove() }
+        let state = directory.file("state")
+        let arguments = ["server", "--listen", "127.0.0.1:0", "--http", "off", "--mpd", "off", "--snapcast", "off",
+                         "--snapcast-control", "off", "--announce", "off", "--state-dir", state]
+        let first = try ChildProcess(name: "first", arguments: arguments, standardError: directory.file("first.log"))
+        defer { first.interrupt() }
+        let port = Int(try first.waitForLine(containing: "listening on").split(separator: ":").last!.split(separator: " ").first!)!
+        let a = directory.file("a.flac")
+        try TestMedia.generateTone(a, seconds: 0.2)
+        let group = MultiThreadedEventLoopGroup.singleton
+        _ = try await ControlClient.send(.queueAdd(file: a), host: "127.0.0.1", port: port, group: group)
+
+        let second = try ChildProcess(name: "second", arguments: arguments, standardError: directory.file("second.log"))
+        #expect(await second.exit(within: 30) == 2)
+        let refusal = (try? String(contentsOfFile: directory.file("second.log"), encoding: .utf8)) ?? ""
+        #expect(refusal.contains("another house (pid \(first.process.processIdentifier)) uses the state directory \(state)"), "\(refusal)")
+        #expect(!refusal.contains("listening on"), "\(refusal)")
+        // The first plays on from its own store, which nothing moved.
+        let queue = try await ControlClient.send(.queue, host: "127.0.0.1", port: port, group: group)
+        #expect(queue.queue?.items.map(\.path) == [a])
+        let files = try FileManager.default.contentsOfDirectory(atPath: state)
+        #expect(!files.contains { $0.contains("damaged") }, "\(files)")
+        #expect(first.interrupt() == 0)
+        // Once the first has gone, the directory is free again.
+        let third = try ChildProcess(name: "third", arguments: arguments, standardError: directory.file("third.log"))
+        defer { third.interrupt() }
+        _ = try third.waitForLine(containing: "listening on")
+    }
 }

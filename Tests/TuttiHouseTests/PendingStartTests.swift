@@ -58,6 +58,8 @@ import TuttiTestSupport
         let report = try #require(try ControlJSON.decodeReply(reply.json, to: .play(files: [a])).started)
         #expect(report.waitedMs == 800)
         #expect(report.notReady == nil)
+        // Its bound (40 µs) is within the start target: it plays in sync from the first sample.
+        #expect(report.roomStarts == [RoomStart(room: "kitchen", mode: .inSync, clockBoundMicroseconds: 40)])
         // The start is the anchor delay beyond the room's output lead: the anchor reaches it
         // before it commits the first frame.
         let delay = House.Configuration().startDelayNanoseconds + 95_000_000
@@ -76,14 +78,14 @@ import TuttiTestSupport
         let harness = HouseHarness(waitsForRooms: true)
         let kitchen = try await harness.connect("kitchen")
         try await harness.connect("hall")
-        try await harness.onLoop { $0.received(status: Self.status(streamID: 0, clockError: 30_000), fromConnection: kitchen) }
+        try await harness.onLoop { $0.received(status: Self.status(streamID: 0, clockError: 350_000), fromConnection: kitchen) }
         let box = try await Self.startPlay(harness, [a])
         try await harness.runLoop(until: "the start of the stream to be sent") { house in
             house.rooms.connected.allSatisfy { $0.sender.sentUntilFrame >= 12000 }
         }
-        // The kitchen's clock is settled; the hall never says anything.
+        // The kitchen's clock is usable, if young (a 350 µs bound); the hall never says anything.
         let streamID = try await harness.onLoop { $0.defaultGroup.stream!.id }
-        try await harness.onLoop { $0.received(status: Self.status(streamID: streamID, clockError: 30_000), fromConnection: kitchen) }
+        try await harness.onLoop { $0.received(status: Self.status(streamID: streamID, clockError: 350_000), fromConnection: kitchen) }
         await harness.loop.run()
         #expect(box.value == nil, "started without waiting for the hall")
         harness.clock.advance(by: 1_500_000_000)
@@ -93,6 +95,9 @@ import TuttiTestSupport
         #expect(report.notReady == [UnreadyRoom(room: "hall", reason: "it has sent no status yet")])
         #expect(report.waitedMs == 1500)
         #expect(report.rooms == ["hall", "kitchen"])
+        // The kitchen starts at once and slews into sync as its bound shrinks; the hall joins later.
+        #expect(report.roomStarts == [RoomStart(room: "hall", mode: .later, clockBoundMicroseconds: nil),
+                                      RoomStart(room: "kitchen", mode: .slewing, clockBoundMicroseconds: 350)])
         #expect(harness.logLines.all.contains { $0.contains("without hall") && $0.contains("hall: it has sent no status yet") }, "\(harness.logLines.all)")
         // Both rooms were sent the anchor: the hall plays along once its clock settles.
         for room in ["kitchen", "hall"] {

@@ -6,6 +6,8 @@ import TuttiProtocol
 /// is ready, or when `House.Configuration.startWaitNanoseconds` has passed. Then the reply
 /// names the real start, how long it waited, and the rooms that were not ready and why (they
 /// join in sync later, a little after the playhead, like any room that joins a playing stream).
+/// It also says how each room takes the start (`RoomStart`): in sync, or slewing into sync
+/// while its clock bound is over `House.Configuration.startBoundTargetNanoseconds`.
 ///
 /// A room is ready when its clock estimate rests on enough history to play by (its status
 /// reports a clock error, which a speaker does from `Playout.minimumClockSpanNanoseconds` on)
@@ -81,6 +83,12 @@ extension GroupSession {
         report.waitedMs = waited
         report.startsAtServerTimeNs = start
         report.notReady = notReady.isEmpty ? nil : notReady
+        report.roomStarts = rooms.map { room in
+            let bound = room.status.flatMap { $0.clockErrorNanoseconds >= 0 ? Int(($0.clockErrorNanoseconds + 999) / 1000) : nil }
+            let mode: RoomStart.Mode = waiting.contains { $0 === room } ? .later
+                : (room.status?.clockErrorNanoseconds ?? .max) <= configuration.startBoundTargetNanoseconds ? .inSync : .slewing
+            return RoomStart(room: room.name, mode: mode, clockBoundMicroseconds: bound)
+        }
         pending.respond(.success(.started(report)))
         // The rest of the deep buffer follows the anchor and the reply (writing it can take a
         // loaded house a hundred milliseconds).

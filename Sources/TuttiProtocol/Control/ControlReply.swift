@@ -119,10 +119,37 @@ public struct PlayReport: Codable, Sendable, Equatable {
     public var waitedMs: Int?
     /// Rooms that were not ready when the wait ended, and why; they join in sync when they are.
     public var notReady: [UnreadyRoom]?
+    /// How each room starts: in sync, or correcting its clock by slewing, or later (see
+    /// `RoomStart`). Set when the house waited for its rooms.
+    public var roomStarts: [RoomStart]?
     public init(items: Int, rooms: [String], startsInMs: Int) {
         self.items = items
         self.rooms = rooms
         self.startsInMs = startsInMs
+    }
+}
+
+/// How one room takes a start, decided when the house anchors it.
+///
+/// A room whose clock bound is within the house's start target plays in sync from the first
+/// sample. One whose bound is still over it (a young estimate on a jittery network) plays at
+/// once and corrects as its estimate sharpens, by slewing at most
+/// `PlayoutController.Configuration.maximumCorrection` (±200 ppm), never by a jump. One that
+/// was not ready when the house's wait ended stays silent and joins in sync when it is.
+public struct RoomStart: Codable, Sendable, Equatable {
+    public enum Mode: String, Codable, Sendable, CaseIterable {
+        case inSync = "in-sync"
+        case slewing
+        case later
+    }
+    public var room: String
+    public var mode: Mode
+    /// The room's clock error bound when the start was anchored, in µs; nil while it has none.
+    public var clockBoundMicroseconds: Int?
+    public init(room: String, mode: Mode, clockBoundMicroseconds: Int?) {
+        self.room = room
+        self.mode = mode
+        self.clockBoundMicroseconds = clockBoundMicroseconds
     }
 }
 
