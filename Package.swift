@@ -89,6 +89,7 @@ let package = Package(
             "TuttiCore", "TuttiMedia",
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
         ]),
         .target(name: "TuttiDevices", dependencies: ["TuttiCore", "CALSA", "CThreadName",

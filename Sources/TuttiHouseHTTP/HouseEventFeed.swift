@@ -10,34 +10,25 @@ import TuttiProtocol
 /// `{"event": "queue", "group": "NAME", "queue": {…}}` whenever they change (each says which
 /// group changed), and all at once on connecting.
 ///
-/// The feed looks at the house when the house says something changed (a command, a room's
-/// status) and every `intervalNanoseconds` besides, for what only time changes. It sends a
+/// One `HouseEventHub` looks at the house for all listeners, when the house says something
+/// changed (a command, a room's status) and every `intervalNanoseconds` besides, for what only
+/// time changes; each listener compares what it was shown with the hub's latest look. It sends a
 /// report only when something a listener shows changed: not for the playhead moving on as
 /// predicted, nor for the fill's every chunk. With rooms reporting twice a second, that is a
 /// few messages a second per room.
 enum HouseEventFeed {
     static func add(to router: Router<BasicWebSocketRequestContext>, house: House, intervalNanoseconds: Int64) {
+        let hub = HouseEventHub(house: house, intervalNanoseconds: intervalNanoseconds)
         router.ws("/api/events") { inbound, outbound, _ in
-            let (looks, look) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
-            let token = await house.observeChanges { look.yield() }
-            defer {
-                house.stopObservingChanges(token)
-                look.finish()
-            }
+            let (id, snapshots) = hub.subscribe()
+            defer { hub.unsubscribe(id) }
             try await withThrowingTaskGroup(of: Void.self) { group in
                 // What the listener sends is not read; its stream ends when it closes.
                 group.addTask { for try await _ in inbound {} }
                 group.addTask {
-                    while true {
-                        try await Task.sleep(nanoseconds: UInt64(intervalNanoseconds))
-                        look.yield()
-                    }
-                }
-                group.addTask {
                     var shown = ShownState()
-                    look.yield()
-                    for await _ in looks {
-                        for message in await shown.changes(in: house) { try await outbound.write(.text(message)) }
+                    for await snapshot in snapshots {
+                        for message in shown.changes(in: snapshot) { try await outbound.write(.text(message)) }
                     }
                 }
                 try await group.next()
@@ -52,29 +43,29 @@ enum HouseEventFeed {
         var statuses: [String: StatusReport] = [:]
         var queues: [String: QueueReport] = [:]
 
-        /// The messages that bring the listener up to date with the house.
-        mutating func changes(in house: House) async -> [String] {
+        /// The messages that bring the listener up to date with `snapshot`.
+        mutating func changes(in snapshot: HouseEventHub.Snapshot) -> [String] {
             var messages: [String] = []
-            guard case .success(let reply) = await house.perform(.groups), let report = reply.groups else { return messages }
+            let report = snapshot.groups
             if groups.map({ Self.steady($0) != Self.steady(report) }) ?? true {
-                messages.append(#"{"event":"groups","groups":"# + ControlJSON.encode(reply) + "}")
+                messages.append(#"{"event":"groups","groups":"# + ControlJSON.encode(ControlReply.groups(report)) + "}")
                 groups = report
             }
-            for group in report.groups {
+            for group in snapshot.eachGroup {
                 // Encoding a struct of one string cannot fail.
-                let name = String(decoding: try! JSONEncoder().encode(GroupName(group: group.name)), as: UTF8.self).dropFirst().dropLast()
-                if case .success(let reply) = await house.perform(.status, group: String(group.id)), var status = reply.status {
+                let name = String(decoding: try! JSONEncoder().encode(GroupName(group: group.report.name)), as: UTF8.self).dropFirst().dropLast()
+                if var status = group.status {
                     // Every status lists every room; the default group's carries them, so a room's
                     // half-second status does not resend every group's.
-                    if !group.isDefault { status.rooms = [] }
-                    if statuses[group.name].map({ Self.differs(status, from: $0) }) ?? true {
+                    if !group.report.isDefault { status.rooms = [] }
+                    if statuses[group.report.name].map({ Self.differs(status, from: $0) }) ?? true {
                         messages.append(#"{"event":"status","# + name + #","status":"# + ControlJSON.encode(ControlReply.status(status)) + "}")
-                        statuses[group.name] = status
+                        statuses[group.report.name] = status
                     }
                 }
-                if case .success(let reply) = await house.perform(.queue, group: String(group.id)), let queue = reply.queue, queue != queues[group.name] {
-                    messages.append(#"{"event":"queue","# + name + #","queue":"# + ControlJSON.encode(reply) + "}")
-                    queues[group.name] = queue
+                if let queue = group.queue, queue != queues[group.report.name] {
+                    messages.append(#"{"event":"queue","# + name + #","queue":"# + ControlJSON.encode(ControlReply.queue(queue)) + "}")
+                    queues[group.report.name] = queue
                 }
             }
             let names = Set(report.groups.map(\.name))

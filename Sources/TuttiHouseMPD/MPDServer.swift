@@ -18,6 +18,15 @@ public final class MPDServer: Sendable {
         public var port = 6600
         /// A line longer than this closes its connection, as MPD does.
         public var maximumLineBytes = 64 * 1024
+        /// Clients served at once (MPD's `max_connections`, 100).
+        public var maximumConnections = 100
+        /// A client that sends nothing for this long, unless it is in `idle`, is closed (MPD's
+        /// `connection_timeout`, 60 s).
+        public var connectionTimeout: Duration = .seconds(60)
+        /// Commands in one command list; a longer list is refused whole (MPD caps its size
+        /// likewise, `max_command_list_size`).
+        public var maximumCommandListLength = 10_000
+        public var limits = FrontEndLimits()
         public init() {}
     }
 
@@ -26,54 +35,27 @@ public final class MPDServer: Sendable {
 
     private let house: House
     private let configuration: Configuration
-    private let group: MultiThreadedEventLoopGroup
-    private let listener = Mutex<(any Channel)?>(nil)
-    private let sessions = Mutex<[Task<Void, Never>]>([])
-    private let playlistVersion = MPDPlaylistVersion()
-    private let partitionClients = MPDPartitionClients()
-    private let updateJobs = MPDUpdateJobs()
+    private let listener: LineProtocolListener
 
     public init(house: House, configuration: Configuration = Configuration()) {
         self.house = house
         self.configuration = configuration
-        group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         _ = Self.started
+        var listening = LineProtocolListener.Configuration(host: configuration.host, port: configuration.port,
+                                                           maximumLineBytes: configuration.maximumLineBytes)
+        listening.maximumConnections = configuration.maximumConnections
+        let uris = MPDSongURIs(roots: house.configuration.musicDirectories), version = MPDPlaylistVersion()
+        let partitionClients = MPDPartitionClients(), updateJobs = MPDUpdateJobs()
+        listener = LineProtocolListener(name: "MPD clients", configuration: listening, log: { house.note($0) },
+                                        refusal: { ByteBuffer(string: MPDError(.system, $0).line(command: "", index: 0)) }) { connection in
+            var session = MPDSession(house: house, uris: uris, playlistVersion: version, partitionClients: partitionClients,
+                                     updateJobs: updateJobs, configuration: configuration)
+            await session.run(connection)
+        }
     }
 
     /// Binds and serves; returns the port it listens on.
-    public func start() async throws -> Int {
-        let maximumLine = configuration.maximumLineBytes
-        let server = try await ServerBootstrap(group: group)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
-            .bind(host: configuration.host, port: configuration.port) { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(LineFrameDecoder(maximumLength: maximumLine)))
-                    return try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
-                }
-            }
-        listener.withLock { $0 = server.channel }
-        let house = self.house, uris = MPDSongURIs(roots: house.configuration.musicDirectories), version = playlistVersion
-        let partitionClients = self.partitionClients, updateJobs = self.updateJobs
-        let accepting = Task<Void, Never> {
-            try? await server.executeThenClose { connections in
-                for try await connection in connections {
-                    let session = Task {
-                        var session = MPDSession(house: house, uris: uris, playlistVersion: version, partitionClients: partitionClients, updateJobs: updateJobs)
-                        await session.run(connection)
-                    }
-                    self.sessions.withLock { $0.append(session) }
-                }
-            }
-        }
-        sessions.withLock { $0.append(accepting) }
-        return server.channel.localAddress?.port ?? configuration.port
-    }
+    public func start() async throws -> Int { try await listener.start() }
 
-    public func stop() async {
-        let channel = listener.withLock { $0 }
-        try? await channel?.close()
-        for session in sessions.withLock({ $0 }) { session.cancel() }
-        try? await group.shutdownGracefully()
-    }
+    public func stop() async { await listener.stop() }
 }

@@ -8,12 +8,15 @@ import TuttiHouse
 /// line too long, or anything but `noidle` while idle, closes it, as MPD does.
 struct MPDSession {
     let house: House
+    let configuration: MPDServer.Configuration
     var commands: MPDCommands
     /// Idle subsystems the commands raised themselves, not yet in `pending`.
     var pendingRaised = Set<String>()
 
-    init(house: House, uris: MPDSongURIs, playlistVersion: MPDPlaylistVersion, partitionClients: MPDPartitionClients, updateJobs: MPDUpdateJobs) {
+    init(house: House, uris: MPDSongURIs, playlistVersion: MPDPlaylistVersion, partitionClients: MPDPartitionClients, updateJobs: MPDUpdateJobs,
+         configuration: MPDServer.Configuration = MPDServer.Configuration()) {
         self.house = house
+        self.configuration = configuration
         commands = MPDCommands(house: house, uris: uris, playlistVersion: playlistVersion, partitionClients: partitionClients, updateJobs: updateJobs)
     }
 
@@ -22,29 +25,40 @@ struct MPDSession {
 
     mutating func run(_ connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>) async {
         // What only time changes (the next item starting) raises no change: look again.
-        await house.serveLines(connection, lookAgain: .milliseconds(500)) { events, outbound in
+        let who = "an MPD client at \(connection.channel.remoteAddress.map { "\($0)" } ?? "an unknown address")"
+        await house.serveLines(connection, who: who, limits: configuration.limits, lookAgain: .milliseconds(500)) { events, outbound in
             // The first look before the greeting: a change the client makes or sees after it
             // is one its idle hears.
             let first = await commands.snapshot()
             try await outbound.write(ByteBuffer(string: Self.greeting))
-            try await serve(events, outbound, from: first)
+            try await serve(events, outbound, from: first, who: who)
         }
         // Gone: its partition no longer has this client.
         commands.partition = nil
     }
 
-    private mutating func serve(_ events: AsyncStream<FrontEndEvent>, _ outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>,
-                                from first: MPDSnapshot?) async throws {
+    private mutating func serve(_ events: FrontEndEvents, _ outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>,
+                                from first: MPDSnapshot?, who: String) async throws {
         var last = first
+        // When the client last sent a line: one silent past `connectionTimeout`, and not in
+        // idle, is closed, as MPD does (MPD writes nothing before closing).
+        let clock = ContinuousClock()
+        var lastHeard = clock.now
         var pending = Set<String>()
         var idleFor: Set<String>?
         var list: [MPDRequest]?
         var listOK = false
+        // A list refused for its length: its lines up to its end are dropped unanswered.
+        var overflowed = false
         for await event in events {
             switch event {
             case .closed:
                 return
             case .changed:
+                if idleFor == nil && clock.now - lastHeard > configuration.connectionTimeout {
+                    house.note("\(who) closed: silent for over \(configuration.connectionTimeout.components.seconds) s (the --mpd-timeout limit)")
+                    return
+                }
                 guard let now = await commands.snapshot() else { continue }
                 if let last { pending.formUnion(last.changes(to: now)) }
                 last = now
@@ -56,6 +70,7 @@ struct MPDSession {
                     idleFor = nil
                 }
             case .line(let buffer):
+                lastHeard = clock.now
                 var line = String(decoding: buffer.readableBytesView, as: UTF8.self)
                 if line.hasSuffix("\r") { line.removeLast() }
                 if idleFor != nil {
@@ -65,12 +80,24 @@ struct MPDSession {
                     try await outbound.write(ByteBuffer(string: "OK\n"))
                     continue
                 }
+                if overflowed {
+                    if line == "command_list_end" { overflowed = false }
+                    continue
+                }
                 let request: MPDRequest
                 do { request = try MPDRequest.parse(line) } catch {
                     try await outbound.write(ByteBuffer(string: error.line(command: "", index: 0)))
                     continue
                 }
                 if var pendingList = list {
+                    if request.name != "command_list_end" && pendingList.count >= configuration.maximumCommandListLength {
+                        // Refused whole, and its remaining lines with it: they are its commands, not commands of their own.
+                        list = nil
+                        overflowed = true
+                        let reason = "command list too long: over \(configuration.maximumCommandListLength) commands (the --mpd-max-command-list limit)"
+                        try await outbound.write(ByteBuffer(string: MPDError(.argument, reason).line(command: "command_list_begin", index: 0)))
+                        continue
+                    }
                     if request.name == "command_list_end" {
                         list = nil
                         let partition = commands.partition

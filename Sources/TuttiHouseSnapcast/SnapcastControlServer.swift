@@ -13,58 +13,33 @@ import TuttiProtocol
 /// Thread-safety: `start` and `stop` from any thread, once each.
 public final class SnapcastControlServer: Sendable {
     public struct Configuration: Sendable {
-        public var host = "0.0.0.0"
+        public var host = "127.0.0.1"
         public var port = 1705
         public var maximumLineBytes = 1 << 20
+        /// Controllers served at once.
+        public var maximumConnections = 100
+        public var limits = FrontEndLimits()
         public init() {}
     }
 
-    private let house: House
-    private let configuration: Configuration
-    private let group: MultiThreadedEventLoopGroup
-    private let listener = Mutex<(any Channel)?>(nil)
-    private let tasks = Mutex<[Task<Void, Never>]>([])
+    private let listener: LineProtocolListener
 
     public init(house: House, configuration: Configuration = Configuration()) {
-        self.house = house
-        self.configuration = configuration
-        group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        var listening = LineProtocolListener.Configuration(host: configuration.host, port: configuration.port,
+                                                           maximumLineBytes: configuration.maximumLineBytes)
+        listening.maximumConnections = configuration.maximumConnections
+        let hostName = ProcessInfo.processInfo.hostName, mutedVolumes = SnapcastMutedVolumes(), limits = configuration.limits
+        listener = LineProtocolListener(name: "Snapcast controllers", configuration: listening, log: { house.note($0) },
+                                        refusal: { SnapcastControlConnection.line(JSONRPC.error(id: .null, code: -32000, message: $0)) }) { connection in
+            var connectionState = SnapcastControlConnection(rpc: SnapcastJSONRPC(house: house, hostName: hostName, mutedVolumes: mutedVolumes))
+            await connectionState.run(connection, limits: limits)
+        }
     }
 
     /// Binds and serves; returns the port it listens on.
-    public func start() async throws -> Int {
-        let maximumLine = configuration.maximumLineBytes
-        let server = try await ServerBootstrap(group: group)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .bind(host: configuration.host, port: configuration.port) { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(LineFrameDecoder(maximumLength: maximumLine)))
-                    return try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
-                }
-            }
-        listener.withLock { $0 = server.channel }
-        let house = self.house
-        let hostName = ProcessInfo.processInfo.hostName, mutedVolumes = SnapcastMutedVolumes()
-        let accepting = Task<Void, Never> {
-            try? await server.executeThenClose { connections in
-                for try await connection in connections {
-                    let session = Task {
-                        var connectionState = SnapcastControlConnection(rpc: SnapcastJSONRPC(house: house, hostName: hostName, mutedVolumes: mutedVolumes))
-                        await connectionState.run(connection)
-                    }
-                    self.tasks.withLock { $0.append(session) }
-                }
-            }
-        }
-        tasks.withLock { $0.append(accepting) }
-        return server.channel.localAddress?.port ?? configuration.port
-    }
+    public func start() async throws -> Int { try await listener.start() }
 
-    public func stop() async {
-        try? await listener.withLock({ $0 })?.close()
-        for task in tasks.withLock({ $0 }) { task.cancel() }
-        try? await group.shutdownGracefully()
-    }
+    public func stop() async { await listener.stop() }
 }
 
 /// One controller's connection: requests (single or batched) answered in order, and
@@ -73,8 +48,9 @@ public final class SnapcastControlServer: Sendable {
 struct SnapcastControlConnection {
     var rpc: SnapcastJSONRPC
 
-    mutating func run(_ connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>) async {
-        await rpc.house.serveLines(connection) { events, outbound in
+    mutating func run(_ connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>, limits: FrontEndLimits = FrontEndLimits()) async {
+        let who = "a Snapcast controller at \(connection.channel.remoteAddress.map { "\($0)" } ?? "an unknown address")"
+        await rpc.house.serveLines(connection, who: who, limits: limits) { events, outbound in
             _ = await rpc.updateNotification()
             for await event in events {
                 switch event {
@@ -89,7 +65,7 @@ struct SnapcastControlConnection {
         }
     }
 
-    private static func line(_ message: Data) -> ByteBuffer {
+    static func line(_ message: Data) -> ByteBuffer {
         var buffer = ByteBuffer(bytes: message)
         // snapserver ends each message with CRLF, and its clients split on it.
         buffer.writeString("\r\n")

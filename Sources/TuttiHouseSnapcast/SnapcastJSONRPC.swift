@@ -11,6 +11,8 @@ import TuttiProtocol
 public struct SnapcastJSONRPC {
     var methods: SnapcastControlMethods
     private var lastNotified: String?
+    /// Requests in one batch; a larger batch is refused whole with -32600, naming the limit.
+    public static let maximumBatchLength = 1000
 
     public var house: House { methods.house }
 
@@ -31,6 +33,9 @@ public struct SnapcastJSONRPC {
         }
         guard case .array(let batch) = parsed else { return await respond(to: parsed) }
         guard !batch.isEmpty else { return JSONRPC.error(id: .null, code: -32600, message: "Invalid request") }
+        guard batch.count <= Self.maximumBatchLength else {
+            return JSONRPC.error(id: .null, code: -32600, message: "Invalid request: a batch of \(batch.count) requests, over the limit of \(Self.maximumBatchLength)")
+        }
         var replies: [Data] = []
         for request in batch { if let reply = await respond(to: request) { replies.append(reply) } }
         return replies.isEmpty ? nil : Data("[".utf8) + Data(replies.joined(separator: Data(",".utf8))) + Data("]".utf8)

@@ -71,6 +71,23 @@ struct Server: AsyncParsableCommand {
         discussion: "Without it: your home directory, the system's temporary directory and the directory the house starts in. Other files are refused (so /etc/shadow cannot be played), and URLs other than http(s)."))
     var allowDirectories: [String] = []
 
+    @Option(name: .customLong("max-connections"), help: ArgumentHelp(
+        "Clients served at once on each front end's port (MPD, Snapcast control); one more is refused with a line saying so."))
+    var maximumConnections = 100
+
+    @Option(name: .customLong("mpd-timeout"), help: ArgumentHelp(
+        "Seconds an MPD client may stay silent before it is closed (MPD's connection_timeout); a client in idle is exempt."))
+    var mpdTimeout = 60
+
+    @Option(name: .customLong("mpd-max-command-list"), help: ArgumentHelp(
+        "Commands in one MPD command list; a longer list is refused whole with an ACK naming this limit."))
+    var mpdMaximumCommandList = 10_000
+
+    @Option(name: .customLong("allow-url-host"), help: ArgumentHelp(
+        "A host whose URLs the house fetches wherever it points (repeatable), e.g. a radio relay on this machine.",
+        discussion: "The house fetches http(s) URLs from the LAN and the internet, never from loopback, link-local (169.254.x.x, a cloud's metadata) or other local addresses, whether named by a URL, a redirect or an HLS playlist entry."))
+    var allowURLHosts: [String] = []
+
     @Option(name: .customLong("state-dir"), help: "Directory of the house's store (house.sqlite): the queue, volumes, group and the playing stream, so a restarted house resumes where it was.")
     var stateDirectory: String?
 
@@ -92,6 +109,9 @@ struct Server: AsyncParsableCommand {
         if let http, http != "off", HostPort(argument: http) == nil {
             throw ValidationError("--http \(http): use HOST:PORT (0.0.0.0:7780) or off")
         }
+        guard maximumConnections >= 1 else { throw ValidationError("--max-connections \(maximumConnections): at least 1") }
+        guard mpdTimeout >= 1 else { throw ValidationError("--mpd-timeout \(mpdTimeout): at least 1 second") }
+        guard mpdMaximumCommandList >= 1 else { throw ValidationError("--mpd-max-command-list \(mpdMaximumCommandList): at least 1") }
         for host in httpHosts where host.isEmpty || host.contains(where: { $0 == "/" || $0 == " " || $0 == "@" }) {
             throw ValidationError("--http-host '\(host)': give a host name, such as music.home.arpa")
         }
@@ -122,7 +142,7 @@ struct Server: AsyncParsableCommand {
         // The process's one HTTP client, for URLs in the queue.
         let client = MediaHTTPClient.make()
         var configuration = House.Configuration()
-        configuration.network = HTTPInputOpener(client: client, clock: MonotonicClock())
+        configuration.network = HTTPInputOpener(client: client, clock: MonotonicClock(), policy: .house(allowing: allowURLHosts))
         configuration.stateDirectory = stateDirectory
         configuration.bufferDepthNanoseconds = Int64(bufferSeconds * 1e9)
         configuration.allowedDirectories = allowedDirectories
@@ -175,6 +195,9 @@ struct Server: AsyncParsableCommand {
             var configuration = MPDServer.Configuration()
             configuration.host = address.host
             configuration.port = address.port
+            configuration.maximumConnections = maximumConnections
+            configuration.connectionTimeout = .seconds(mpdTimeout)
+            configuration.maximumCommandListLength = mpdMaximumCommandList
             let server = MPDServer(house: house, configuration: configuration)
             return (server, { try await server.start() }, { await server.stop() })
         }
@@ -187,6 +210,7 @@ struct Server: AsyncParsableCommand {
             var configuration = SnapcastControlServer.Configuration()
             configuration.host = address.host
             configuration.port = address.port
+            configuration.maximumConnections = maximumConnections
             let server = SnapcastControlServer(house: house, configuration: configuration)
             return (server, { try await server.start() }, { await server.stop() })
         }

@@ -28,7 +28,8 @@ final class HouseHarness: @unchecked Sendable {
         self.clock = clock
         let lines = logLines
         var configuration = configuration
-        if configuration.network == nil { configuration.network = TestNetwork.opener }
+        // A house's URL policy, as `tutti server` gives it, with the test servers' host allowed.
+        if configuration.network == nil { configuration.network = TestNetwork.houseOpener() }
         if !waitsForRooms { configuration.startWaitNanoseconds = 0 }
         house = House(configuration: configuration, loop: loop, clock: clock, log: { lines.append($0) })
     }

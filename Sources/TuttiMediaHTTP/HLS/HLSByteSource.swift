@@ -46,6 +46,8 @@ public final class HLSByteSource: PlaylistByteSource, @unchecked Sendable {
         public var minimumSampleBytes = 4096
         /// Bytes kept behind the reader, which libavformat may re-read while probing.
         public var behindWindowBytes: Int64 = 1 << 20
+        /// Which URLs are fetched: the playlist, its redirects, and every entry it names (`URLPolicy`).
+        public var urlPolicy = URLPolicy.open
         public init() {}
     }
 
@@ -93,7 +95,7 @@ public final class HLSByteSource: PlaylistByteSource, @unchecked Sendable {
             // Off the cooperative pool: the decoder thread blocks until this task brings its bytes.
             let executor = NetworkTaskExecutor(label: "hls")
             let fetcher = HLSFetcher(client: client, retryDelays: configuration.retryDelays, responseTimeout: configuration.responseTimeout,
-                                     executor: executor, clock: clock)
+                                     executor: executor, clock: clock, urlPolicy: configuration.urlPolicy)
             downloader = HLSDownloader(url: url, configuration: configuration, buffer: buffer, fetcher: fetcher, onEvent: onEvent)
             downloader!.start()
         }

@@ -16,6 +16,8 @@ struct HLSFetcher: Sendable {
     var executor: NetworkTaskExecutor
     /// Times each request, for the throughput.
     var clock: any HostClock
+    /// Which URLs are fetched (a playlist's entries may point anywhere).
+    var urlPolicy: URLPolicy
     /// A resource larger than this is refused rather than held in memory.
     var maximumBytes = 64 << 20
 
@@ -68,7 +70,9 @@ struct HLSFetcher: Sendable {
         let start = clock.now()
         let response: HTTPClientResponse
         do {
-            response = try await client.execute(request, timeout: .nanoseconds(Int64(responseTimeout.components.seconds) * 1_000_000_000))
+            response = try await urlPolicy.execute(request, client: client, timeout: .nanoseconds(Int64(responseTimeout.components.seconds) * 1_000_000_000))
+        } catch let refusal as URLPolicy.Refusal {
+            throw AttemptFailure(reason: refusal.reason, retryable: false)
         } catch {
             if Task.isCancelled { throw CancellationError() }
             throw AttemptFailure(reason: HTTPByteSource.describe(error), retryable: true)

@@ -32,6 +32,8 @@ public final class HTTPByteSource: MediaByteSource, @unchecked Sendable {
         public var seekThresholdBytes: Int64 = 512 * 1024
         /// For streams of unknown length (radio), bytes kept behind the reader.
         public var liveWindowBytes: Int64 = 4 * 1024 * 1024
+        /// Which URLs and redirect targets are fetched (`URLPolicy`).
+        public var urlPolicy = URLPolicy.open
         public init() {}
     }
 
@@ -201,7 +203,10 @@ public final class HTTPByteSource: MediaByteSource, @unchecked Sendable {
         if configuration.requestsICYMetadata { request.headers.add(name: "Icy-MetaData", value: "1") }
         let response: HTTPClientResponse
         do {
-            response = try await client.execute(request, timeout: .nanoseconds(Int64(configuration.responseTimeout.components.seconds) * 1_000_000_000))
+            response = try await configuration.urlPolicy.execute(request, client: client,
+                                                                 timeout: .nanoseconds(Int64(configuration.responseTimeout.components.seconds) * 1_000_000_000))
+        } catch let refusal as URLPolicy.Refusal {
+            throw TransferFailure(reason: refusal.reason, retryable: false)
         } catch {
             if Task.isCancelled { throw CancellationError() }
             throw TransferFailure(reason: Self.describe(error), retryable: true)
@@ -310,14 +315,14 @@ public final class HTTPByteSource: MediaByteSource, @unchecked Sendable {
 }
 
 /// The HTTP client configuration media sources want: short connect and idle-read timeouts (a
-/// stalled server is retried rather than waited on forever), redirects followed, no content
-/// decoding. The process makes one (`make()`), hands it to its `HTTPInputOpener`, and shuts it
+/// stalled server is retried rather than waited on forever), redirects left to the sources (each
+/// target is checked by their `URLPolicy` before it is fetched), no content decoding. The process makes one (`make()`), hands it to its `HTTPInputOpener`, and shuts it
 /// down when done.
 public enum MediaHTTPClient {
     public static func make() -> HTTPClient {
         var configuration = HTTPClient.Configuration()
         configuration.timeout = .init(connect: .seconds(5), read: .seconds(15))
-        configuration.redirectConfiguration = .follow(max: 10, allowCycles: false)
+        configuration.redirectConfiguration = .disallow
         configuration.decompression = .disabled
         return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
     }

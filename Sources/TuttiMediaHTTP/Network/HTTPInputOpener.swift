@@ -18,6 +18,15 @@ public struct HTTPInputOpener: NetworkInputOpener {
         self.hls = hls
     }
 
+    /// An opener whose every fetch (URL, redirect, playlist entry) passes `policy`.
+    public init(client: HTTPClient, clock: any HostClock, policy: URLPolicy) {
+        var http = HTTPByteSource.Configuration()
+        http.urlPolicy = policy
+        var hls = HLSByteSource.Configuration()
+        hls.urlPolicy = policy
+        self.init(client: client, clock: clock, http: http, hls: hls)
+    }
+
     public func open(_ url: String, isPlaylist: Bool, cancellation: InputCancellation?,
                      events: (@Sendable (NetworkInputEvent) -> Void)?) throws(MediaError) -> any MediaByteSource {
         if !isPlaylist {

@@ -127,6 +127,12 @@ public final class MediaHTTPServer: Sendable {
         shared.state.withLock { $0.files[path] = nil }
     }
 
+    /// Later requests for `path` are redirected to `location` (any URL, relative or not) with
+    /// `status` (301, 302, 303, 307 or 308).
+    public func setRedirect(_ path: String, to location: String, status: Int = 302) {
+        shared.state.withLock { $0.redirects[path] = (location, status) }
+    }
+
     /// The `Content-Type` served for a path without an explicit one.
     public static func contentType(forPath path: String) -> String {
         let name = path.split(separator: "?").first.map(String.init) ?? path
@@ -241,6 +247,7 @@ extension MediaHTTPServer {
         var refilledAt = NIODeadline.now()
         var rules: [Rule] = []
         var failures: [String: Failure] = [:]
+        var redirects: [String: (location: String, status: Int)] = [:]
         var log: [RequestRecord] = []
         var totalBodyBytesSent = 0
         var connections: [Int: any Channel] = [:]
@@ -326,6 +333,9 @@ extension MediaHTTPServer {
                 }
                 guard request.method == .GET || request.method == .HEAD else {
                     return empty(.methodNotAllowed, [("Allow", "GET, HEAD")])
+                }
+                if let redirect = s.redirects[path] {
+                    return empty(HTTPResponseStatus(statusCode: redirect.status), [("Location", redirect.location)])
                 }
                 guard let file = s.files[path] else { return empty(.notFound) }
 
