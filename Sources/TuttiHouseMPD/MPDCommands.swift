@@ -25,6 +25,9 @@ struct MPDCommands {
     /// Idle subsystems a command raised itself, for the session to report (`update` on a
     /// library that follows its disk: done at once).
     var raised = Set<String>()
+    /// What this connection may do (`MPDPermissions`), and what each password gives.
+    var permissions = MPDPermissions.all
+    var passwords: [String: MPDPermissions] = [:]
 
     /// Every command this server knows, for `commands`.
     static let names = [
@@ -119,20 +122,36 @@ struct MPDCommands {
 
     // MARK: Dispatch
 
+    /// Throws MPD's permission ACK, saying how to be granted more, for a command this
+    /// connection may not run.
+    func checkPermission(for command: String) throws(MPDError) {
+        let needed = MPDPermissions.required(for: command)
+        guard !permissions.isSuperset(of: needed) else { return }
+        let how = passwords.isEmpty
+            ? "clients on other machines may only read: the house grants more with tutti server --mpd-password PASS@\(MPDPermissions.all.words) or --mpd-default-permissions"
+            : "send the password that grants \(needed.words)"
+        throw MPDError(.permission, "you don't have permission for \"\(command)\" (it needs \(needed.words); \(how))")
+    }
+
     /// Performs one command (not `idle`, `noidle`, `close` or command lists: the session's).
     mutating func run(_ request: MPDRequest) async throws(MPDError) -> MPDResponse {
         let a = request.arguments
         var out = MPDResponse()
+        if Self.names.contains(request.name) { try checkPermission(for: request.name) }
         switch request.name {
         case "ping":
             try Self.expect(a, 0...0, "ping")
         case "password":
             try Self.expect(a, 1...1, "password")
-            throw MPDError(.password, "incorrect password")
+            guard let granted = passwords[a[0]] else { throw MPDError(.password, "incorrect password") }
+            permissions = granted
         case "commands":
-            for name in Self.names + ["command_list_begin", "command_list_ok_begin", "command_list_end"] { out.add("command", name) }
+            for name in Self.names + ["command_list_begin", "command_list_ok_begin", "command_list_end"]
+            where permissions.isSuperset(of: MPDPermissions.required(for: name)) {
+                out.add("command", name)
+            }
         case "notcommands":
-            break
+            for name in Self.names where !permissions.isSuperset(of: MPDPermissions.required(for: name)) { out.add("command", name) }
         case "tagtypes":
             if a.isEmpty { for tag in ["Artist", "Album", "Title"] { out.add("tagtype", tag) } }
         case "urlhandlers":

@@ -27,6 +27,11 @@ public final class MPDServer: Sendable {
         /// likewise, `max_command_list_size`).
         public var maximumCommandListLength = 10_000
         public var limits = FrontEndLimits()
+        /// `password PASS` gives these (`--mpd-password PASS@read,add,control,admin`).
+        public var passwords: [String: MPDPermissions] = [:]
+        /// What a client has before a password (`--mpd-default-permissions`); nil: all on this
+        /// machine, `read` elsewhere (`MPDPermissions.initial`).
+        public var defaultPermissions: MPDPermissions?
         public init() {}
     }
 

@@ -25,7 +25,10 @@ struct MPDSession {
 
     mutating func run(_ connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>) async {
         // What only time changes (the next item starting) raises no change: look again.
-        let who = "an MPD client at \(connection.channel.remoteAddress.map { "\($0)" } ?? "an unknown address")"
+        let peer = connection.channel.remoteAddress
+        commands.passwords = configuration.passwords
+        commands.permissions = MPDPermissions.initial(for: peer, defaultPermissions: configuration.defaultPermissions)
+        let who = "an MPD client at \(peer.map { "\($0)" } ?? "an unknown address")"
         await house.serveLines(connection, who: who, limits: configuration.limits, lookAgain: .milliseconds(500)) { events, outbound in
             // The first look before the greeting: a change the client makes or sees after it
             // is one its idle hears.
@@ -118,6 +121,10 @@ struct MPDSession {
                 case "close":
                     return
                 case "idle":
+                    do throws(MPDError) { try commands.checkPermission(for: "idle") } catch {
+                        try await outbound.write(ByteBuffer(string: error.line(command: "idle", index: 0)))
+                        continue
+                    }
                     let wanted = request.arguments.isEmpty ? MPDSnapshot.subsystems : Set(request.arguments.map { $0.lowercased() })
                     if let unknown = wanted.first(where: { !MPDSnapshot.subsystems.contains($0) }) {
                         try await outbound.write(ByteBuffer(string: MPDError(.argument, "Unrecognized idle event: \(unknown)").line(command: "idle", index: 0)))

@@ -83,6 +83,15 @@ struct Server: AsyncParsableCommand {
         "Commands in one MPD command list; a longer list is refused whole with an ACK naming this limit."))
     var mpdMaximumCommandList = 10_000
 
+    @Option(name: .customLong("mpd-password"), help: ArgumentHelp(
+        "PASS@read,add,control,admin: an MPD password and what it grants (repeatable), as MPD's `password` setting.",
+        discussion: "Without it, MPD clients on this machine may do everything and clients elsewhere only read. MPD sends its password in clear text."))
+    var mpdPasswords: [String] = []
+
+    @Option(name: .customLong("mpd-default-permissions"), help: ArgumentHelp(
+        "What an MPD client may do before it sends a password, e.g. read or read,add,control (default: all on this machine, read elsewhere)."))
+    var mpdDefaultPermissions: String?
+
     @Option(name: .customLong("allow-url-host"), help: ArgumentHelp(
         "A host whose URLs the house fetches wherever it points (repeatable), e.g. a radio relay on this machine.",
         discussion: "The house fetches http(s) URLs from the LAN and the internet, never from loopback, link-local (169.254.x.x, a cloud's metadata) or other local addresses, whether named by a URL, a redirect or an HLS playlist entry."))
@@ -112,6 +121,12 @@ struct Server: AsyncParsableCommand {
         guard maximumConnections >= 1 else { throw ValidationError("--max-connections \(maximumConnections): at least 1") }
         guard mpdTimeout >= 1 else { throw ValidationError("--mpd-timeout \(mpdTimeout): at least 1 second") }
         guard mpdMaximumCommandList >= 1 else { throw ValidationError("--mpd-max-command-list \(mpdMaximumCommandList): at least 1") }
+        for spec in mpdPasswords where MPDPermissions.password(spec) == nil {
+            throw ValidationError("--mpd-password '\(spec)': use PASS@PERMISSIONS, the permissions among read,add,control,admin, e.g. secret@read,add,control")
+        }
+        if let mpdDefaultPermissions, MPDPermissions(list: mpdDefaultPermissions) == nil {
+            throw ValidationError("--mpd-default-permissions \(mpdDefaultPermissions): a list of read, add, control and admin, e.g. read,add")
+        }
         for host in httpHosts where host.isEmpty || host.contains(where: { $0 == "/" || $0 == " " || $0 == "@" }) {
             throw ValidationError("--http-host '\(host)': give a host name, such as music.home.arpa")
         }
@@ -198,6 +213,10 @@ struct Server: AsyncParsableCommand {
             configuration.maximumConnections = maximumConnections
             configuration.connectionTimeout = .seconds(mpdTimeout)
             configuration.maximumCommandListLength = mpdMaximumCommandList
+            for spec in mpdPasswords {
+                if let (password, permissions) = MPDPermissions.password(spec) { configuration.passwords[password] = permissions }
+            }
+            configuration.defaultPermissions = mpdDefaultPermissions.flatMap { MPDPermissions(list: $0) }
             let server = MPDServer(house: house, configuration: configuration)
             return (server, { try await server.start() }, { await server.stop() })
         }
