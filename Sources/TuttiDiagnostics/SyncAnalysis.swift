@@ -140,7 +140,7 @@ public struct SyncAnalysis: Sendable {
                     continue
                 }
                 if let previous = previousLag[room.name] {
-                    // Steering moves the lag by at most the ±200 ppm correction plus the clocks'
+                    // Steering moves the lag by at most the ±500 ppm correction plus the clocks'
                     // and crystal's drifts (the allowance keeps room to spare); anything faster is a jump (a resync is ≥ 480 frames,
                     // a stall ≥ 240).
                     let allowed = Double(checkpoint - previousCheckpoint[room.name, default: checkpoint - interval]) * 0.0011 + 1.0

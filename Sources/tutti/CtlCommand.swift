@@ -127,7 +127,7 @@ struct CtlPlay: AsyncParsableCommand {
                 Terminal.standardOutput("\(room.room) was not ready (\(room.reason)): it joins in sync when it is\n")
             }
             for room in reply.started?.roomStarts ?? [] where room.mode == .slewing {
-                Terminal.standardOutput("\(room.room) starts on a young clock (±\(room.clockBoundMicroseconds ?? 0) µs): it slews into sync, at most 200 ppm, never a jump\n")
+                Terminal.standardOutput("\(room.room) starts on a young clock (±\(room.clockBoundMicroseconds ?? 0) µs): it slews into sync, never a jump\n")
             }
         }
     }

@@ -461,7 +461,7 @@ import TuttiTestSupport
     /// goes down for 12 s. The room plays on from its buffer on the rate it fitted in its first
     /// seconds, and comes back in sync: everything heard, nothing jumped, the rooms together
     /// from the first frame to the last. (Before issue 33 such a room's rate was still ~100 ppm
-    /// off at 8 s; it drifted 1.46 ms in the outage and slewed back at 500 ppm, the cap then; it is 200 ppm now.)
+    /// off at 8 s; it drifted 1.46 ms in the outage and slewed back at 500 ppm.)
     @Test(.timeLimit(.minutes(3)))
     func aColdStartUnderJitterThenATwelveSecondOutageStaysInSync() async throws {
         let directory = try TemporaryDirectory("multiroom-cold-outage")

@@ -134,7 +134,7 @@ public struct PlayReport: Codable, Sendable, Equatable {
 /// A room whose clock bound is within the house's start target plays in sync from the first
 /// sample. One whose bound is still over it (a young estimate on a jittery network) plays at
 /// once and corrects as its estimate sharpens, by slewing at most
-/// `PlayoutController.Configuration.maximumCorrection` (±200 ppm), never by a jump. One that
+/// `PlayoutController.Configuration.maximumCorrection` (±500 ppm), never by a jump. One that
 /// was not ready when the house's wait ended stays silent and joins in sync when it is.
 public struct RoomStart: Codable, Sendable, Equatable {
     public enum Mode: String, Codable, Sendable, CaseIterable {
