@@ -27,6 +27,8 @@ public enum FuzzHarness {
         "fuzz-streamparser": { data throws(FuzzFailure) in try streamParser(data) },
         "fuzz-chunkdecoder": { data throws(FuzzFailure) in try chunkDecoder(data) },
         "fuzz-hls": { data throws(FuzzFailure) in try hls(data) },
+        "fuzz-lines": { data throws(FuzzFailure) in try lines(data) },
+        "fuzz-mpd": { data throws(FuzzFailure) in try mpdCommandLine(data) },
     ]
 
     /// One libFuzzer input through `target`: a broken invariant becomes the crash libFuzzer
@@ -113,6 +115,62 @@ public enum FuzzHarness {
         }
         guard case .success(let packet) = viaArray else { return }
         guard packet.encoded() == bytes else { throw FuzzFailure("clocksync: \(packet) re-encodes to different bytes") }
+    }
+
+    // MARK: Line protocols
+
+    /// A line-protocol connection's bytes (MPD, Snapcast's control API) to `LineFrameDecoder`:
+    /// byte 0 sets the longest line allowed (1–256 bytes), byte 1 the size the rest arrives in
+    /// (1–16 bytes at a time). Fed at once and in pieces, the same lines come out and the same
+    /// refusal; every line is within the limit and holds no newline; with no refusal, the
+    /// lines and their newlines, then what is left waiting, are the input.
+    public static func lines(_ data: UnsafeRawBufferPointer) throws(FuzzFailure) {
+        guard data.count >= 2 else { return }
+        let maximum = Int(data[0]) + 1, pieceSize = Int(data[1]) % 16 + 1
+        let input = Array(data.dropFirst(2))
+        func split(inPiecesOf size: Int) -> (lines: [[UInt8]], refused: Bool, left: [UInt8]) {
+            var buffer = ByteBuffer()
+            var lines: [[UInt8]] = []
+            var offset = 0
+            while offset < input.count {
+                let end = min(input.count, offset + size)
+                buffer.writeBytes(input[offset..<end])
+                offset = end
+                do {
+                    while let line = try LineFrameDecoder.nextLine(from: &buffer, maximumLength: maximum) { lines.append(Array(line.readableBytesView)) }
+                } catch {
+                    return (lines, true, [])
+                }
+            }
+            return (lines, false, Array(buffer.readableBytesView))
+        }
+        let whole = split(inPiecesOf: max(1, input.count)), pieces = split(inPiecesOf: pieceSize)
+        guard whole.lines == pieces.lines, whole.refused == pieces.refused else {
+            throw FuzzFailure("lines: \(whole.lines.count) lines (refused: \(whole.refused)) at once, \(pieces.lines.count) (refused: \(pieces.refused)) in pieces of \(pieceSize)")
+        }
+        for line in whole.lines where line.count > maximum || line.contains(UInt8(ascii: "\n")) {
+            throw FuzzFailure("lines: a line of \(line.count) bytes (limit \(maximum)) or with a newline in it")
+        }
+        guard !whole.refused else { return }
+        guard whole.lines.flatMap({ $0 + [UInt8(ascii: "\n")] }) + whole.left == input, whole.left.count <= maximum,
+              !whole.left.contains(UInt8(ascii: "\n")) else {
+            throw FuzzFailure("lines: the lines and what is left are not the input")
+        }
+    }
+
+    /// One MPD request line to `MPDCommandLine.split`, as MPD splits it. An accepted line's
+    /// words, each quoted again (`MPDCommandLine.quoted`), split into the same words.
+    public static func mpdCommandLine(_ data: UnsafeRawBufferPointer) throws(FuzzFailure) {
+        let text = String(decoding: data, as: UTF8.self)
+        let line: MPDCommandLine
+        do throws(MPDCommandLine.Refusal) { line = try MPDCommandLine.split(text) } catch { return }
+        guard !line.name.isEmpty || text.contains("\"") else { throw FuzzFailure("mpd: an empty command name from a line without quotes") }
+        let requoted = ([line.name] + line.arguments).map(MPDCommandLine.quoted).joined(separator: " ")
+        let again: MPDCommandLine
+        do throws(MPDCommandLine.Refusal) { again = try MPDCommandLine.split(requoted) } catch {
+            throw FuzzFailure("mpd: \(line) quoted again is refused: \(error.message)")
+        }
+        guard again == line else { throw FuzzFailure("mpd: \(line) quoted again splits as \(again)") }
     }
 
     // MARK: Control JSON

@@ -227,6 +227,7 @@ extension HouseCore {
         report.groupVolume = group.volume
         report.library = libraryStatus
         report.playModes = group.playModes
+        report.storeProblem = storeProblem
         guard let stream = group.stream else { return report }
         let head = group.playhead()
         report.stream = stream.id

@@ -18,6 +18,9 @@ final class HouseCore {
     let log: @Sendable (String) -> Void
     /// Where the state is kept across restarts (nil without a state directory).
     let store: HouseStore?
+    /// Why what changes is not being kept (the last write failed, or the store could not be
+    /// opened), for controllers: the status says it. Nil while the store takes writes.
+    private(set) var storeProblem: String?
     let rooms: RoomRegistry
     private(set) var groups: [GroupID: GroupSession] = [:]
     /// The group new rooms join, and that cannot be removed (MPD's "default" partition).
@@ -56,6 +59,9 @@ final class HouseCore {
         nextStreamID = UInt32(truncatingIfNeeded: clock.now() / 1_000_000) | 1
         randomSource = SplitMix64(seed: UInt64(bitPattern: clock.now()))
         store = configuration.stateDirectory.flatMap { Self.openStore(in: $0, busyTimeoutSeconds: configuration.storeBusyTimeoutSeconds, log: log) }
+        if let directory = configuration.stateDirectory, store == nil {
+            storeProblem = "the store in \(directory) cannot be opened (see the house's log): nothing is kept across a restart"
+        }
         var snapshot = HouseStore.Snapshot()
         if let store {
             do { snapshot = try store.load() } catch { log("\(store.path): cannot read the stored state (\(error)); starting empty") }
@@ -135,9 +141,33 @@ final class HouseCore {
     }
 
     /// Logs a store write that failed.
+    /// Notes the outcome of a write to the store. A failure is logged once and kept for the
+    /// status (`StatusReport.storeProblem`, which front ends look at on every change and tick).
+    /// The first write that works after one failed writes the groups and rooms again: what
+    /// failed may have been any of them, and only once they are all in is the state kept.
     func stored(_ problem: String?) {
-        if let problem { log(problem) }
+        if let problem {
+            if storeProblem == nil { log(problem) }
+            storeProblem = problem
+            return
+        }
+        // No store at all is not a write that worked again.
+        guard storeProblem != nil, let store, !rewritingState else { return }
+        rewritingState = true
+        defer { rewritingState = false }
+        var failure: String?
+        for group in groups.values where failure == nil { failure = store.save(group.snapshot) }
+        for record in rooms.records.values where failure == nil { failure = store.save(record) }
+        if let failure {
+            storeProblem = failure
+        } else {
+            storeProblem = nil
+            log("the store takes writes again: the groups and rooms are written again, and kept from now on")
+        }
     }
+
+    /// Set while `stored` writes the state again after a failure.
+    private var rewritingState = false
 
     var defaultGroup: GroupSession { groups[defaultGroupID]! }
 

@@ -381,6 +381,12 @@ final class HouseStore: Sendable {
         }
     }
 
+    /// Caps the database at `pages` pages on the house's connection (at least what it holds):
+    /// a write that needs more fails as on a full disk (SQLITE_FULL). For tests.
+    func limitPages(to pages: Int) throws {
+        try database.writeWithoutTransaction { try $0.execute(sql: "PRAGMA max_page_count = \(pages)") }
+    }
+
     private func attempt(_ what: String, _ write: (Database) throws -> Void) -> String? {
         do {
             try database.write(write)

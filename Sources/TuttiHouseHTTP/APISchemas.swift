@@ -79,6 +79,7 @@ enum APISchemas {
                 property("itemDurationSeconds", number, required: false), property("groupVolume", .integer(minimum: 0, maximum: 100), required: false),
                 property("library", .reference("LibraryStatus"), required: false),
                 property("playModes", .reference("PlayModes"), required: false), property("nextItem", integer, required: false),
+                property("storeProblem", string, required: false),
                 property("rooms", .array(of: .reference("RoomReport"))),
             ]),
             "GroupReport": .object([

@@ -501,6 +501,8 @@ struct MPDCommands {
             }
         }
         if status.library?.scanning == true { out.add("updating_db", 1) }
+        // MPD's clients show `error` (ncmpcpp in its status bar): a store that keeps nothing is one.
+        if let problem = status.storeProblem { out.add("error", "not kept across a restart: " + problem) }
     }
 
     /// A stored playlist's files; MPD's "No such playlist" for one that is not.

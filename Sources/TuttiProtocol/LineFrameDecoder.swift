@@ -12,16 +12,24 @@ public struct LineFrameDecoder: ByteToMessageDecoder {
     public struct LineTooLong: Error {}
 
     public mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
+        guard let line = try Self.nextLine(from: &buffer, maximumLength: maximumLength) else { return .needMoreData }
+        context.fireChannelRead(wrapInboundOut(line))
+        return .continue
+    }
+
+    /// The next whole line of `buffer` (read past it and its `\n`), or nil when none has
+    /// ended yet. The decoder's one rule, apart from NIO (`fuzz-lines` feeds it).
+    /// - Throws: `LineTooLong` for a line, ended or not, longer than `maximumLength`.
+    public static func nextLine(from buffer: inout ByteBuffer, maximumLength: Int) throws(LineTooLong) -> ByteBuffer? {
         guard let newline = buffer.readableBytesView.firstIndex(of: UInt8(ascii: "\n")) else {
             if buffer.readableBytes > maximumLength { throw LineTooLong() }
-            return .needMoreData
+            return nil
         }
         let length = newline - buffer.readerIndex
         guard length <= maximumLength else { throw LineTooLong() }
         let line = buffer.readSlice(length: length)!
         buffer.moveReaderIndex(forwardBy: 1)
-        context.fireChannelRead(wrapInboundOut(line))
-        return .continue
+        return line
     }
 
     public mutating func decodeLast(context: ChannelHandlerContext, buffer: inout ByteBuffer, seenEOF: Bool) throws -> DecodingState {

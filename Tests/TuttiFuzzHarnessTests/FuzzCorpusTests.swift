@@ -160,6 +160,30 @@ struct FuzzSeedWriter {
         try Self.write("fuzz-wire", seeds)
     }
 
+    @Test func lines() throws {
+        // Byte 0: the longest line less one; byte 1: the piece size.
+        try Self.write("fuzz-lines", [
+            ("mpd-session.bin", [63, 3] + Array("status\ncommand_list_begin\nadd \"a b.flac\"\ncommand_list_end\nidle player\nnoidle\n".utf8)),
+            ("snapcast-crlf.bin", [255, 7] + Array("{\"id\":1,\"jsonrpc\":\"2.0\",\"method\":\"Server.GetStatus\"}\r\n".utf8)),
+            ("too-long.bin", [3, 0] + Array("abcd\nef\n".utf8)),
+            ("unended.bin", [15, 1] + Array("ping\npartial".utf8)),
+            ("empty-lines.bin", [0, 2] + Array("\n\n\n".utf8)),
+        ])
+    }
+
+    @Test func mpd() throws {
+        try Self.write("fuzz-mpd", [
+            ("bare.txt", Array("setvol 50".utf8)),
+            ("quoted.txt", Array(#"find "(artist == \"AC/DC\")" sort Album"#.utf8)),
+            ("escapes.txt", Array(#"add "dir with \"quotes\" and \\ back\\slash/a.flac""#.utf8)),
+            ("tabs.txt", Array("playid\t\t3".utf8)),
+            ("empty-quoted.txt", Array(#"save """#.utf8)),
+            ("unclosed.txt", Array(#"add "a.flac"#.utf8)),
+            ("no-space.txt", Array(#"add "a"b"#.utf8)),
+            ("unicode.txt", Array("find title \"Für Elise 🎹\"".utf8)),
+        ])
+    }
+
     @Test func clockSync() throws {
         try Self.write("fuzz-clocksync", [
             ("request.bin", ClockSyncPacket(isReply: false, sequence: 1, clientSend: 1_000_000).encoded()),

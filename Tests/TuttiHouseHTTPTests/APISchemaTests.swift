@@ -26,6 +26,7 @@ import TuttiProtocol
         status.library = LibraryStatus(tracks: 9, unreadable: 1, scanning: false, scannedFiles: 10, foundFiles: 10)
         status.playModes = PlayModes(repeat: true, random: false, single: false, consume: true)
         status.nextItem = 1
+        status.storeProblem = "house.sqlite: cannot store the queue (database or disk is full); going on without it"
         status.group = "default"
         status.groupId = 1
         var group = GroupReport(id: 2, name: "Kitchen", isDefault: false, rooms: ["kitchen"], knownRooms: ["kitchen", "pantry"], state: "playing", queueLength: 2)

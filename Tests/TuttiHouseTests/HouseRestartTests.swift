@@ -215,4 +215,36 @@ import TuttiTestSupport
         #expect(try FileManager.default.contentsOfDirectory(atPath: other).allSatisfy { !$0.contains("damaged") })
         #expect(try await holder.read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM kept") } == 1)
     }
+
+    /// A write that fails (the disk full) is in every status until the store takes writes
+    /// again, not only in the log; the house plays on meanwhile.
+    @Test(.timeLimit(.minutes(1)))
+    func aFailedWriteIsInTheStatusUntilTheStoreWorksAgain() async throws {
+        let directory = try TemporaryDirectory("store-full")
+        defer { directory.remove() }
+        let tone = directory.file("tone.flac")
+        try Self.noise(tone, seconds: 1, seed: 9)
+        // Two hundred names of 200 bytes: a queue that needs pages the capped store does not have.
+        var files: [String] = []
+        for index in 0..<200 {
+            let link = directory.file(String(repeating: "n", count: 190) + "\(index).flac")
+            try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: tone)
+            files.append(link)
+        }
+        var configuration = House.Configuration()
+        configuration.stateDirectory = directory.file("state")
+        let harness = HouseHarness(configuration: configuration)
+        #expect(try await harness.onLoop { $0.statusReport(of: $0.defaultGroup).storeProblem } == nil)
+        try await harness.onLoop { core in Result { try core.store!.limitPages(to: 1) } }.get()
+        _ = try await harness.control(.play(files: files))
+        let problem = try await harness.onLoop { $0.statusReport(of: $0.defaultGroup).storeProblem }
+        #expect(problem?.contains("database or disk is full") == true, "\(problem ?? "no problem reported"); \(harness.logLines.all)")
+        #expect(harness.logLines.all.filter { $0.contains("database or disk is full") }.count == 1, "logged once: \(harness.logLines.all)")
+        #expect(try await harness.onLoop { $0.defaultGroup.queue.count } == 200, "the house goes on with what it could not keep")
+
+        try await harness.onLoop { core in Result { try core.store!.limitPages(to: 1_000_000) } }.get()
+        _ = try await harness.control(.queueRemove(index: 199))
+        #expect(try await harness.onLoop { $0.statusReport(of: $0.defaultGroup).storeProblem } == nil)
+        #expect(harness.logLines.all.contains { $0.contains("the store takes writes again") })
+    }
 }

@@ -162,7 +162,12 @@ function receiveRooms(rooms) {
     while (samples.length && samples[0].t < now - plotSeconds * 1000) samples.shift();
   }
   if (state.status) renderRooms();
-  renderLibrarySize(state.statuses.get(state.groups.find((group) => group.isDefault)?.name)?.library);
+  const defaultStatus = state.statuses.get(state.groups.find((group) => group.isDefault)?.name);
+  renderLibrarySize(defaultStatus?.library);
+  // Changes the house cannot keep across a restart (its disk full, say): said until it can again.
+  const storeProblem = $("store-problem");
+  storeProblem.hidden = !defaultStatus?.storeProblem;
+  storeProblem.textContent = defaultStatus?.storeProblem ? `Not kept across a restart: ${defaultStatus.storeProblem}` : "";
 }
 
 // MARK: Now playing

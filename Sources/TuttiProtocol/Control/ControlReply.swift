@@ -424,6 +424,9 @@ public struct StatusReport: Codable, Sendable, Equatable {
     /// The queue item that plays after the one heard, in play order (nil: none, the queue or
     /// `single` ends there).
     public var nextItem: Int?
+    /// Why changes are not being kept across a restart (a write to the house's store failed:
+    /// a full disk, say), until the store takes writes again; nil while it does.
+    public var storeProblem: String?
     public var rooms: [RoomReport]
     public init(server: String, state: String, roomCount: Int, queueLength: Int, serverTimeNs: Int64, stream: UInt32? = nil,
                 positionSeconds: Double? = nil, bufferedAheadSeconds: Double? = nil, item: Int? = nil, title: String? = nil,
