@@ -29,36 +29,42 @@ public struct MPDCommandLine: Equatable, Sendable {
     }
 
     public static func split(_ line: String) throws(Refusal) -> MPDCommandLine {
+        // Bytes, as MPD splits them, not characters: a quote or a backslash followed by a
+        // combining mark is one Swift `Character`, and was taken for a letter (`fuzz-mpd`).
+        let space = UInt8(ascii: " "), tab = UInt8(ascii: "\t"), quote = UInt8(ascii: "\""), backslash = UInt8(ascii: "\\")
+        let bytes = Array(line.utf8)
         var words: [String] = []
-        var characters = Substring(line)
+        var index = 0
         while true {
-            characters = characters.drop { $0 == " " || $0 == "\t" }
-            guard let first = characters.first else { break }
-            if first == "\"" {
-                characters = characters.dropFirst()
-                var word = ""
+            while index < bytes.count && (bytes[index] == space || bytes[index] == tab) { index += 1 }
+            guard index < bytes.count else { break }
+            var word: [UInt8] = []
+            if bytes[index] == quote {
+                index += 1
                 var closed = false
-                while let character = characters.first {
-                    characters = characters.dropFirst()
-                    if character == "\\" {
-                        guard let escaped = characters.first else { break }
-                        word.append(escaped)
-                        characters = characters.dropFirst()
-                    } else if character == "\"" {
+                while index < bytes.count {
+                    let byte = bytes[index]
+                    index += 1
+                    if byte == backslash {
+                        guard index < bytes.count else { break }
+                        word.append(bytes[index])
+                        index += 1
+                    } else if byte == quote {
                         closed = true
                         break
                     } else {
-                        word.append(character)
+                        word.append(byte)
                     }
                 }
                 guard closed else { throw .missingClosingQuote }
-                if let next = characters.first, next != " " && next != "\t" { throw .noSpaceAfterClosingQuote }
-                words.append(word)
+                if index < bytes.count && bytes[index] != space && bytes[index] != tab { throw .noSpaceAfterClosingQuote }
             } else {
-                let word = characters.prefix { $0 != " " && $0 != "\t" }
-                characters = characters.dropFirst(word.count)
-                words.append(String(word))
+                while index < bytes.count && bytes[index] != space && bytes[index] != tab {
+                    word.append(bytes[index])
+                    index += 1
+                }
             }
+            words.append(String(decoding: word, as: UTF8.self))
         }
         guard let name = words.first else { throw .empty }
         return MPDCommandLine(name: name, arguments: Array(words.dropFirst()))
@@ -67,12 +73,12 @@ public struct MPDCommandLine: Equatable, Sendable {
     /// `"` and `\` escaped, in quotes: how a value is given back as an argument.
     public static func quoted(_ text: String) -> String {
         // By hand: this module is the light speaker's too, which links no Foundation.
-        var quoted = "\""
-        for character in text {
-            if character == "\\" || character == "\"" { quoted.append("\\") }
-            quoted.append(character)
+        var quoted: [UInt8] = [UInt8(ascii: "\"")]
+        for byte in text.utf8 {
+            if byte == UInt8(ascii: "\\") || byte == UInt8(ascii: "\"") { quoted.append(UInt8(ascii: "\\")) }
+            quoted.append(byte)
         }
-        quoted.append("\"")
-        return quoted
+        quoted.append(UInt8(ascii: "\""))
+        return String(decoding: quoted, as: UTF8.self)
     }
 }
