@@ -20,8 +20,8 @@ public struct PlayoutController: Sendable {
         /// asked for ±200 ppm; that cannot absorb a rate the room does not know yet: its clock
         /// (±100 ppm) and its crystal (±100 ppm) together may be 200 ppm off the nominal the room
         /// computes from a young estimate, and the correction must cover that before it can
-        /// close any error. At ±200 ppm, 64 rooms on this machine ended up 23 ms apart at the
-        /// median (p99 36 ms, two runs); at ±500 ppm, 111 µs (p99 10 ms), docs/MULTIROOM.md.
+        /// close any error. At ±200 ppm, 64 rooms on this machine ended up 21–23 ms apart at the
+        /// median (p99 36–39 ms, two runs); at ±500 ppm, 111 µs (p99 10 ms), docs/MULTIROOM.md.
         public var maximumCorrection: Double = 0.0005
         /// Errors beyond this many frames resynchronize with a jump.
         public var resyncThreshold: Double = 480
