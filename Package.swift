@@ -99,6 +99,8 @@ let package = Package(
                                                     .product(name: "Atomics", package: "swift-atomics")]),
         .target(name: "TuttiProtocol", dependencies: [
             "TuttiCore", "CReceiveTime",
+            // The controller token's HMACs (Auth/), and the speakers' keys to come.
+            .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
         ], swiftSettings: optimizedEvenInDebug),
@@ -229,7 +231,7 @@ let package = Package(
                                                                     .product(name: "NIOPosix", package: "swift-nio")]),
         .testTarget(name: "TuttiHouseMPDTests", dependencies: ["TuttiHouseMPD", "TuttiSimulation", "TuttiTestSupport", "TuttiDiagnostics"]),
         .testTarget(name: "TuttiDiscoveryTests", dependencies: ["TuttiDiscovery", "TuttiProtocol", "TuttiSimulation", "TuttiTestSupport"]),
-        .testTarget(name: "TuttiCLITests", dependencies: ["TuttiSimulation", "TuttiTestSupport"]),
+        .testTarget(name: "TuttiCLITests", dependencies: ["TuttiSimulation", "TuttiTestSupport", "TuttiProtocol"]),
         // Replays Fuzz/Corpus and Fuzz/FailCases through the fuzz harness; writes the seeds.
         .testTarget(name: "TuttiFuzzHarnessTests", dependencies: ["TuttiFuzzHarness", "TuttiMedia", "TuttiProtocol", "TuttiTestSupport",
                                                                   .product(name: "NIOCore", package: "swift-nio")]),

@@ -67,6 +67,13 @@ public final class House: Sendable {
         public var allowedDirectories: [String]?
         /// The music library's roots (`tutti server --music`); none, no library.
         public var musicDirectories: [String] = []
+        /// The secret a controller proves it holds (`ControllerToken`): `tutti server` reads it
+        /// from the state directory; a house in a test gets a random one and gives it to its
+        /// clients.
+        public var controllerToken = ControllerToken.random()
+        /// Where the token is kept, for the refusal that tells a controller where to find it;
+        /// nil when it is in no file.
+        public var controllerTokenPath: String?
         public init() {}
     }
 
@@ -129,6 +136,26 @@ public final class House: Sendable {
     }
 
     // MARK: From any thread
+
+    /// Whether `code` is an outstanding pairing code (`pair-controller`); a code is taken once.
+    /// Ten wrong codes void every outstanding one, with a line in the log.
+    public func redeemPairingCode(_ code: String) async -> Bool {
+        let core = self.core
+        // A house whose loop has stopped signs no one in.
+        return (try? await loop.submit {
+            let house = core.value
+            switch house.pairing.redeem(code, now: house.now) {
+            case .accepted:
+                house.log("a browser signed in with a pairing code")
+                return true
+            case .refused:
+                return false
+            case .voided:
+                house.log("\(ControllerPairing.maximumFailures) wrong pairing codes tried: every outstanding code is void; ask for a new one with tutti ctl pair-controller")
+                return false
+            }
+        }.get()) ?? false
+    }
 
     /// Performs `command` on `group` (by name or id; nil: the default group) from any thread:
     /// the house answers on its loop, at once or once the engine has applied an edit.

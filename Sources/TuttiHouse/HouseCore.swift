@@ -43,6 +43,8 @@ final class HouseCore {
     var librarySize = (tracks: 0, unreadable: 0)
     /// The stored playlists, by name.
     var storedPlaylists: [String: StoredPlaylistsReport.Playlist] = [:]
+    /// The codes that sign a browser in (`pair-controller`).
+    var pairing = ControllerPairing()
     /// Connections rejected for bad input in the current ten-second window.
     private var rejections = (windowStart: Int64.min, logged: 0, suppressed: 0)
 
@@ -269,6 +271,12 @@ final class HouseCore {
         switch command {
         case .rooms:
             return .rooms(RoomsReport(rooms: roomReports()))
+        case .pairController:
+            // The system's generator: a code must not follow from anything a stranger can see.
+            var generator = SystemRandomNumberGenerator()
+            let code = pairing.issue(now: now, using: &generator)
+            log("pairing code issued for a controller's login page, valid \(ControllerPairing.validityNanoseconds / 60_000_000_000) minutes")
+            return .pairing(PairingReport(code: code, validSeconds: Int(ControllerPairing.validityNanoseconds / 1_000_000_000)))
         case .join(let reference):
             let room = try room(named: reference)
             try move(room, to: group, refusingNoChange: true)

@@ -98,24 +98,34 @@ extension House {
 }
 
 /// The house end of one TCP connection: a speaker or a controller.
+///
+/// A controller's welcome carries a fresh challenge; the house takes its control requests only
+/// after an `authenticate` whose proof shows it holds the controller token
+/// (`ControllerToken.accepts(proof:for:)`). A wrong proof, or a request before any, ends the
+/// connection with a goodbye that says where the token is kept.
 final class HouseConnectionHandler: ChannelInboundHandler {
     typealias InboundIn = WireMessage
     typealias OutboundOut = WireMessage
     private let house: House
     private var clientID: UInt32?
     private var role: WireMessage.Hello.Role?
+    /// A controller's challenge until it has answered it; nil after.
+    private var challenge: [UInt8]?
 
     init(house: House) { self.house = house }
 
     /// A peer that has not said hello within this long is closed: a thousand idle or
-    /// slow-dripping connections would otherwise hold the house's descriptors forever.
+    /// slow-dripping connections would otherwise hold the house's descriptors forever. A
+    /// controller must also have proved its token by then.
     static let helloTimeoutNanoseconds: Int64 = 10_000_000_000
 
     func channelActive(context: ChannelHandlerContext) {
         let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
         context.eventLoop.scheduleTask(in: .nanoseconds(Self.helloTimeoutNanoseconds)) {
             let (handler, context) = bound.value
-            if handler.role == nil && context.channel.isActive { handler.reject(context, "no hello within \(Self.helloTimeoutNanoseconds / 1_000_000_000) s") }
+            guard context.channel.isActive else { return }
+            if handler.role == nil { handler.reject(context, "no hello within \(Self.helloTimeoutNanoseconds / 1_000_000_000) s") }
+            else if handler.challenge != nil { handler.reject(context, "no controller token proved within \(Self.helloTimeoutNanoseconds / 1_000_000_000) s") }
         }
         context.fireChannelActive()
     }
@@ -138,14 +148,26 @@ final class HouseConnectionHandler: ChannelInboundHandler {
             self.role = hello.role
             let id = house.core.value.connect(channel: context.channel, hello: hello)
             clientID = id
-            context.writeAndFlush(Self.wrapOutboundOut(.welcome(.init(serverName: house.configuration.name, clientID: id))), promise: nil)
+            var welcome = WireMessage.Welcome(serverName: house.configuration.name, clientID: id)
+            if hello.role == .controller {
+                challenge = ControllerToken.challenge()
+                welcome.challenge = challenge!
+            }
+            context.writeAndFlush(Self.wrapOutboundOut(.welcome(welcome)), promise: nil)
             if hello.role == .speaker { house.core.value.startSending(toConnection: id) }
             return
         }
         switch (role, message) {
         case (.speaker, .speakerStatus(let status)):
             house.core.value.received(status: status, fromConnection: clientID!)
+        case (.controller, .authenticate(let proof)):
+            guard let challenge else { return reject(context, "authenticated twice") }
+            guard house.configuration.controllerToken.accepts(proof: proof, for: challenge) else {
+                return reject(context, "the controller token does not match this house's" + tokenHint)
+            }
+            self.challenge = nil
         case (.controller, .controlRequest(let request)):
+            guard challenge == nil else { return reject(context, "a control request before the controller token was proved" + tokenHint) }
             house.control(json: request.json) { ok, json in
                 context.writeAndFlush(Self.wrapOutboundOut(.controlResponse(.init(requestID: request.requestID, ok: ok, json: json))), promise: nil)
             }
@@ -154,6 +176,12 @@ final class HouseConnectionHandler: ChannelInboundHandler {
         default:
             reject(context, "unexpected \(message.kindName) from a \(role)")
         }
+    }
+
+    /// Where a controller finds the token, for the refusal.
+    private var tokenHint: String {
+        guard let path = house.configuration.controllerTokenPath else { return "" }
+        return " (on the house's machine it is in \(path); give it to tutti ctl with --token-file FILE or TUTTI_TOKEN)"
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {

@@ -93,13 +93,15 @@ enum APISchemas {
             "PlayModes": .object([property("repeat", .boolean), property("random", .boolean), property("single", .boolean), property("consume", .boolean)]),
             "StoredPlaylist": .object([property("name", string), property("files", .array(of: string)), property("modifiedSeconds", number)]),
             "StoredPlaylistsReport": .object([property("playlists", .array(of: .reference("StoredPlaylist")))]),
+            "PairingReport": .object([property("code", string), property("validSeconds", .integer(minimum: 1))]),
+            "SessionReport": .object([property("signedIn", .boolean), property("localName", string, required: false)]),
             "Refusal": .object([
                 property("error", string),
-                property("kind", .string(oneOf: [ControlRefusal.Kind.invalid, .notFound, .conflict, .unplayable, .forbidden].map(\.rawValue))),
+                property("kind", .string(oneOf: [ControlRefusal.Kind.invalid, .notFound, .conflict, .unplayable, .forbidden, .unauthorized].map(\.rawValue))),
             ]),
         ]
         schemas["AnyReply"] = .anyOf(["PlayReport", "PauseReport", "ResumeReport", "EditReport", "RoomsReport", "RoomChange",
-                                      "GroupVolumeReport", "GroupsReport", "QueueReport", "StatusReport", "LibraryBrowseReport", "StoredPlaylistsReport"].map { .reference($0) })
+                                      "GroupVolumeReport", "GroupsReport", "QueueReport", "StatusReport", "LibraryBrowseReport", "StoredPlaylistsReport", "PairingReport"].map { .reference($0) })
         return schemas
     }()
 }

@@ -109,6 +109,7 @@ enum HouseAPIRoutes {
         case .conflict: .conflict
         case .unplayable: .unprocessableContent
         case .forbidden: .forbidden
+        case .unauthorized: .unauthorized
         }
     }
 

@@ -10,7 +10,9 @@ import TuttiHouse
 /// default): the REST routes of `HouseAPIRoutes` under `/api`, the WebSocket feed of
 /// `HouseEventFeed` at `/api/events`, `/openapi.json`, `HouseMetrics` at `/metrics`, and Snapcast's
 /// JSON-RPC at `/jsonrpc` (`SnapcastJSONRPCRoutes`). A request from a hostile web page (a
-/// foreign Host or Origin) is refused before any of them (`BrowserGuardMiddleware`). Runs on its own threads (Hummingbird's), never on the
+/// foreign Host or Origin) is refused before any of them (`BrowserGuardMiddleware`), then one
+/// without the controller token or a session cookie (`ControllerAuthMiddleware`, and the login
+/// page's `ControllerAuthRoutes`). Runs on its own threads (Hummingbird's), never on the
 /// house's loop: each request is handed to the house as a `ControlCommand` and awaited.
 ///
 /// Thread-safety: all members may be called from any thread.
@@ -49,10 +51,14 @@ public final class HouseHTTPServer: Sendable {
         let router = Router(context: BasicWebSocketRequestContext.self)
         // First: a hostile page's request is refused before any route or file answers it.
         router.add(middleware: BrowserGuardMiddleware(hosts: HostAllowList(extraNames: configuration.allowedHostNames)))
+        // Then: only a controller of the house reaches the API (the token or the login page's
+        // cookie); the UI's files and the login page are open.
+        router.add(middleware: ControllerAuthMiddleware(token: house.configuration.controllerToken))
         router.add(middleware: JSONErrorMiddleware())
         // The web UI at `/`: plain files, no build step, nothing fetched from outside the house.
         let webRoot = configuration.webRoot ?? Bundle.module.url(forResource: "WebUI", withExtension: nil)?.path ?? "WebUI"
         router.add(middleware: FileMiddleware(webRoot, searchForIndexHtml: true, logger: logger))
+        ControllerAuthRoutes.add(to: router, house: house)
         HouseAPIRoutes.add(to: router, house: house)
         HouseEventFeed.add(to: router, house: house, intervalNanoseconds: configuration.feedIntervalNanoseconds)
         SnapcastJSONRPCRoutes.add(to: router, house: house)

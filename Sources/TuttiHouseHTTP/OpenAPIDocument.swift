@@ -1,4 +1,5 @@
 import Foundation
+import HummingbirdWebSocket
 import TuttiProtocol
 
 /// `/openapi.json`: the OpenAPI 3.1 description of the house's API, made from the same
@@ -10,6 +11,7 @@ enum OpenAPIDocument {
             paths[operation.path, default: [:]][operation.method.rawValue.lowercased()] = describe(operation)
         }
         paths[ArtworkRoute.path] = ArtworkRoute.openAPI
+        for (path, item) in ControllerAuthRoutes.openAPI { paths[path] = item }
         let document: [String: Any] = [
             "openapi": "3.1.0",
             "info": [
@@ -18,7 +20,18 @@ enum OpenAPIDocument {
                 "description": "The house's control commands over HTTP (docs/HTTP-API.md). GET /api/events is a WebSocket that pushes the status and the queue whenever they change.",
             ],
             "paths": paths,
-            "components": ["schemas": APISchemas.components.mapValues(\.json)],
+            // Every operation but the login page's takes the controller token as a bearer token,
+            // or the session cookie the login page gives a browser (docs/SECURITY.md).
+            "security": [["bearerToken": [String]()], ["sessionCookie": [String]()]],
+            "components": [
+                "schemas": APISchemas.components.mapValues(\.json),
+                "securitySchemes": [
+                    "bearerToken": ["type": "http", "scheme": "bearer",
+                                    "description": "The house's controller token (<state-dir>/controller-token)."],
+                    "sessionCookie": ["type": "apiKey", "in": "cookie", "name": ControllerAuthMiddleware<BasicWebSocketRequestContext>.cookieName,
+                                      "description": "Set by POST /api/login, for the web UI."],
+                ],
+            ],
         ]
         // Every value is a string, number, bool, array or dictionary of them.
         let data = try! JSONSerialization.data(withJSONObject: document, options: [.sortedKeys, .withoutEscapingSlashes])
@@ -54,7 +67,7 @@ enum OpenAPIDocument {
             ]
         }
         var responses: [String: Any] = ["200": response("The command's report.", schema: operation.reply)]
-        for kind in [ControlRefusal.Kind.invalid] + operation.refusals {
+        for kind in [ControlRefusal.Kind.invalid, .unauthorized] + operation.refusals {
             responses["\(HouseAPIRoutes.status(for: kind).code)"] = response(refusalSummary(kind), schema: "Refusal")
         }
         description["responses"] = responses
@@ -72,6 +85,7 @@ enum OpenAPIDocument {
         case .conflict: "It does not fit what the house is doing now."
         case .unplayable: "It names media the house cannot play."
         case .forbidden: "It names media the house will not play: a file outside its directories, a URL not http(s)."
+        case .unauthorized: "No controller token or session cookie came with it, or a wrong one."
         }
     }
 }

@@ -55,7 +55,7 @@ struct MPDCommands {
             let code: MPDError.Code = switch refusal.kind {
             case .notFound: .noExist
             case .invalid: .argument
-            case .forbidden: .permission
+            case .forbidden, .unauthorized: .permission
             case .conflict, .unplayable: .system
             }
             throw MPDError(code, refusal.error)

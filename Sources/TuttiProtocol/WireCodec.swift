@@ -12,7 +12,7 @@ public struct WireError: Error, Sendable, Equatable, CustomStringConvertible {
 enum WireType: UInt8 {
     case hello = 1, welcome = 2, streamStart = 3, audioChunk = 4, anchor = 5, flush = 6, streamEnd = 7,
          volume = 8, speakerStatus = 9, controlRequest = 10, controlResponse = 11, goodbye = 12,
-         roomSettings = 13
+         roomSettings = 13, authenticate = 14
 }
 
 extension WireMessage {
@@ -31,6 +31,7 @@ extension WireMessage {
         case .controlResponse: .controlResponse
         case .goodbye: .goodbye
         case .roomSettings: .roomSettings
+        case .authenticate: .authenticate
         }
     }
 
@@ -74,6 +75,9 @@ extension WireMessage {
             b.writeInteger(m.protocolVersion)
             b.writeWireString(m.serverName)
             b.writeInteger(m.clientID)
+            b.writeWireBytes(m.challenge)
+        case .authenticate(let proof):
+            b.writeWireBytes(proof)
         case .streamStart(let m):
             b.writeInteger(m.streamID)
             b.writeWireString(m.codec)
@@ -192,7 +196,14 @@ extension WireMessage {
             }
             return .hello(Hello(role: role, protocolVersion: version, name: name, codecs: codecs, latencyNanoseconds: latency, outputLeadNanoseconds: outputLead, resume: resume))
         case .welcome:
-            return .welcome(Welcome(protocolVersion: try reader.integer(), serverName: try reader.string(), clientID: try reader.integer()))
+            var welcome = Welcome(protocolVersion: try reader.integer(), serverName: try reader.string(), clientID: try reader.integer())
+            welcome.challenge = try reader.bytes()
+            guard welcome.challenge.count <= 64 else { throw WireError("welcome: a challenge of \(welcome.challenge.count) bytes (at most 64)") }
+            return .welcome(welcome)
+        case .authenticate:
+            let proof = try reader.bytes()
+            guard proof.count <= 64 else { throw WireError("authenticate: a proof of \(proof.count) bytes (at most 64)") }
+            return .authenticate(proof: proof)
         case .streamStart:
             let id: UInt32 = try reader.integer()
             let codec = try reader.string()

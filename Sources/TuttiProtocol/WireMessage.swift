@@ -7,6 +7,9 @@ public enum WireMessage: Sendable, Equatable {
     case hello(Hello)
     /// The server's answer to `hello`.
     case welcome(Welcome)
+    /// A controller's answer to its welcome's challenge: `ControllerToken.proof(for:)`. The
+    /// house takes no control request from a connection before it.
+    case authenticate(proof: [UInt8])
     /// A new stream: its codec and format. Audio chunks of this stream follow.
     case streamStart(StreamStart)
     /// One encoded chunk of a stream, placed on the stream's timeline.
@@ -83,10 +86,14 @@ public enum WireMessage: Sendable, Equatable {
         public var serverName: String
         /// The id the server gave this connection.
         public var clientID: UInt32
-        public init(protocolVersion: UInt16 = WireProtocol.version, serverName: String, clientID: UInt32) {
+        /// For a controller: random bytes it must prove it holds the house's controller token
+        /// for (`authenticate`). Empty for a speaker.
+        public var challenge: [UInt8]
+        public init(protocolVersion: UInt16 = WireProtocol.version, serverName: String, clientID: UInt32, challenge: [UInt8] = []) {
             self.protocolVersion = protocolVersion
             self.serverName = serverName
             self.clientID = clientID
+            self.challenge = challenge
         }
     }
 
@@ -231,7 +238,8 @@ public enum WireMessage: Sendable, Equatable {
 }
 
 public enum WireProtocol {
-    public static let version: UInt16 = 5
+    /// 6: controllers authenticate (`Welcome.challenge`, `authenticate`).
+    public static let version: UInt16 = 6
     /// "TT": the first two bytes of every frame.
     public static let magic: UInt16 = 0x5454
     /// Frame header: magic (2), version (1), type (1), payload length (4).

@@ -17,10 +17,14 @@ public final class ChildProcess: @unchecked Sendable {
         return root.appendingPathComponent(".build/debug/tutti").path
     }
 
-    public init(name: String, executable: String = ChildProcess.tuttiExecutable, arguments: [String], standardError: String? = nil) throws {
+    /// Starts `executable`; `environment` is added to this process's own (a controller token in
+    /// `TUTTI_TOKEN`, not on a command line other users can read).
+    public init(name: String, executable: String = ChildProcess.tuttiExecutable, arguments: [String], standardError: String? = nil,
+                environment: [String: String] = [:]) throws {
         self.name = name
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
+        if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
         process.standardOutput = output
         if let standardError {
             _ = FileManager.default.createFile(atPath: standardError, contents: nil)

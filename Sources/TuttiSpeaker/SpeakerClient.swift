@@ -183,7 +183,7 @@ public final class SpeakerClient: Sendable {
 
     fileprivate func handle(_ message: WireMessage) {
         switch message {
-        case .welcome, .controlRequest, .controlResponse, .hello, .speakerStatus:
+        case .welcome, .controlRequest, .controlResponse, .hello, .speakerStatus, .authenticate:
             break
         case .streamStart(let m):
             guard let codec = StreamCodec(wireName: m.codec) else {

@@ -185,7 +185,8 @@ struct EfficiencyBenchmark: AsyncParsableCommand {
         // A house filling 64 rooms on this 2-core machine, beside the 64 speakers, has answered
         // in 12 s: the slowest answer is a figure, not a failure.
         func send(_ command: ControlCommand) async throws -> ControlReply {
-            try await ControlClient.send(command, host: "127.0.0.1", port: port, group: MultiThreadedEventLoopGroup.singleton, timeoutNanoseconds: 120_000_000_000)
+            try await ControlClient.send(command, host: "127.0.0.1", port: port, token: try ControllerTokenFile.read(directory.path + "/state/controller-token"),
+                                         group: MultiThreadedEventLoopGroup.singleton, timeoutNanoseconds: 120_000_000_000)
         }
         let deadline = Stopwatch.now() + 60_000_000_000
         while (try await send(.rooms)).rooms?.rooms.filter({ $0.clockErrorMicroseconds != nil }).count != count {

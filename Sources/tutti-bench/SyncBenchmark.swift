@@ -311,7 +311,8 @@ struct SyncBenchmark: AsyncParsableCommand {
 
     private func control(_ command: ControlCommand, port: Int, group: any EventLoopGroup) async throws -> ControlReply {
         do {
-            return try await ControlClient.send(command, host: "127.0.0.1", port: port, group: group)
+            // The house runs without a state directory: its token is the default one.
+            return try await ControlClient.send(command, host: "127.0.0.1", port: port, token: try ControllerTokenFile.readDefault(), group: group)
         } catch let refusal as ControlRefusal {
             throw BenchError("server refused \(command.name): \(refusal)")
         }

@@ -27,11 +27,15 @@ struct Ctl: AsyncParsableCommand {
               tutti ctl --group Kitchen play radio.m3u8
               tutti ctl --group Kitchen pause
               tutti ctl groups
+            A house takes commands only from a controller holding its controller token (docs/SECURITY.md). On the house's \
+            machine ctl finds it; elsewhere give it with --token-file FILE or TUTTI_TOKEN. To sign a phone or browser in \
+            at the web UI instead:
+              tutti ctl pair-controller
             """,
         subcommands: [CtlHouses.self, CtlPlay.self, CtlPause.self, CtlResume.self, CtlSeek.self, CtlNext.self, CtlPrevious.self, CtlRooms.self,
                       CtlGroups.self, CtlGroup.self, CtlMove.self,
                       CtlJoin.self, CtlLeave.self, CtlVolume.self, CtlLatency.self, CtlRename.self, CtlGroupVolume.self, CtlQueue.self, CtlModes.self, CtlPlaylist.self, CtlLibrary.self,
-                      CtlStatus.self])
+                      CtlStatus.self, CtlPairController.self])
 
     @Option(help: ArgumentHelp("The house server's address.",
                                discussion: "Without it: the house announced on the network through Avahi, else 127.0.0.1:7700."))
@@ -44,13 +48,51 @@ struct Ctl: AsyncParsableCommand {
                                discussion: "Play, pause, resume, seek, next, previous, queue, modes, status, group-volume, join, leave and playlist save and load act on one group: this one, or the default group."))
     var group: String?
 
+    @Option(name: .customLong("token-file"), help: ArgumentHelp(
+        "The house's controller token, as a file.",
+        discussion: "Without it: $TUTTI_TOKEN, else the token of a house on this machine started without --state-dir (~/.local/state/tutti/house/controller-token). A house started with --state-dir DIR keeps its token in DIR/controller-token."))
+    var tokenFile: String?
+
+    /// The controller token: `--token-file`, `TUTTI_TOKEN`, or the default house's on this
+    /// machine. Exits 2 with one line saying where it looked.
+    func token() throws -> ControllerToken {
+        if let tokenFile {
+            do { return try ControllerTokenFile.read(tokenFile) } catch {
+                Terminal.standardError("tutti ctl: --token-file: \(error)\n")
+                throw ExitCode(2)
+            }
+        }
+        if let text = ProcessInfo.processInfo.environment["TUTTI_TOKEN"] {
+            guard let token = ControllerToken(text: text) else {
+                Terminal.standardError("tutti ctl: TUTTI_TOKEN is not a controller token (43 characters of base64url)\n")
+                throw ExitCode(2)
+            }
+            return token
+        }
+        guard let directory = ControllerTokenFile.defaultDirectory() else {
+            Terminal.standardError("tutti ctl: no controller token: give --token-file FILE or TUTTI_TOKEN\n")
+            throw ExitCode(2)
+        }
+        let path = ControllerTokenFile.path(in: directory)
+        guard FileManager.default.fileExists(atPath: path) else {
+            Terminal.standardError("tutti ctl: no controller token: give --token-file FILE or TUTTI_TOKEN (a house keeps it in its state directory, "
+                                   + "controller-token; \(path) if started without --state-dir)\n")
+            throw ExitCode(2)
+        }
+        do { return try ControllerTokenFile.read(path) } catch {
+            Terminal.standardError("tutti ctl: \(error)\n")
+            throw ExitCode(2)
+        }
+    }
+
     /// Sends a command (to `--group`, for one that acts on a group); prints the refusal and
-    /// exits 1 if the house refuses it, 2 if it cannot be reached.
+    /// exits 1 if the house refuses it, 2 if it cannot be reached or refuses the token.
     func send(_ command: ControlCommand, group: String? = nil) async throws -> ControlReply {
+        let token = try token()
         let server = try self.server ?? HouseLocator.findHouse(named: house, program: "tutti ctl")
         do {
             return try await ControlClient.send(ControlRequest(command, group: group ?? self.group), host: server.host, port: server.port,
-                                                group: MultiThreadedEventLoopGroup.singleton)
+                                                token: token, group: MultiThreadedEventLoopGroup.singleton)
         } catch let refusal as ControlRefusal {
             Terminal.standardError("tutti ctl: \(refusal)\n")
             throw ExitCode(1)
@@ -108,6 +150,22 @@ enum JSONValue: Decodable {
 func absolutePath(_ path: String) -> String {
     if path.hasPrefix("/") || path.contains("://") { return path }
     return FileManager.default.currentDirectoryPath + "/" + path
+}
+
+struct CtlPairController: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "pair-controller",
+        abstract: "A 6-digit code that signs a phone or browser in at the web UI's login page, once, within 5 minutes.")
+    @ParentCommand var ctl: Ctl
+    @Flag(help: "Print the reply as JSON.") var json = false
+
+    func run() async throws {
+        guard let pairing = try await ctl.send(.pairController).pairing else { return }
+        if json { return printReply(.pairing(pairing), json: true) }
+        Terminal.standardOutput("\(pairing.code)\n")
+        Terminal.standardError("tutti ctl: on the phone or browser, open the house's web UI and enter \(pairing.code) "
+                               + "(valid \(pairing.validSeconds / 60) minutes, once)\n")
+    }
 }
 
 struct CtlPlay: AsyncParsableCommand {

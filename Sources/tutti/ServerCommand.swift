@@ -97,7 +97,9 @@ struct Server: AsyncParsableCommand {
         discussion: "The house fetches http(s) URLs from the LAN and the internet, never from loopback, link-local (169.254.x.x, a cloud's metadata) or other local addresses, whether named by a URL, a redirect or an HLS playlist entry."))
     var allowURLHosts: [String] = []
 
-    @Option(name: .customLong("state-dir"), help: "Directory of the house's store (house.sqlite): the queue, volumes, group and the playing stream, so a restarted house resumes where it was.")
+    @Option(name: .customLong("state-dir"), help: ArgumentHelp(
+        "Directory of the house's store (house.sqlite: the queue, volumes, groups and the playing stream, so a restarted house resumes where it was) and of its controller token.",
+        discussion: "Without it the house keeps no store, and its controller token in ~/.local/state/tutti/house (XDG_STATE_HOME), where tutti ctl finds it."))
     var stateDirectory: String?
 
     @Option(name: .customLong("clock-drift-ppm"), parsing: .unconditional,
@@ -154,9 +156,10 @@ struct Server: AsyncParsableCommand {
                 throw ExitCode(2)
             }
         }
+        var configuration = House.Configuration()
+        (configuration.controllerToken, configuration.controllerTokenPath) = try controllerToken()
         // The process's one HTTP client, for URLs in the queue.
         let client = MediaHTTPClient.make()
-        var configuration = House.Configuration()
         configuration.network = HTTPInputOpener(client: client, clock: MonotonicClock(), policy: .house(allowing: allowURLHosts))
         configuration.stateDirectory = stateDirectory
         configuration.bufferDepthNanoseconds = Int64(bufferSeconds * 1e9)
@@ -193,6 +196,30 @@ struct Server: AsyncParsableCommand {
         try? await client.shutdown()
         // Held until the house has stopped writing.
         withExtendedLifetime(lock) {}
+    }
+
+    /// The controller token of the state directory (or of the default one), made on the first
+    /// start, and its file.
+    private func controllerToken() throws -> (ControllerToken, String) {
+        guard let directory = stateDirectory ?? ControllerTokenFile.defaultDirectory() else {
+            Terminal.standardError("tutti server: nowhere to keep the controller token: HOME is not set; give --state-dir DIR\n")
+            throw ExitCode(2)
+        }
+        let path = ControllerTokenFile.path(in: directory)
+        do {
+            let (token, created) = try ControllerTokenFile.readOrCreate(in: directory)
+            if created {
+                Terminal.standardError("tutti server: made the controller token \(path) (readable by you alone): tutti ctl on this machine uses it; "
+                                       + "give it to controllers elsewhere, or sign a browser in with a code from tutti ctl pair-controller\n")
+            }
+            if ControllerTokenFile.isExposed(path) {
+                Terminal.standardError("tutti server: \(path) can be read by other users of this machine, who can then control the house; chmod 600 it\n")
+            }
+            return (token, path)
+        } catch {
+            Terminal.standardError("tutti server: \(error)\n")
+            throw ExitCode(2)
+        }
     }
 
     /// A front end's address when none is given: the host the house listens on, so a house on
@@ -326,7 +353,8 @@ struct Server: AsyncParsableCommand {
             let wildcard = ["0.0.0.0", "::", "*"].contains(address.host)
             let shortName = ProcessInfo.processInfo.hostName.split(separator: ".").first.map { "\($0).local" } ?? "localhost"
             let base = HostPort(argument: "\(wildcard ? shortName : address.host):\(port)")!
-            Terminal.standardOutput("tutti server: web UI on http://\(base)/, API under /api (events: ws://\(base)/api/events)\n")
+            Terminal.standardOutput("tutti server: web UI on http://\(base)/, API under /api (events: ws://\(base)/api/events); "
+                                    + "sign in with a code from tutti ctl pair-controller, or Authorization: Bearer with the controller token\n")
             return (api, port)
         } catch {
             // NIO's bind error names the syscall; a user wants the reason.

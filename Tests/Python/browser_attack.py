@@ -2,8 +2,12 @@
 through selenium, for Tests/TuttiHouseHTTPTests/BrowserAttackTests.swift (which starts the
 house and checks afterwards that nothing changed).
 
-    python3 browser_attack.py HOUSE_URL ROOM
+    python3 browser_attack.py HOUSE_URL ROOM CODE
 
+0. The browser is a household's: it signs in at the house's login page with CODE (from
+   `tutti ctl pair-controller`), so it holds the house's session cookie. The attack page is
+   on the same host, another port: the same *site*, to which a SameSite=Strict cookie is still
+   sent; only the house's Origin check stands between it and the house.
 1. CSRF: a page served from another origin (this script's own HTTP server, another port)
    sends what a page needs no permission to send: a `no-cors` text/plain POST to
    /api/control turning ROOM's volume down to 3, the same through a submitted HTML form, and
@@ -22,8 +26,10 @@ from urllib.parse import urlparse
 
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
 
-house, room = sys.argv[1].rstrip("/"), sys.argv[2]
+house, room, code = sys.argv[1].rstrip("/"), sys.argv[2], sys.argv[3]
 house_port = urlparse(house).port
 
 ATTACK_PAGE = """<!doctype html><html><body>
@@ -90,6 +96,17 @@ for argument in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "-
 driver = webdriver.Chrome(service=Service(executable_path="/usr/bin/chromedriver"), options=options)
 driver.set_script_timeout(30)
 try:
+    driver.get(house + "/")
+    wait = WebDriverWait(driver, 20)
+    wait.until(lambda d: d.find_element(By.ID, "login").is_displayed())
+    driver.find_element(By.ID, "login-secret").send_keys(code)
+    driver.find_element(By.CSS_SELECTOR, '#login-form button[type="submit"]').click()
+    try:
+        wait.until(lambda d: d.find_element(By.ID, "connection").get_attribute("data-state") == "open")
+    except Exception:
+        fail("the house's page did not sign in with the code: " + driver.find_element(By.ID, "login-error").text)
+    report("signed-in", cookie=bool(driver.get_cookie("tutti_session")))
+
     driver.get(attack_url)
     if driver.execute_script("return typeof window.attack") != "function":
         fail("the attack page did not load from " + attack_url)

@@ -5,9 +5,12 @@ the change pushed on the WebSocket). Run against the house and against snapserve
 SnapcastControlTests, which holds them to the same answers.
 
 usage: snapcast_jsonrpc_http.py HTTP_PORT [--change]
+With TUTTI_TOKEN set (the house's controller token), every request carries it as a bearer
+token, as the house requires; snapserver ignores the header.
 """
 import asyncio
 import json
+import os
 import sys
 import urllib.error
 import urllib.request
@@ -17,6 +20,8 @@ import websockets
 port = int(sys.argv[1])
 change = "--change" in sys.argv[2:]
 base = f"127.0.0.1:{port}"
+token = os.environ.get("TUTTI_TOKEN")
+credential = {"Authorization": f"Bearer {token}"} if token else {}
 
 
 def step(name, **values):
@@ -25,7 +30,7 @@ def step(name, **values):
 
 def post(body):
     request = urllib.request.Request(f"http://{base}/jsonrpc", data=body.encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
+                                     headers={"Content-Type": "application/json", **credential})
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
             text = response.read().decode()
@@ -53,7 +58,7 @@ clients = [c for g in server["groups"] for c in g["clients"]]
 
 
 async def websocket():
-    async with websockets.connect(f"ws://{base}/jsonrpc") as ws:
+    async with websockets.connect(f"ws://{base}/jsonrpc", additional_headers=credential) as ws:
         await ws.send(json.dumps({"id": 5, "jsonrpc": "2.0", "method": "Server.GetRPCVersion"}))
         reply = json.loads(await asyncio.wait_for(ws.recv(), 10))
         step("ws-version", reply=reply)

@@ -51,6 +51,7 @@ import TuttiProtocol
                                                             return entry }()],
                                                current: 0))),
             ("StatusReport", .status(status)),
+            ("PairingReport", .pairing(PairingReport(code: "042917", validSeconds: 300))),
             ("StoredPlaylistsReport", .playlists(StoredPlaylistsReport(playlists: [.init(name: "Party", files: ["/m/a.flac"], modifiedSeconds: 1.7e9)]))),
             ("GroupsReport", .groups(GroupsReport(groups: [group]))),
         ]
@@ -96,8 +97,17 @@ import TuttiProtocol
         let document = try #require(try JSONSerialization.jsonObject(with: Data(OpenAPIDocument.json().utf8)) as? [String: Any])
         #expect(document["openapi"] as? String == "3.1.0")
         let paths = try #require(document["paths"] as? [String: [String: Any]])
-        // Every operation, and the artwork route, the one whose reply is an image.
-        #expect(paths.values.map(\.count).reduce(0, +) == APIOperation.all.count + 1)
+        // Every operation, the artwork route (the one whose reply is an image) and the login
+        // page's three.
+        #expect(paths.values.map(\.count).reduce(0, +) == APIOperation.all.count + 1 + 3)
+        // Every operation but the login page's needs the token or the session cookie.
+        let schemes = try #require((document["components"] as? [String: Any])?["securitySchemes"] as? [String: Any])
+        #expect(Set(schemes.keys) == ["bearerToken", "sessionCookie"])
+        #expect((document["security"] as? [[String: [String]]])?.count == 2)
+        for path in ["/api/login", "/api/logout", "/api/session"] {
+            let operation = try #require(paths[path]?.values.first as? [String: Any], "\(path)")
+            #expect((operation["security"] as? [Any])?.isEmpty == true, "\(path)")
+        }
         let artwork = try #require(paths[ArtworkRoute.path]?["get"] as? [String: Any])
         let artworkResponses = try #require(artwork["responses"] as? [String: Any])
         #expect(Set(artworkResponses.keys) == ["200", "400", "403", "404", "422"])
@@ -105,7 +115,7 @@ import TuttiProtocol
             #expect(APISchemas.components[operation.reply] != nil, "\(operation.path)")
             let described = try #require(paths[operation.path]?[operation.method.rawValue.lowercased()] as? [String: Any], "\(operation.path)")
             let responses = try #require(described["responses"] as? [String: Any])
-            #expect(responses["200"] != nil && responses["400"] != nil)
+            #expect(responses["200"] != nil && responses["400"] != nil && responses["401"] != nil)
         }
     }
 }

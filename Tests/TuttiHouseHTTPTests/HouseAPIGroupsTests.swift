@@ -23,13 +23,13 @@ extension HouseAPITests {
         defer { house.stop() }
         try await waitForRoom(house, ["a", "b"])
 
-        let listed = try await request(.GET, house.api + "/groups")
+        let listed = try await house.request(.GET, house.api + "/groups")
         let groups = listed.json["groups"] as? [[String: Any]] ?? []
         #expect(listed.status == 200 && groups.count == 1 && groups.first?["name"] as? String == "default"
                 && groups.first?["isDefault"] as? Bool == true && groups.first?["rooms"] as? [String] == ["a", "b"], "\(listed.json)")
-        let created = try await request(.POST, house.api + "/groups", body: #"{"name":"Radio"}"#)
+        let created = try await house.request(.POST, house.api + "/groups", body: #"{"name":"Radio"}"#)
         #expect(created.status == 200 && (created.json["groups"] as? [[String: Any]])?.map { $0["name"] as? String } == ["default", "Radio"], "\(created.json)")
-        let moved = try await request(.POST, house.api + "/groups/Radio/rooms/b/join")
+        let moved = try await house.request(.POST, house.api + "/groups/Radio/rooms/b/join")
         #expect(moved.status == 200 && moved.json["group"] as? String == "Radio" && moved.json["room"] as? String == "b", "\(moved.json)")
 
         // Bad requests, each refused with its reason; nothing else changes.
@@ -42,28 +42,28 @@ extension HouseAPITests {
             (.POST, "/groups", #"{"name":"   "}"#, 400, "a group name needs"),
         ]
         for (method, path, body, code, reason) in refusals {
-            let reply = try await request(method, house.api + path, body: body)
+            let reply = try await house.request(method, house.api + path, body: body)
             #expect(reply.status == code && (reply.json["error"] as? String)?.contains(reason) == true, "\(method) \(path): \(reply.status) \(reply.json)")
         }
 
         // Each group plays its own tone.
-        let album = try await request(.POST, house.api + "/transport/play", body: #"{"files":["\#(low)"]}"#)
+        let album = try await house.request(.POST, house.api + "/transport/play", body: #"{"files":["\#(low)"]}"#)
         #expect(album.status == 200 && album.json["rooms"] as? [String] == ["a"], "\(album.json)")
-        let radio = try await request(.POST, house.api + "/groups/Radio/transport/play", body: #"{"files":["\#(high)"]}"#)
+        let radio = try await house.request(.POST, house.api + "/groups/Radio/transport/play", body: #"{"files":["\#(high)"]}"#)
         #expect(radio.status == 200 && radio.json["rooms"] as? [String] == ["b"], "\(radio.json)")
         try await waitForPlayhead(house, beyond: 2)
-        let radioStatus = try await request(.GET, house.api + "/groups/Radio/status")
+        let radioStatus = try await house.request(.GET, house.api + "/groups/Radio/status")
         #expect(radioStatus.json["group"] as? String == "Radio" && radioStatus.json["state"] as? String == "playing", "\(radioStatus.json)")
         // The radio's volume, then its pause: a's card notices neither.
         let volumeTime = MonotonicClock().now()
-        let volume = try await request(.PUT, house.api + "/groups/Radio/volume", body: #"{"percent":50}"#)
+        let volume = try await house.request(.PUT, house.api + "/groups/Radio/volume", body: #"{"percent":50}"#)
         #expect(volume.status == 200 && volume.json["percent"] as? Int == 50, "\(volume.json)")
         try await waitForPlayhead(house, beyond: 4)
         let pauseTime = MonotonicClock().now()
-        let pause = try await request(.POST, house.api + "/groups/Radio/transport/pause")
+        let pause = try await house.request(.POST, house.api + "/groups/Radio/transport/pause")
         #expect(pause.status == 200, "\(pause.json)")
         try await waitForPlayhead(house, beyond: 6)
-        let afterPause = try await request(.GET, house.api + "/groups")
+        let afterPause = try await house.request(.GET, house.api + "/groups")
         let states = (afterPause.json["groups"] as? [[String: Any]] ?? []).map { "\($0["name"] ?? "")=\($0["state"] ?? "")" }
         #expect(states == ["default=playing", "Radio=paused"], "\(states)")
         // The metrics per group say the same.

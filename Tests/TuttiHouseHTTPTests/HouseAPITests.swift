@@ -6,6 +6,7 @@ import NIOHTTP1
 import Testing
 import TuttiCore
 import TuttiDiagnostics
+import TuttiProtocol
 import TuttiSimulation
 import TuttiTestSupport
 
@@ -23,6 +24,9 @@ import TuttiTestSupport
         var events: String
         /// The house's own port, where speakers connect.
         var port: Int
+        /// Its controller token, read from its state directory as `tutti ctl` reads it.
+        var token: ControllerToken
+        var tokenFile: String
 
         init(in directory: TemporaryDirectory, otherRooms: [String] = [], music: String? = nil) throws {
             server = try ChildProcess(name: "server", arguments: ["server", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0",
@@ -30,6 +34,8 @@ import TuttiTestSupport
                                       standardError: directory.file("server.log"))
             let line = try server.waitForLine(containing: "listening on")
             port = Int(line.split(separator: ":").last!.split(separator: " ").first!)!
+            tokenFile = ControllerTokenFile.path(in: directory.file("state"))
+            token = try ControllerTokenFile.read(tokenFile)
             let httpLine = try server.waitForLine(containing: "web UI on")
             let httpPort = httpLine.split(separator: ":")[safe: 3].flatMap { Int($0.prefix { $0.isNumber }) }!
             api = "http://127.0.0.1:\(httpPort)/api"
@@ -49,14 +55,35 @@ import TuttiTestSupport
             for other in others.values { other.interrupt() }
             server.interrupt()
         }
+
+        /// A pairing code from `tutti ctl pair-controller`, run as a user of the house's machine
+        /// runs it (given the house's token file).
+        func pairingCode() throws -> String {
+            let output = try TestMedia.run(ChildProcess.tuttiExecutable, ["ctl", "--server", "127.0.0.1:\(port)", "--token-file", tokenFile, "pair-controller"],
+                                           timeout: 30)
+            let code = String(decoding: output, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            guard code.count == 6, code.allSatisfy(\.isNumber) else { throw TestFailure("pair-controller printed \(code.debugDescription)") }
+            return code
+        }
+
+        /// `Authorization: Bearer` with the house's token.
+        var credential: (String, String) { ("Authorization", "Bearer \(token.text)") }
+
+        /// A request as a controller sends it (with the token), or as a stranger (`signedIn`
+        /// false: no credential, or only those in `headers`).
+        func request(_ method: HTTPMethod, _ url: String, body: String? = nil, headers: [(String, String)] = [],
+                     signedIn: Bool = true) async throws -> Reply {
+            try await HouseAPITests.request(method, url, body: body, headers: (signedIn ? [credential] : []) + headers)
+        }
     }
 
     struct Reply {
         var status: Int
         var json: [String: Any]
+        var headers: HTTPHeaders = [:]
     }
 
-    func request(_ method: HTTPMethod, _ url: String, body: String? = nil, headers: [(String, String)] = []) async throws -> Reply {
+    static func request(_ method: HTTPMethod, _ url: String, body: String? = nil, headers: [(String, String)] = []) async throws -> Reply {
         var request = HTTPClientRequest(url: url)
         request.method = method
         for (name, value) in headers { request.headers.replaceOrAdd(name: name, value: value) }
@@ -65,14 +92,14 @@ import TuttiTestSupport
         let bytes = try await response.body.collect(upTo: 1 << 20)
         let object = (try? JSONSerialization.jsonObject(with: Data(bytes.readableBytesView))) as? [String: Any] ?? [:]
         #expect(response.headers["content-type"].first == "application/json", "\(method) \(url)")
-        return Reply(status: Int(response.status.code), json: object)
+        return Reply(status: Int(response.status.code), json: object, headers: response.headers)
     }
 
     /// Waits (guarded) until the house reports `names` with clocks good enough to play by.
     func waitForRoom(_ house: House, _ names: [String] = ["a"]) async throws {
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline {
-            let rooms = try await request(.GET, house.api + "/rooms").json["rooms"] as? [[String: Any]] ?? []
+            let rooms = try await house.request(.GET, house.api + "/rooms").json["rooms"] as? [[String: Any]] ?? []
             let settled = names.allSatisfy { name in
                 rooms.contains { $0["name"] as? String == name && $0["clockErrorMicroseconds"] is Double && $0["problem"] == nil }
             }
@@ -90,13 +117,13 @@ import TuttiTestSupport
         try TestMedia.ffmpeg(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=8", "-ac", "2", music])
         let house = try House(in: directory)
         defer { house.stop() }
-        let feed = try FeedListener(url: house.events)
+        let feed = try FeedListener(url: house.events, token: house.token)
         defer { feed.close() }
         try await waitForRoom(house)
         // The feed's first messages are the status and the queue as they are.
         _ = try await feed.first(timeout: 10) { $0["event"] as? String == "queue" }
 
-        let play = try await request(.POST, house.api + "/transport/play", body: #"{"files":["\#(music)"],"rooms":["a"]}"#)
+        let play = try await house.request(.POST, house.api + "/transport/play", body: #"{"files":["\#(music)"],"rooms":["a"]}"#)
         #expect(play.status == 200, "\(play.json)")
         #expect(play.json["rooms"] as? [String] == ["a"])
         let playing = try await feed.first(timeout: 10) { status($0)?["state"] as? String == "playing" }
@@ -104,7 +131,7 @@ import TuttiTestSupport
         try await waitForPlayhead(house, beyond: 2)
 
         let sent = MonotonicClock().now()
-        let volume = try await request(.PUT, house.api + "/rooms/a/volume", body: #"{"percent":50}"#)
+        let volume = try await house.request(.PUT, house.api + "/rooms/a/volume", body: #"{"percent":50}"#)
         #expect(volume.status == 200 && volume.json["volume"] as? Int == 50, "\(volume.json)")
         let seen = try await feed.first(timeout: 10) { message in
             (status(message)?["rooms"] as? [[String: Any]])?.contains { $0["name"] as? String == "a" && $0["volume"] as? Int == 50 } ?? false
@@ -126,16 +153,16 @@ import TuttiTestSupport
         try await waitForPlayhead(house, beyond: 4)
 
         // Previous, more than 3 s into the only item: back to its start.
-        let previous = try await request(.POST, house.api + "/transport/previous")
+        let previous = try await house.request(.POST, house.api + "/transport/previous")
         #expect(previous.status == 200 && previous.json["item"] as? Int == 0 && previous.json["cut"] != nil, "\(previous.json)")
         // Clearing the queue stops the room; the feed says so.
         let cleared = MonotonicClock().now()
-        let clear = try await request(.DELETE, house.api + "/queue")
+        let clear = try await house.request(.DELETE, house.api + "/queue")
         #expect(clear.status == 200 && clear.json["stopped"] as? Bool == true && clear.json["queueLength"] as? Int == 0, "\(clear.json)")
         _ = try await feed.first(timeout: 10) { message in
             (status(message)?["rooms"] as? [[String: Any]])?.contains { $0["name"] as? String == "a" && $0["state"] as? String == "idle" } ?? false
         }
-        #expect(try await request(.GET, house.api + "/queue").json["items"] as? [Any] != nil)
+        #expect(try await house.request(.GET, house.api + "/queue").json["items"] as? [Any] != nil)
         house.speaker.interrupt()
 
         // The card played the tone, then the same tone 30 dB down (50 % on a 60 dB scale), then
@@ -195,13 +222,13 @@ import TuttiTestSupport
             (.POST, "/transport/play", #"{"files":["music.flac"]}"#, 400, "music.flac: give an absolute path"),
         ]
         for (method, path, body, status, reason) in cases {
-            let reply = try await request(method, house.api + path, body: body)
+            let reply = try await house.request(method, house.api + path, body: body)
             let error = reply.json["error"] as? String ?? ""
             #expect(reply.status == status && error.contains(reason), "\(method) \(path): \(reply.status) \(reply.json)")
             #expect(!error.contains("\n"))
         }
         // Still serving, and the same commands through the generic route.
-        let status = try await request(.POST, house.api + "/control", body: #"{"command":"status"}"#)
+        let status = try await house.request(.POST, house.api + "/control", body: #"{"command":"status"}"#)
         #expect(status.status == 200 && status.json["state"] as? String == "stopped", "\(status.json)")
         let before = try await metrics(house)
         #expect(before["tutti_room_reconnects_total{a}"] == 0, "\(before)")
@@ -212,6 +239,91 @@ import TuttiTestSupport
         try await waitForRoom(house)
         let after = try await metrics(house)
         #expect(after["tutti_room_reconnects_total{a}"] == 1, "\(after)")
+    }
+
+    /// Only a controller reaches the house: without the token or a session cookie every route
+    /// of the house (REST, the event WebSocket, Snapcast's JSON-RPC, the metrics) is 401 with
+    /// one line saying how to sign in, and changes nothing; the UI's files and the login page
+    /// are open. A login with the token or a pairing code gives an HttpOnly, SameSite=Strict
+    /// cookie that works; a forged or stale one does not; ten wrong codes void the code.
+    @Test(.timeLimit(.minutes(2)))
+    func strangersNeedTheToken() async throws {
+        let directory = try TemporaryDirectory("http-auth")
+        defer { directory.preserveLogs(as: "http-auth"); directory.remove() }
+        let house = try House(in: directory)
+        defer { house.stop() }
+        try await waitForRoom(house)
+        let root = house.api.replacingOccurrences(of: "/api", with: "")
+        let volume = #"{"command":"volume","room":"a","percent":7}"#
+        let strangers: [(HTTPMethod, String, String?, [(String, String)])] = [
+            (.GET, house.api + "/status", nil, []),
+            (.POST, house.api + "/control", volume, []),
+            (.PUT, house.api + "/rooms/a/volume", #"{"percent":7}"#, [("Authorization", "Bearer \(ControllerToken.random().text)")]),
+            (.POST, house.api + "/control", volume, [("Authorization", "Bearer hunter2")]),
+            (.POST, house.api + "/control", volume, [("Authorization", "Basic \(Data("admin:admin".utf8).base64EncodedString())")]),
+            (.POST, house.api + "/control", volume, [("Cookie", "tutti_session=AAAAAAAAAAAAAAAAAAAAAA.\(ControllerToken.random().text)")]),
+            (.POST, house.api + "/pair-controller", nil, []),
+            (.GET, house.api + "/artwork?path=/etc/hostname", nil, []),
+            (.POST, root + "/jsonrpc", #"{"id":1,"jsonrpc":"2.0","method":"Client.SetVolume","params":{"id":"a","volume":{"percent":7,"muted":false}}}"#, []),
+            (.GET, root + "/metrics", nil, []),
+            (.GET, house.api + "/events", nil, []),
+        ]
+        for (method, url, body, headers) in strangers {
+            let reply = try await house.request(method, url, body: body, headers: headers, signedIn: false)
+            #expect(reply.status == 401 && reply.json["kind"] as? String == "unauthorized", "\(method) \(url): \(reply.status) \(reply.json)")
+            #expect((reply.json["error"] as? String ?? "").contains("sign in first: send the house's controller token as Authorization: Bearer TOKEN"))
+            #expect(reply.headers["www-authenticate"].first == #"Bearer realm="tutti""#)
+        }
+        // A real WebSocket client without the token is refused the upgrade (Hummingbird answers
+        // a refused upgrade with 400); with it, it is fed.
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Python/event_feed_listener.py").path
+        let refusedFeed = try ChildProcess(name: "feed", executable: "/usr/bin/env", arguments: ["python3", script, house.events],
+                                           standardError: directory.file("feed-stranger.log"))
+        #expect(await refusedFeed.exit(within: 30) != 0)
+        #expect(!refusedFeed.outputLines.contains("connected"))
+        #expect((try String(contentsOfFile: directory.file("feed-stranger.log"), encoding: .utf8)).contains("server rejected WebSocket connection: HTTP 400"))
+        let feed = try FeedListener(url: house.events, token: house.token)
+        _ = try await feed.first(timeout: 10) { $0["event"] as? String == "status" }
+        feed.close()
+        let rooms = try await house.request(.GET, house.api + "/rooms").json["rooms"] as? [[String: Any]] ?? []
+        #expect(rooms.first?["volume"] as? Int == 100, "a stranger changed the volume: \(rooms)")
+        // Open: the UI's files, the document, the login page.
+        let page = try await HTTPClient.shared.execute(HTTPClientRequest(url: root + "/"), timeout: .seconds(10))
+        #expect(page.status == .ok)
+        #expect(try await house.request(.GET, root + "/openapi.json", signedIn: false).status == 200)
+        let session = try await house.request(.GET, house.api + "/session", signedIn: false)
+        #expect(session.status == 200 && session.json["signedIn"] as? Bool == false && (session.json["localName"] as? String)?.hasSuffix(".local") == true,
+                "\(session.json)")
+
+        // Signing in with the token: a cookie that works, from a client with no other credential.
+        let wrongToken = try await house.request(.POST, house.api + "/login", body: #"{"token":"\#(ControllerToken.random().text)"}"#, signedIn: false)
+        #expect(wrongToken.status == 401 && wrongToken.headers["set-cookie"].isEmpty, "\(wrongToken.json)")
+        #expect(try await house.request(.POST, house.api + "/login", body: "{}", signedIn: false).status == 400)
+        let login = try await house.request(.POST, house.api + "/login", body: #"{"token":"\#(house.token.text)"}"#, signedIn: false)
+        let setCookie = try #require(login.headers["set-cookie"].first, "\(login.json)")
+        #expect(setCookie.hasPrefix("tutti_session=") && setCookie.contains("HttpOnly") && setCookie.contains("SameSite=Strict") && !setCookie.contains(house.token.text))
+        let cookie = String(setCookie.prefix { $0 != ";" })
+        let withCookie = try await house.request(.PUT, house.api + "/rooms/a/volume", body: #"{"percent":55}"#, headers: [("Cookie", "theme=dark; " + cookie)],
+                                                 signedIn: false)
+        #expect(withCookie.status == 200 && withCookie.json["volume"] as? Int == 55, "\(withCookie.json)")
+        #expect(try await house.request(.GET, house.api + "/session", headers: [("Cookie", cookie)], signedIn: false).json["signedIn"] as? Bool == true)
+        let tampered = cookie.dropLast() + (cookie.last == "A" ? "B" : "A")
+        #expect(try await house.request(.GET, house.api + "/status", headers: [("Cookie", String(tampered))], signedIn: false).status == 401)
+        let logout = try await house.request(.POST, house.api + "/logout", headers: [("Cookie", cookie)], signedIn: false)
+        #expect(logout.headers["set-cookie"].first?.contains("Max-Age=0") == true, "\(logout.headers)")
+
+        // A pairing code: ten wrong tries void it, so the right one then fails too.
+        let code = try #require(try await house.request(.POST, house.api + "/pair-controller").json["code"] as? String)
+        for guess in 0..<10 {  // ControllerPairing.maximumFailures
+            let wrong = String(format: "%06d", (Int(code)! + 1 + guess) % 1_000_000)
+            #expect(try await house.request(.POST, house.api + "/login", body: #"{"code":"\#(wrong)"}"#, signedIn: false).status == 401)
+        }
+        let voided = try await house.request(.POST, house.api + "/login", body: #"{"code":"\#(code)"}"#, signedIn: false)
+        #expect(voided.status == 401, "a code outlived ten wrong tries: \(voided.json)")
+        let log = try String(contentsOfFile: directory.file("server.log"), encoding: .utf8)
+        #expect(log.contains("10 wrong pairing codes tried: every outstanding code is void"), "\(log)")
+        #expect(!log.contains(house.token.text))
     }
 
     /// schemathesis (PyPI; the Makefile installs it) generates requests from `/openapi.json`,
@@ -227,13 +339,14 @@ import TuttiTestSupport
         defer { house.stop() }
         try await waitForRoom(house)
         // Playing, so that pause, seek and the queue edits are tried on a stream too.
-        let play = try await request(.POST, house.api + "/transport/play", body: #"{"files":["\#(music)","\#(music)"]}"#)
+        let play = try await house.request(.POST, house.api + "/transport/play", body: #"{"files":["\#(music)","\#(music)"]}"#)
         #expect(play.status == 200, "\(play.json)")
         let schemathesis = try ChildProcess(name: "schemathesis", executable: "/usr/bin/env", arguments: [
             "schemathesis", "run", house.api.replacingOccurrences(of: "/api", with: "/openapi.json"),
             "--checks", "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance",
             "--phases", "examples,coverage,fuzzing", "--max-examples", "25", "--seed", "7", "--workers", "1",
             "--request-timeout", "20", "--no-color", "--generation-database", "none",
+            "--header", "\(house.credential.0): \(house.credential.1)",
         ], standardError: directory.file("schemathesis.err"))
         let status = await schemathesis.exit(within: 240)
         let output = schemathesis.outputLines.joined(separator: "\n")
@@ -241,7 +354,7 @@ import TuttiTestSupport
         print(output.split(separator: "\n").suffix(12).joined(separator: "\n"))
         #expect(status == 0, "schemathesis failed: see out/test-logs/http-api-schemathesis/schemathesis.log")
         // Still serving its room (schemathesis may have renamed it).
-        let rooms = try await request(.GET, house.api + "/rooms").json["rooms"] as? [[String: Any]] ?? []
+        let rooms = try await house.request(.GET, house.api + "/rooms").json["rooms"] as? [[String: Any]] ?? []
         #expect(rooms.count == 1, "\(rooms)")
     }
 
@@ -258,21 +371,24 @@ import TuttiTestSupport
         let house = try House(in: directory)
         defer { house.stop() }
         try await waitForRoom(house)
-        let set = try await request(.PUT, house.api + "/rooms/a/volume", body: #"{"percent":60}"#)
+        let set = try await house.request(.PUT, house.api + "/rooms/a/volume", body: #"{"percent":60}"#)
         #expect(set.status == 200, "\(set.json)")
         func volume() async throws -> Int? {
-            (try await request(.GET, house.api + "/rooms").json["rooms"] as? [[String: Any]])?.first { $0["name"] as? String == "a" }?["volume"] as? Int
+            (try await house.request(.GET, house.api + "/rooms").json["rooms"] as? [[String: Any]])?.first { $0["name"] as? String == "a" }?["volume"] as? Int
         }
 
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("Python/browser_attack.py").path
         let base = house.api.replacingOccurrences(of: "/api", with: "")
-        let browser = try ChildProcess(name: "selenium", executable: "/usr/bin/env", arguments: ["python3", script, base, "a"],
+        // The browser is signed in to the house when it opens the hostile page.
+        let code = try house.pairingCode()
+        let browser = try ChildProcess(name: "selenium", executable: "/usr/bin/env", arguments: ["python3", script, base, "a", code],
                                        standardError: directory.file("selenium.log"))
         let status = await browser.exit(within: 90)
         let steps = browser.outputLines.compactMap { (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any] }
         for step in steps { print("browser attack: \(step)") }
         #expect(status == 0, "\(steps.last ?? [:]); see out/test-logs/browser-attack/selenium.log")
+        #expect(steps.first { $0["step"] as? String == "signed-in" }?["cookie"] as? Bool == true)
         let attack = try #require(steps.first { $0["step"] as? String == "cross-origin" })
         // The page ran and sent all three; the house carried out none.
         #expect(attack["fetch"] as? String == "sent" && attack["form"] as? String == "submitted", "\(attack)")
@@ -283,20 +399,20 @@ import TuttiTestSupport
         #expect(page.contains("is not a name of this house") && !page.contains("serverTimeNs"), "\(rebinding)")
 
         // Any client naming a foreign host is refused, in the API's convention.
-        let forged = try await request(.GET, house.api + "/status", headers: [("Host", "attacker.example:80")])
+        let forged = try await house.request(.GET, house.api + "/status", headers: [("Host", "attacker.example:80")])
         #expect(forged.status == 403 && forged.json["kind"] as? String == "forbidden", "\(forged.json)")
         #expect((forged.json["error"] as? String ?? "").contains("host attacker.example:80 is not a name of this house"), "\(forged.json)")
         let command = #"{"command":"volume","room":"a","percent":3}"#
-        let foreign = try await request(.POST, house.api + "/control", body: command, headers: [("Origin", "http://attacker.example")])
+        let foreign = try await house.request(.POST, house.api + "/control", body: command, headers: [("Origin", "http://attacker.example")])
         #expect(foreign.status == 403 && (foreign.json["error"] as? String ?? "").contains("another origin (http://attacker.example)"), "\(foreign.json)")
-        let null = try await request(.POST, house.api + "/control", body: command, headers: [("Origin", "null")])
+        let null = try await house.request(.POST, house.api + "/control", body: command, headers: [("Origin", "null")])
         #expect(null.status == 403, "\(null.json)")
         #expect(try await volume() == 60)
         // The house's own page (its origin) and a client that is no browser (no Origin) may.
-        let own = try await request(.POST, house.api + "/control", body: #"{"command":"volume","room":"a","percent":40}"#, headers: [("Origin", base)])
+        let own = try await house.request(.POST, house.api + "/control", body: #"{"command":"volume","room":"a","percent":40}"#, headers: [("Origin", base)])
         #expect(own.status == 200, "\(own.json)")
         #expect(try await volume() == 40)
-        let plain = try await request(.POST, house.api + "/control", body: command)
+        let plain = try await house.request(.POST, house.api + "/control", body: command)
         #expect(plain.status == 200, "\(plain.json)")
         #expect(try await volume() == 3)
 
@@ -335,7 +451,7 @@ import TuttiTestSupport
         defer { house.stop() }
         try await waitForRoom(house, ["a", "b"])
         let files = music.map { "\"\($0)\"" }.joined(separator: ",")
-        let play = try await request(.POST, house.api + "/transport/play", body: #"{"files":[\#(files)],"rooms":["a"]}"#)
+        let play = try await house.request(.POST, house.api + "/transport/play", body: #"{"files":[\#(files)],"rooms":["a"]}"#)
         #expect(play.status == 200, "\(play.json)")
         try await waitForPlayhead(house, beyond: 1.5)
 
@@ -344,25 +460,39 @@ import TuttiTestSupport
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("Python/web_ui_test.py").path
         let browser = try ChildProcess(name: "selenium", executable: "/usr/bin/env",
-                                       arguments: ["python3", script, house.api.replacingOccurrences(of: "/api", with: "/"), screenshots, "b", "a"],
+                                       arguments: ["python3", script, house.api.replacingOccurrences(of: "/api", with: "/"), screenshots, "b", "a",
+                                                   try house.pairingCode()],
                                        standardError: directory.file("selenium.log"))
         let status = await browser.exit(within: 150)
         let steps = browser.outputLines.compactMap { (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any] }
         for step in steps { print("web UI: \(step)") }
         #expect(status == 0, "\(steps.last ?? [:]); see out/test-logs/web-ui/selenium.log")
         func step(_ name: String) -> [String: Any]? { steps.first { $0["step"] as? String == name } }
+        // Signed in with the code after a wrong one was refused; the cookie is out of scripts'
+        // reach and other sites'.
+        let signedIn = try #require(step("signed-in"))
+        #expect((signedIn["refused"] as? String ?? "").contains("the code is not one the house gave"), "\(signedIn)")
+        #expect(signedIn["cookie_http_only"] as? Bool == true && signedIn["cookie_same_site"] as? String == "Strict"
+                && signedIn["script_sees_cookie"] as? Bool == false, "\(signedIn)")
+        // "Pair a phone" gave a code that a phone's login takes once.
+        let phoneCode = try #require(step("paired")?["code"] as? String)
+        let phone = try await house.request(.POST, house.api + "/login", body: #"{"code":"\#(phoneCode)"}"#, signedIn: false)
+        #expect(phone.status == 200 && phone.json["signedIn"] as? Bool == true, "\(phone.json)")
+        #expect(phone.headers["set-cookie"].first?.contains("HttpOnly; SameSite=Strict") == true, "\(phone.headers)")
+        let again = try await house.request(.POST, house.api + "/login", body: #"{"code":"\#(phoneCode)"}"#, signedIn: false)
+        #expect(again.status == 401, "a pairing code was taken twice: \(again.json)")
         let volume = try #require(step("volume")?["percent"] as? Int)
         let joined = try #require(step("joined")?["t_ns"] as? Int64)
         let moved = try #require(step("volume")?["t_ns"] as? Int64)
         // The group's volume, over the API: a at the slider's 40 and b at 100 (group 70) to group
         // 35 halve both, keeping their balance.
         let grouped = MonotonicClock().now()
-        let group = try await request(.PUT, house.api + "/group/volume", body: #"{"percent":35}"#)
+        let group = try await house.request(.PUT, house.api + "/group/volume", body: #"{"percent":35}"#)
         let groupRooms = group.json["rooms"] as? [[String: Any]] ?? []
         #expect(group.status == 200 && group.json["percent"] as? Int == 35, "\(group.json)")
         #expect(groupRooms.map { "\($0["room"] ?? "")=\($0["volume"] ?? "")" } == ["a=\(volume / 2)", "b=50"], "\(group.json)")
         // A second more of both rooms, to measure.
-        let position = try await request(.GET, house.api + "/status").json["positionSeconds"] as? Double ?? 0
+        let position = try await house.request(.GET, house.api + "/status").json["positionSeconds"] as? Double ?? 0
         try await waitForPlayhead(house, beyond: position + 1)
 
         // The drag's new order was the house's (the script read it from the queue the feed
@@ -372,22 +502,26 @@ import TuttiTestSupport
         #expect(step("artwork")?["width"] as? Int == 64)
         // The latency typed into room a's box is the house's.
         #expect(step("latency") != nil)
-        let roomsNow = try await request(.GET, house.api + "/rooms").json["rooms"] as? [[String: Any]] ?? []
+        let roomsNow = try await house.request(.GET, house.api + "/rooms").json["rooms"] as? [[String: Any]] ?? []
         #expect(roomsNow.first { $0["name"] as? String == "a" }?["latencyMs"] as? Double == 25, "\(roomsNow)")
         #expect(step("artwork")?["title"] as? String == "Tone 660" && step("artwork")?["artist_album"] as? String == "Test Signals · Tones")
         // The same picture over the API; a track without one is a 404 with its reason, or the
         // placeholder when asked for.
-        let art = try await HTTPClient.shared.execute(HTTPClientRequest(url: house.api + "/artwork?path=" + music[2].addingPercentEncoding(withAllowedCharacters: .urlQueryAllowed)!), timeout: .seconds(10))
+        var artRequest = HTTPClientRequest(url: house.api + "/artwork?path=" + music[2].addingPercentEncoding(withAllowedCharacters: .urlQueryAllowed)!)
+        artRequest.headers.add(name: house.credential.0, value: house.credential.1)
+        let art = try await HTTPClient.shared.execute(artRequest, timeout: .seconds(10))
         #expect(art.status == .ok && art.headers["content-type"].first == "image/png")
         let artBytes = try await art.body.collect(upTo: 1 << 20)
         #expect(artBytes.readableBytes > 50 && Array(artBytes.readableBytesView.prefix(4)) == [0x89, 0x50, 0x4E, 0x47])
-        let none = try await request(.GET, house.api + "/artwork?path=" + music[0])
+        let none = try await house.request(.GET, house.api + "/artwork?path=" + music[0])
         #expect(none.status == 404 && (none.json["error"] as? String)?.hasSuffix("no artwork in the file or beside it") == true, "\(none.json)")
-        let placeholder = try await HTTPClient.shared.execute(HTTPClientRequest(url: house.api + "/artwork?placeholder=true&path=" + music[0]), timeout: .seconds(10))
+        var placeholderRequest = HTTPClientRequest(url: house.api + "/artwork?placeholder=true&path=" + music[0])
+        placeholderRequest.headers.add(name: house.credential.0, value: house.credential.1)
+        let placeholder = try await HTTPClient.shared.execute(placeholderRequest, timeout: .seconds(10))
         #expect(placeholder.status == .ok && placeholder.headers["content-type"].first == "image/svg+xml")
-        let forbidden = try await request(.GET, house.api + "/artwork?path=/etc/passwd")
+        let forbidden = try await house.request(.GET, house.api + "/artwork?path=/etc/passwd")
         #expect(forbidden.status == 403, "\(forbidden.json)")
-        let playing = try await request(.GET, house.api + "/status").json
+        let playing = try await house.request(.GET, house.api + "/status").json
         #expect((playing["title"] as? String)?.contains("Tone 660") == true && playing["state"] as? String == "playing", "\(playing)")
         #expect(playing["path"] as? String == music[2] && playing["artist"] as? String == "Test Signals" && playing["album"] as? String == "Tones")
         #expect((playing["library"] as? [String: Any])?["tracks"] as? Int == 3, "\(playing)")
@@ -454,24 +588,24 @@ import TuttiTestSupport
         var house = try House(in: directory, otherRooms: ["b"])
         defer { house.stop() }
         try await waitForRoom(house, ["a", "b"])
-        let play = try await request(.POST, house.api + "/transport/play", body: #"{"files":["\#(music)"],"rooms":["a","b"]}"#)
+        let play = try await house.request(.POST, house.api + "/transport/play", body: #"{"files":["\#(music)"],"rooms":["a","b"]}"#)
         #expect(play.status == 200, "\(play.json)")
         try await waitForPlayhead(house, beyond: 3)
-        let changedAt = try await request(.GET, house.api + "/status").json["positionSeconds"] as? Double ?? 0
-        let latency = try await request(.PUT, house.api + "/rooms/b/latency", body: #"{"milliseconds":80}"#)
+        let changedAt = try await house.request(.GET, house.api + "/status").json["positionSeconds"] as? Double ?? 0
+        let latency = try await house.request(.PUT, house.api + "/rooms/b/latency", body: #"{"milliseconds":80}"#)
         #expect(latency.status == 200 && latency.json["room"] as? String == "b" && latency.json["latencyMs"] as? Double == 80, "\(latency.json)")
         try await waitForPlayhead(house, beyond: changedAt + 4)
 
         // Renamed: the same room, with its volume, group and latency.
-        _ = try await request(.PUT, house.api + "/rooms/b/volume", body: #"{"percent":70}"#)
-        let renamed = try await request(.POST, house.api + "/rooms/b/rename", body: #"{"to":"Bedroom"}"#)
+        _ = try await house.request(.PUT, house.api + "/rooms/b/volume", body: #"{"percent":70}"#)
+        let renamed = try await house.request(.POST, house.api + "/rooms/b/rename", body: #"{"to":"Bedroom"}"#)
         #expect(renamed.status == 200, "\(renamed.json)")
         #expect(renamed.json["room"] as? String == "Bedroom" && renamed.json["volume"] as? Int == 70 && renamed.json["group"] as? String == "default"
                 && renamed.json["latencyMs"] as? Double == 80, "\(renamed.json)")
-        #expect(try await request(.POST, house.api + "/rooms/a/rename", body: #"{"to":"Bedroom"}"#).status == 409)
-        #expect(try await request(.POST, house.api + "/rooms/b/rename", body: #"{"to":"Attic"}"#).status == 404)
-        #expect(try await request(.POST, house.api + "/rooms/a/rename", body: #"{"to":" "}"#).status == 400)
-        #expect(try await request(.PUT, house.api + "/rooms/a/latency", body: #"{"milliseconds":2500}"#).status == 400)
+        #expect(try await house.request(.POST, house.api + "/rooms/a/rename", body: #"{"to":"Bedroom"}"#).status == 409)
+        #expect(try await house.request(.POST, house.api + "/rooms/b/rename", body: #"{"to":"Attic"}"#).status == 404)
+        #expect(try await house.request(.POST, house.api + "/rooms/a/rename", body: #"{"to":" "}"#).status == 400)
+        #expect(try await house.request(.PUT, house.api + "/rooms/a/latency", body: #"{"milliseconds":2500}"#).status == 400)
         // Its speaker restarts under its old name: the house still calls it Bedroom, and tells it
         // the latency to compensate.
         house.others["b"]!.interrupt()
@@ -480,7 +614,7 @@ import TuttiTestSupport
         try FileManager.default.moveItem(atPath: captureB + ".timing.jsonl", toPath: directory.file("b-before.wav.timing.jsonl"))
         house.others["b"] = try House.speaker("b", port: house.port, in: directory, log: "b-again.log")
         try await waitForRoom(house, ["a", "Bedroom"])
-        let rooms = try await request(.GET, house.api + "/rooms").json["rooms"] as? [[String: Any]] ?? []
+        let rooms = try await house.request(.GET, house.api + "/rooms").json["rooms"] as? [[String: Any]] ?? []
         let bedroom = rooms.first { $0["name"] as? String == "Bedroom" }
         #expect(rooms.count == 2 && bedroom?["latencyMs"] as? Double == 80 && bedroom?["volume"] as? Int == 70, "\(rooms)")
         let speakerLog = try String(contentsOfFile: directory.file("b-again.log"), encoding: .utf8)
@@ -511,6 +645,7 @@ import TuttiTestSupport
     func metrics(_ house: House) async throws -> [String: Double] {
         var request = HTTPClientRequest(url: house.api.replacingOccurrences(of: "/api", with: "/metrics"))
         request.method = .GET
+        request.headers.add(name: house.credential.0, value: house.credential.1)
         let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
         #expect(response.status == .ok)
         #expect(response.headers["content-type"].first?.hasPrefix("text/plain; version=0.0.4") == true)
@@ -530,7 +665,7 @@ import TuttiTestSupport
     func waitForPlayhead(_ house: House, beyond seconds: Double) async throws {
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline {
-            let status = try await request(.GET, house.api + "/status").json
+            let status = try await house.request(.GET, house.api + "/status").json
             if let position = status["positionSeconds"] as? Double, position > seconds { return }
             try await Task.sleep(nanoseconds: 50_000_000)
         }
@@ -555,10 +690,10 @@ extension ArraySlice {
 final class FeedListener: Sendable {
     private let process: ChildProcess
 
-    init(url: String) throws {
+    init(url: String, token: ControllerToken) throws {
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("Python/event_feed_listener.py").path
-        process = try ChildProcess(name: "feed", executable: "/usr/bin/env", arguments: ["python3", script, url])
+        process = try ChildProcess(name: "feed", executable: "/usr/bin/env", arguments: ["python3", script, url], environment: ["TUTTI_TOKEN": token.text])
         _ = try process.waitForLine(containing: "connected")
     }
 

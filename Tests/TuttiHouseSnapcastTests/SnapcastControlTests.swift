@@ -44,8 +44,9 @@ import TuttiTestSupport
                                                                      "--output", "virtual:" + directory.file("\(name).wav")],
                                              standardError: directory.file("\(name).log")))
         }
+        let token = try ControllerTokenFile.readDefault()
         func send(_ command: ControlCommand) async throws -> ControlReply {
-            try await ControlClient.send(command, host: "127.0.0.1", port: port, group: MultiThreadedEventLoopGroup.singleton)
+            try await ControlClient.send(command, host: "127.0.0.1", port: port, token: token, group: MultiThreadedEventLoopGroup.singleton)
         }
         let deadline = Date().addingTimeInterval(30)
         while true {
@@ -225,8 +226,9 @@ extension SnapcastControlTests {
         let speaker = try ChildProcess(name: "a", arguments: ["speaker", "--server", "127.0.0.1:\(port)", "--name", "a",
                                                               "--output", "virtual:" + directory.file("a.wav")], standardError: directory.file("a.log"))
         defer { speaker.interrupt() }
+        let token = try ControllerTokenFile.read(ControllerTokenFile.path(in: directory.file("state")))
         let deadline = Date().addingTimeInterval(30)
-        while try await ControlClient.send(.rooms, host: "127.0.0.1", port: port, group: MultiThreadedEventLoopGroup.singleton).rooms?.rooms.count != 1 {
+        while try await ControlClient.send(.rooms, host: "127.0.0.1", port: port, token: token, group: MultiThreadedEventLoopGroup.singleton).rooms?.rooms.count != 1 {
             guard Date() < deadline else { throw TestFailure("room a did not connect") }
             try await Task.sleep(nanoseconds: 100_000_000)
         }
@@ -242,10 +244,12 @@ extension SnapcastControlTests {
 
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("Python/snapcast_jsonrpc_http.py").path
+        // The house's HTTP port takes controllers only: the script sends the token to it as a
+        // bearer token; snapserver ignores the header.
         func converse(_ port: Int, change: Bool) async throws -> [String: String] {
             let process = try ChildProcess(name: "jsonrpc-http", executable: "/usr/bin/env",
                                            arguments: ["python3", script, "\(port)"] + (change ? ["--change"] : []),
-                                           standardError: directory.file("jsonrpc-\(port).log"))
+                                           standardError: directory.file("jsonrpc-\(port).log"), environment: ["TUTTI_TOKEN": token.text])
             #expect(await process.exit(within: 60) == 0, "see out/test-logs/snapcast-jsonrpc-http/jsonrpc-\(port).log")
             var steps: [String: String] = [:]
             for line in process.outputLines {

@@ -104,7 +104,7 @@ import TuttiTestSupport
             server = try ChildProcess(name: "server", arguments: ["server", "--listen", "127.0.0.1:0", "--http", "off", "--mpd", "off"],
                                       standardError: directory.file("server.log"))
             let port = Int(try server.waitForLine(containing: "listening on").split(separator: ":").last!.split(separator: " ").first!)!
-            control = HouseControlPort(port: port)
+            control = try HouseControlPort(port: port)
             a = try ChildProcess(name: "a", arguments: ["speaker", "--server", "127.0.0.1:\(port)", "--name", "a", "--output", "virtual:" + directory.file("a.wav"),
                                                         "--device-drift-ppm", "40"], standardError: directory.file("a.log"))
             b = try ChildProcess(name: "b", executable: "/usr/bin/env",

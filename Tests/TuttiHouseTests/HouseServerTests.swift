@@ -59,9 +59,10 @@ import TuttiTestSupport
         let log = Collected()
         let server = HouseServer(clock: MonotonicClock(), host: "127.0.0.1", port: 0, configuration: House.Configuration()) { log.append($0) }
         let port = try await server.start()
+        let token = server.house.configuration.controllerToken
         let group = MultiThreadedEventLoopGroup.singleton
         // A good controller stays served throughout.
-        #expect(try await ControlClient.sendJSON(#"{"command":"status"}"#, host: "127.0.0.1", port: port, group: group).ok)
+        #expect(try await ControlClient.sendJSON(#"{"command":"status"}"#, host: "127.0.0.1", port: port, token: token, group: group).ok)
 
         for garbage in ["GET / HTTP/1.1\r\nHost: x\r\n\r\n", "TT\(Character(Unicode.Scalar(UInt8(WireProtocol.version))))\u{63}\0\0\0\0"] {
             let (channel, peer) = try await rawConnection(port: port, group: group)
@@ -91,12 +92,36 @@ import TuttiTestSupport
         try await rude.writeAndFlush(request)
         try await rudePeer.closed.futureResult.get()
 
+        // A controller holding another token is refused, and told why; so is one that sends a
+        // request without proving a token, or a forged proof.
+        let wrong = await #expect(throws: ControlClient.Failure.self) {
+            try await ControlClient.sendJSON(#"{"command":"status"}"#, host: "127.0.0.1", port: port, token: .random(), group: group)
+        }
+        #expect(wrong?.description == "the server refused: the controller token does not match this house's", "\(String(describing: wrong))")
+        for proof in [nil, [UInt8](repeating: 0, count: 32)] {
+            let (unproved, unprovedPeer) = try await rawConnection(port: port, group: group)
+            var frames = ByteBuffer()
+            WireMessage.hello(.init(role: .controller, name: "stranger")).encode(into: &frames)
+            if let proof { WireMessage.authenticate(proof: proof).encode(into: &frames) }
+            WireMessage.controlRequest(.init(requestID: 1, json: #"{"command":"volume","room":"a","percent":1}"#)).encode(into: &frames)
+            try await unproved.writeAndFlush(frames)
+            try await unprovedPeer.closed.futureResult.get()
+            var replies = ByteBuffer(bytes: unprovedPeer.received.lock.withLock { unprovedPeer.received.bytes })
+            var kinds: [String] = []
+            while let message = try WireMessage.decode(from: &replies) {
+                if case .goodbye(let reason) = message { kinds.append(reason) } else { kinds.append(message.kindName) }
+            }
+            #expect(kinds.count == 2 && kinds[0] == "welcome", "\(kinds)")
+            #expect(kinds.last == (proof == nil ? "a control request before the controller token was proved" : "the controller token does not match this house's"),
+                    "\(kinds)")
+        }
+
         let lines = log.lock.withLock { log.lines }
         #expect(lines.contains { $0.contains("bad magic") && $0.contains("connection closed") })
         #expect(lines.contains { $0.contains("exceeds the limit") })
         #expect(lines.contains { $0.contains("expected hello, got controlRequest") })
         #expect(lines.allSatisfy { !$0.contains("\n") })
-        #expect(try await ControlClient.sendJSON(#"{"command":"status"}"#, host: "127.0.0.1", port: port, group: group).ok)
+        #expect(try await ControlClient.sendJSON(#"{"command":"status"}"#, host: "127.0.0.1", port: port, token: token, group: group).ok)
         // Unknown commands and bad arguments are refusals, not failures.
         // Each gets one line naming the command and what is wrong with it.
         let refusals = [
@@ -109,7 +134,7 @@ import TuttiTestSupport
             ("not json", #"request is not a JSON object with a "command""#),
         ]
         for (request, reason) in refusals {
-            let reply = try await ControlClient.sendJSON(request, host: "127.0.0.1", port: port, group: group)
+            let reply = try await ControlClient.sendJSON(request, host: "127.0.0.1", port: port, token: token, group: group)
             #expect(!reply.ok, "\(request)")
             let refusal = ControlJSON.decodeRefusal(reply.json)
             #expect(refusal.error.hasPrefix(reason), "\(request) → \(refusal.error)")
@@ -158,8 +183,9 @@ import TuttiTestSupport
         configuration.codec = .pcm  // 7.7 MB: several times the connection's 1 MiB high-water mark
         let server = HouseServer(clock: MonotonicClock(), host: "127.0.0.1", port: 0, configuration: configuration) { _ in }
         let port = try await server.start()
+        let token = configuration.controllerToken
         let group = MultiThreadedEventLoopGroup.singleton
-        _ = try await ControlClient.send(.play(files: [track]), host: "127.0.0.1", port: port, group: group)
+        _ = try await ControlClient.send(.play(files: [track]), host: "127.0.0.1", port: port, token: token, group: group)
         let house = server.house
         let deadline = ContinuousClock.now + .seconds(30)
         while try await !house.loop.submit({ house.core.value.defaultGroup.stream?.endFrame != nil }).get() {
@@ -199,21 +225,23 @@ import TuttiTestSupport
         configuration.stateDirectory = directory.path
         let first = HouseServer(clock: MonotonicClock(), host: "127.0.0.1", port: 0, configuration: configuration) { _ in }
         let port = try await first.start()
+        // The second house below has the same configuration, so the same token.
+        let token = configuration.controllerToken
         let group = MultiThreadedEventLoopGroup.singleton
         // Queue edits while stopped are kept; they need no flush.
         let a = directory.file("a.flac"), b = directory.file("b.flac")
         try TestMedia.generateTone(a, seconds: 0.2)
         try TestMedia.generateTone(b, seconds: 0.2)
-        _ = try await ControlClient.send(.queueAdd(file: a), host: "127.0.0.1", port: port, group: group)
-        _ = try await ControlClient.send(.queueAdd(file: b, at: 0), host: "127.0.0.1", port: port, group: group)
+        _ = try await ControlClient.send(.queueAdd(file: a), host: "127.0.0.1", port: port, token: token, group: group)
+        _ = try await ControlClient.send(.queueAdd(file: b, at: 0), host: "127.0.0.1", port: port, token: token, group: group)
         let missing = await #expect(throws: ControlRefusal.self) {
-            try await ControlClient.send(.queueAdd(file: "/nowhere/c.flac"), host: "127.0.0.1", port: port, group: group)
+            try await ControlClient.send(.queueAdd(file: "/nowhere/c.flac"), host: "127.0.0.1", port: port, token: token, group: group)
         }
         #expect(missing?.error == "/nowhere/c.flac: no such file")
         await first.stop()
         let second = HouseServer(clock: MonotonicClock(), host: "127.0.0.1", port: 0, configuration: configuration) { _ in }
         let secondPort = try await second.start()
-        let reply = try await ControlClient.send(.queue, host: "127.0.0.1", port: secondPort, group: group)
+        let reply = try await ControlClient.send(.queue, host: "127.0.0.1", port: secondPort, token: token, group: group)
         let paths = reply.queue?.items.map(\.path)
         #expect(paths == [b, a])
         await second.stop()
@@ -239,10 +267,11 @@ import TuttiTestSupport
         let first = try ChildProcess(name: "first", arguments: arguments, standardError: directory.file("first.log"))
         defer { first.interrupt() }
         let port = Int(try first.waitForLine(containing: "listening on").split(separator: ":").last!.split(separator: " ").first!)!
+        let token = try ControllerTokenFile.read(ControllerTokenFile.path(in: state))
         let a = directory.file("a.flac")
         try TestMedia.generateTone(a, seconds: 0.2)
         let group = MultiThreadedEventLoopGroup.singleton
-        _ = try await ControlClient.send(.queueAdd(file: a), host: "127.0.0.1", port: port, group: group)
+        _ = try await ControlClient.send(.queueAdd(file: a), host: "127.0.0.1", port: port, token: token, group: group)
 
         let second = try ChildProcess(name: "second", arguments: arguments, standardError: directory.file("second.log"))
         #expect(await second.exit(within: 30) == 2)
@@ -250,7 +279,7 @@ import TuttiTestSupport
         #expect(refusal.contains("another house (pid \(first.process.processIdentifier)) uses the state directory \(state)"), "\(refusal)")
         #expect(!refusal.contains("listening on"), "\(refusal)")
         // The first plays on from its own store, which nothing moved.
-        let queue = try await ControlClient.send(.queue, host: "127.0.0.1", port: port, group: group)
+        let queue = try await ControlClient.send(.queue, host: "127.0.0.1", port: port, token: token, group: group)
         #expect(queue.queue?.items.map(\.path) == [a])
         let files = try FileManager.default.contentsOfDirectory(atPath: state)
         #expect(!files.contains { $0.contains("damaged") }, "\(files)")

@@ -14,7 +14,7 @@ import TuttiTestSupport
 /// starts in sync, a room leaving disturbs nobody.
 @Suite(.serialized) struct MultiRoomEndToEndTests {
     func send(_ command: ControlCommand, port: Int) async throws -> ControlReply {
-        try await ControlClient.send(command, host: "127.0.0.1", port: port, group: MultiThreadedEventLoopGroup.singleton)
+        try await ControlClient.send(command, host: "127.0.0.1", port: port, token: try HouseTokens.token(port: port), group: MultiThreadedEventLoopGroup.singleton)
     }
 
     func rooms(_ port: Int) async throws -> [String: RoomReport] {
@@ -44,7 +44,9 @@ import TuttiTestSupport
         let server = try ChildProcess(name: "server", arguments: ["server", "--listen", "127.0.0.1:\(port)", "--state-dir", directory.file("state")] + arguments,
                                       standardError: log)
         let line = try server.waitForLine(containing: "listening on")
-        return (server, Int(line.split(separator: ":").last!.split(separator: " ").first!)!)
+        let boundPort = Int(line.split(separator: ":").last!.split(separator: " ").first!)!
+        try HouseTokens.remember(port: boundPort, stateDirectory: directory.file("state"))
+        return (server, boundPort)
     }
 
     /// A speaker process for `room`, connecting to the house (or a proxy) at `port`, its

@@ -15,7 +15,8 @@ import TuttiTestSupport
 /// group leave the other's card as it was.
 extension MultiRoomEndToEndTests {
     func send(_ command: ControlCommand, group: String, port: Int) async throws -> ControlReply {
-        try await ControlClient.send(ControlRequest(command, group: group), host: "127.0.0.1", port: port, group: MultiThreadedEventLoopGroup.singleton)
+        try await ControlClient.send(ControlRequest(command, group: group), host: "127.0.0.1", port: port, token: try HouseTokens.token(port: port),
+                                     group: MultiThreadedEventLoopGroup.singleton)
     }
 
     /// The file's audio as the house plays it: 48 kHz stereo, for `SyncAnalysis`.

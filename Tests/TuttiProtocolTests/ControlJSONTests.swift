@@ -14,7 +14,7 @@ import Testing
         .libraryBrowse(artist: "A", album: "B"), .libraryProblems, .queueShuffle, .playModes(repeat: true), .playModes(random: false, consume: true),
         .playModes(repeat: false, random: true, single: true, consume: false), .playlists, .playlistSave(name: "Party mix"),
         .playlistLoad(name: "Party mix"), .playlistRemove(name: "Ärger"), .groups, .groupCreate(name: "Kök"), .groupRename(to: "Upstairs"),
-        .groupRemove, .playlistAdd(name: "Party mix", files: ["/m/a.flac", "http://radio.example/stream"]),
+        .groupRemove, .playlistAdd(name: "Party mix", files: ["/m/a.flac", "http://radio.example/stream"]), .pairController,
     ]
 
     @Test func everyCommandReadsBackAsItself() throws {
@@ -45,6 +45,7 @@ import Testing
         let replies: [(ControlCommand, ControlReply)] = [
             (.play(files: ["a"]), .started(PlayReport(items: 1, rooms: ["kitchen"], startsInMs: 120))),
             (.pause, .paused(PauseReport(pausedAtSeconds: 3.5))),
+            (.pairController, .pairing(PairingReport(code: "042917", validSeconds: 300))),
             (.librarySearch(query: "a"), .library(LibraryBrowseReport(tracks: [LibraryTrack(path: "/m/a.flac", title: "A", artist: "B", album: "C",
                                                                                           durationSeconds: 3.5, format: "flac 44100 Hz")]))),
             (.libraryProblems, .library(LibraryBrowseReport(problems: [LibraryProblem(path: "/m/x.mp3", reason: "invalid data")]))),

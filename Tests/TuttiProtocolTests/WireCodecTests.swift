@@ -11,6 +11,8 @@ import Testing
         .hello(.init(role: .speaker, name: "hall", codecs: ["flac"], resume: .init(streamID: 4, epoch: 2, held: [-4096..<96000, 100_000..<(1 << 40)]))),
         .hello(.init(role: .speaker, name: "attic", resume: .init(streamID: 1, epoch: 0, held: []))),
         .welcome(.init(serverName: "house", clientID: 7)),
+        .welcome(.init(serverName: "house", clientID: 8, challenge: Array(0..<32))),
+        .authenticate(proof: Array(100..<132)),
         .streamStart(.init(streamID: 3, codec: "flac", sampleRate: 48000, channelCount: 2, codecHeader: Array(0..<34))),
         .streamStart(.init(streamID: 5, codec: "pcm-f32le", sampleRate: 44100, channelCount: 1, codecHeader: [], epoch: 7)),
         .audioChunk(.init(streamID: 3, firstFrame: 1 << 40, frameCount: 2048, payload: (0..<5000).map { UInt8($0 % 251) })),
@@ -80,7 +82,7 @@ import Testing
 
     @Test(arguments: [
         (frame(type: 1, payload: [], magic: 0x4745), "not a Tutti stream (bad magic 0x4745)"),
-        (frame(type: 1, payload: [], version: 9), "protocol version 9 not supported (this build speaks 5)"),
+        (frame(type: 1, payload: [], version: 9), "protocol version 9 not supported (this build speaks 6)"),
         (frame(type: 99, payload: []), "unknown message type 99"),
         (frame(type: 4, payload: [], length: 100_000_000), "message of 100000000 bytes exceeds the limit of 4194304"),
         (frame(type: 6, payload: [0, 0, 0, 1, 0, 0]), "flush message is truncated"),

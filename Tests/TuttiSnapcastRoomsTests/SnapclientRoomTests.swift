@@ -39,7 +39,7 @@ import TuttiTestSupport
                                                                   "--snapcast-control", "off", "--snapcast", "127.0.0.1:0"],
                                       standardError: directory.file("server.log"))
             let port = Int(try server.waitForLine(containing: "listening on").split(separator: ":").last!.split(separator: " ").first!)!
-            control = HouseControlPort(port: port)
+            control = try HouseControlPort(port: port)
             let snapcastLine = try server.waitForLine(containing: "snapclients on")
             let snapcastPort = String(snapcastLine.split(separator: " ")[4].split(separator: ":").last!)
             a = try ChildProcess(name: "a", arguments: ["speaker", "--server", "127.0.0.1:\(port)", "--name", "a", "--output", "virtual:" + directory.file("a.wav"),

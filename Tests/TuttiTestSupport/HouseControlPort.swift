@@ -7,14 +7,19 @@ import TuttiProtocol
 public struct HouseControlPort: Sendable {
     public let host: String
     public let port: Int
+    /// The house's controller token, as `tutti ctl` finds it.
+    public let token: ControllerToken
 
-    public init(host: String = "127.0.0.1", port: Int) {
+    /// A house started with `--state-dir stateDirectory`, or without one (its token is then the
+    /// default state directory's, as for `tutti ctl` on this machine).
+    public init(host: String = "127.0.0.1", port: Int, stateDirectory: String? = nil) throws {
         self.host = host
         self.port = port
+        token = try stateDirectory.map { try ControllerTokenFile.read(ControllerTokenFile.path(in: $0)) } ?? ControllerTokenFile.readDefault()
     }
 
     public func send(_ command: ControlCommand) async throws -> ControlReply {
-        try await ControlClient.send(command, host: host, port: port, group: MultiThreadedEventLoopGroup.singleton)
+        try await ControlClient.send(command, host: host, port: port, token: token, group: MultiThreadedEventLoopGroup.singleton)
     }
 
     /// Returns once exactly `names` are connected, each with a settled clock (`hasSettledClock`).

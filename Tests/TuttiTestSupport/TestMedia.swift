@@ -23,10 +23,12 @@ public enum TestMedia {
     /// killed and reported as an error naming it, so a stuck child fails the test instead of
     /// hanging the run.
     public static func execute(_ executable: String, _ arguments: [String], directory: String? = nil,
-                               standardInput: Data? = nil, timeout: Double = 300) throws -> CommandResult {
+                               standardInput: Data? = nil, environment: [String: String]? = nil, timeout: Double = 300) throws -> CommandResult {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable.hasPrefix("/") ? executable : "/usr/bin/env")
         process.arguments = executable.hasPrefix("/") ? arguments : [executable] + arguments
+        // `environment` replaces this process's whole environment.
+        if let environment { process.environment = environment }
         if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
         let out = Pipe(), err = Pipe()
         process.standardOutput = out

@@ -33,8 +33,68 @@ async function api(method, path, body) {
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   const reply = await response.json().catch(() => ({}));
+  // Signed out meanwhile (the house's token was replaced): back to the login form.
+  if (response.status === 401 && !path.startsWith("/login")) showLogin();
   if (!response.ok) throw new Error(reply.error ?? `${method} ${path}: HTTP ${response.status}`);
   return reply;
+}
+
+// MARK: Signing in
+
+// The house answers only its controllers: this page signs in once with a pairing code or the
+// controller token, and the house gives it a session cookie that no script can read.
+let started = false;
+function showLogin() {
+  $("house").hidden = true;
+  $("pair").hidden = true;
+  $("login").hidden = false;
+  $("login-secret").focus();
+}
+
+function showHouse() {
+  $("login").hidden = true;
+  $("house").hidden = false;
+  $("pair").hidden = false;
+  if (!started) {
+    started = true;
+    connect();
+  }
+}
+
+$("login-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const secret = $("login-secret").value.trim();
+  const error = $("login-error");
+  try {
+    await api("POST", "/login", /^[0-9][0-9 -]*$/.test(secret) ? { code: secret } : { token: secret });
+    $("login-secret").value = "";
+    error.hidden = true;
+    showHouse();
+  } catch (failure) {
+    error.textContent = failure.message;
+    error.hidden = false;
+  }
+});
+
+$("pair").addEventListener("click", async () => {
+  const reply = await command("POST", "/pair-controller");
+  if (reply === null) return;
+  const box = $("pairing");
+  // A page opened as localhost names the house as the phone will reach it: NAME.local.
+  const local = ["localhost", "127.0.0.1", "[::1]"].includes(location.hostname) && localName !== null;
+  const address = local ? `${location.protocol}//${localName}${location.port ? ":" + location.port : ""}` : location.origin;
+  box.replaceChildren("On the phone, open ", Object.assign(document.createElement("code"), { textContent: address }),
+    " and enter ", Object.assign(document.createElement("strong"), { textContent: reply.code }),
+    ` (once, within ${Math.round(reply.validSeconds / 60)} minutes).`);
+  box.hidden = false;
+  setTimeout(() => { box.hidden = true; }, reply.validSeconds * 1000);
+});
+
+let localName = null;
+async function start() {
+  const session = await fetch("/api/session").then((response) => response.json()).catch(() => ({ signedIn: false }));
+  localName = session.localName ?? null;
+  if (session.signedIn) showHouse(); else showLogin();
 }
 
 /// Runs a command; a refusal is shown for a few seconds, never thrown into the console.
@@ -94,7 +154,12 @@ function connect() {
   feed.onclose = () => {
     indicator.dataset.state = "closed";
     indicator.textContent = "reconnecting…";
-    setTimeout(connect, 1000);
+    // A refused upgrade looks like any closed socket: ask whether this page is still signed in.
+    setTimeout(async () => {
+      const session = await fetch("/api/session").then((response) => response.json()).catch(() => ({ signedIn: true }));
+      if (session.signedIn) connect();
+      else { started = false; showLogin(); }
+    }, 1000);
   };
 }
 
@@ -725,4 +790,4 @@ function drawPlots() {
 
 setInterval(tickPosition, 250);
 setInterval(drawPlots, 1000);
-connect();
+start();

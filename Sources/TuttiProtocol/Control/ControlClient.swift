@@ -8,32 +8,34 @@ public enum ControlClient {
         public let description: String
     }
 
-    /// Connects to `host:port`, sends `command` as a controller and returns the house's reply.
+    /// Connects to `host:port`, proves it holds `token` (the house's controller token), sends
+    /// `command` and returns the house's reply.
     /// - Throws: `ControlRefusal` when the house refuses the command (its one-line reason),
-    ///   `Failure` when the house cannot be reached or does not answer in time.
-    public static func send(_ command: ControlCommand, host: String, port: Int, group: any EventLoopGroup,
+    ///   `Failure` when the house cannot be reached, refuses the token or does not answer in time.
+    public static func send(_ command: ControlCommand, host: String, port: Int, token: ControllerToken, group: any EventLoopGroup,
                             timeoutNanoseconds: Int64 = 10_000_000_000) async throws -> ControlReply {
-        try await send(ControlRequest(command), host: host, port: port, group: group, timeoutNanoseconds: timeoutNanoseconds)
+        try await send(ControlRequest(command), host: host, port: port, token: token, group: group, timeoutNanoseconds: timeoutNanoseconds)
     }
 
     /// The same, for a command addressed to a group of the house (`ControlRequest.group`).
-    public static func send(_ request: ControlRequest, host: String, port: Int, group: any EventLoopGroup,
+    public static func send(_ request: ControlRequest, host: String, port: Int, token: ControllerToken, group: any EventLoopGroup,
                             timeoutNanoseconds: Int64 = 10_000_000_000) async throws -> ControlReply {
-        let reply = try await sendJSON(ControlJSON.encode(request), host: host, port: port, group: group, timeoutNanoseconds: timeoutNanoseconds)
+        let reply = try await sendJSON(ControlJSON.encode(request), host: host, port: port, token: token, group: group, timeoutNanoseconds: timeoutNanoseconds)
         guard reply.ok else { throw ControlJSON.decodeRefusal(reply.json) }
         return try ControlJSON.decodeReply(reply.json, to: request.command)
     }
 
     /// Sends raw request text (tests of malformed requests use it) and returns the raw reply.
-    /// Throws `Failure` with one line for an unreachable server or a timeout.
-    public static func sendJSON(_ json: String, host: String, port: Int, group: any EventLoopGroup,
+    /// Throws `Failure` with one line for an unreachable server, a refused token or a timeout.
+    public static func sendJSON(_ json: String, host: String, port: Int, token: ControllerToken, group: any EventLoopGroup,
                                 timeoutNanoseconds: Int64 = 10_000_000_000) async throws -> (ok: Bool, json: String) {
         let reply = group.next().makePromise(of: WireMessage.ControlResponse.self)
         let channel: any Channel
         do {
-            // The hello and the request go out on the connection's event loop the moment it
-            // connects, not when this task next runs: a house closes a connection that has not
-            // said hello within 10 s, and a task on a busy cooperative pool can wait that long.
+            // The hello, then the proof and the request as the welcome arrives, go out on the
+            // connection's event loop, not when this task next runs: a house closes a connection
+            // that has not said hello within 10 s, and a task on a busy cooperative pool can wait
+            // that long.
             channel = try await ClientBootstrap(group: group)
                 .connectTimeout(.seconds(5))
                 .channelInitializer { channel in
@@ -41,14 +43,13 @@ public enum ControlClient {
                         try channel.pipeline.syncOperations.addHandlers([
                             ByteToMessageHandler(WireMessageDecoder()),
                             MessageToByteHandler(WireMessageEncoder()),
-                            ReplyHandler(reply: reply),
+                            ReplyHandler(reply: reply, token: token, json: json),
                         ])
                     }
                 }
                 .connect(host: host, port: port)
                 .map { channel in
-                    channel.write(WireMessage.hello(.init(role: .controller, name: "tutti ctl")), promise: nil)
-                    channel.writeAndFlush(WireMessage.controlRequest(.init(requestID: 1, json: json)), promise: nil)
+                    channel.writeAndFlush(WireMessage.hello(.init(role: .controller, name: "tutti ctl")), promise: nil)
                     return channel
                 }
                 .get()
@@ -69,11 +70,21 @@ public enum ControlClient {
 
     private final class ReplyHandler: ChannelInboundHandler, Sendable {
         typealias InboundIn = WireMessage
+        typealias OutboundOut = WireMessage
         let reply: EventLoopPromise<WireMessage.ControlResponse>
-        init(reply: EventLoopPromise<WireMessage.ControlResponse>) { self.reply = reply }
+        let token: ControllerToken
+        let json: String
+        init(reply: EventLoopPromise<WireMessage.ControlResponse>, token: ControllerToken, json: String) {
+            self.reply = reply
+            self.token = token
+            self.json = json
+        }
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             switch Self.unwrapInboundIn(data) {
+            case .welcome(let welcome):
+                context.write(Self.wrapOutboundOut(.authenticate(proof: token.proof(for: welcome.challenge))), promise: nil)
+                context.writeAndFlush(Self.wrapOutboundOut(.controlRequest(.init(requestID: 1, json: json))), promise: nil)
             case .controlResponse(let response): reply.succeed(response)
             case .goodbye(let reason): reply.fail(Failure(description: "the server refused: \(reason)"))
             default: break

@@ -86,6 +86,9 @@ public enum ControlCommand: Sendable, Equatable {
     case libraryBrowse(artist: String? = nil, album: String? = nil)
     /// The files the library could not read, with their reasons.
     case libraryProblems
+    /// A single-use 6-digit code that signs a browser or phone in at the web UI's login page,
+    /// valid for 5 minutes (`tutti ctl pair-controller`, the web UI's "Pair a phone").
+    case pairController
 
     /// The command's name on the wire and in `tutti ctl`.
     public var name: String {
@@ -125,6 +128,7 @@ public enum ControlCommand: Sendable, Equatable {
         case .librarySearch: "library-search"
         case .libraryBrowse: "library-browse"
         case .libraryProblems: "library-problems"
+        case .pairController: "pair-controller"
         }
     }
 
@@ -133,7 +137,7 @@ public enum ControlCommand: Sendable, Equatable {
     /// again, without end).
     public var onlyReads: Bool {
         switch self {
-        case .status, .rooms, .queue, .librarySearch, .libraryBrowse, .libraryProblems, .playlists, .groups: true
+        case .status, .rooms, .queue, .librarySearch, .libraryBrowse, .libraryProblems, .playlists, .groups, .pairController: true
         default: false
         }
     }
@@ -143,7 +147,7 @@ public enum ControlCommand: Sendable, Equatable {
                                "group-rename", "group-remove", "volume", "group-volume",
                                "room-latency", "room-rename", "queue", "queue-add", "queue-remove", "queue-move", "queue-clear", "queue-play", "queue-shuffle", "stop", "status",
                                "library-search", "library-browse", "library-problems", "play-modes", "playlists", "playlist-save",
-                               "playlist-load", "playlist-remove", "playlist-add"]
+                               "playlist-load", "playlist-remove", "playlist-add", "pair-controller"]
 
     /// Far beyond any item (31 years), and far within what the timeline's frame arithmetic holds.
     public static let maximumSeekSeconds = 1e9
@@ -199,7 +203,7 @@ public enum ControlCommand: Sendable, Equatable {
     public var actsOnAGroup: Bool {
         switch self {
         case .rooms, .groups, .groupCreate, .volume, .roomLatency, .roomRename, .playlists, .playlistRemove, .playlistAdd,
-             .librarySearch, .libraryBrowse, .libraryProblems:
+             .librarySearch, .libraryBrowse, .libraryProblems, .pairController:
             false
         default:
             true
@@ -260,6 +264,7 @@ extension ControlCommand: Codable {
         case "library-browse": self = .libraryBrowse(artist: try c.decodeIfPresent(String.self, forKey: .artist),
                                                       album: try c.decodeIfPresent(String.self, forKey: .album))
         case "library-problems": self = .libraryProblems
+        case "pair-controller": self = .pairController
         default:
             throw DecodingError.dataCorruptedError(forKey: .command, in: c,
                                                    debugDescription: "unknown command \(name) (known: \(Self.names.joined(separator: ", ")))")
@@ -315,7 +320,7 @@ extension ControlCommand: Codable {
             try c.encode(name, forKey: .name)
             try c.encode(files, forKey: .files)
         case .pause, .resume, .next, .previous, .rooms, .queue, .queueClear, .queueShuffle, .stop, .status, .libraryProblems, .playlists,
-             .groups, .groupRemove:
+             .groups, .groupRemove, .pairController:
             break
         }
     }

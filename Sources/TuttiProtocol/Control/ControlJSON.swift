@@ -81,6 +81,7 @@ public enum ControlJSON {
             case .status, .playModes: return .status(try decoder.decode(StatusReport.self, from: data))
             case .playlists, .playlistSave, .playlistRemove, .playlistAdd: return .playlists(try decoder.decode(StoredPlaylistsReport.self, from: data))
             case .librarySearch, .libraryBrowse, .libraryProblems: return .library(try decoder.decode(LibraryBrowseReport.self, from: data))
+            case .pairController: return .pairing(try decoder.decode(PairingReport.self, from: data))
             }
         } catch let error as DecodingError {
             throw ControlRefusal("reply to \(command.name): \(describe(error, in: command.name))")

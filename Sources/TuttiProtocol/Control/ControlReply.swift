@@ -27,6 +27,8 @@ public enum ControlReply: Sendable, Equatable {
     case library(LibraryBrowseReport)
     /// `playlists`, `playlist-save`, `playlist-remove`.
     case playlists(StoredPlaylistsReport)
+    /// `pair-controller`.
+    case pairing(PairingReport)
 
     /// The report, for encoding.
     var report: any Codable & Sendable {
@@ -43,6 +45,7 @@ public enum ControlReply: Sendable, Equatable {
         case .status(let r): r
         case .library(let r): r
         case .playlists(let r): r
+        case .pairing(let r): r
         }
     }
 
@@ -59,6 +62,20 @@ public enum ControlReply: Sendable, Equatable {
     public var status: StatusReport? { if case .status(let r) = self { r } else { nil } }
     public var library: LibraryBrowseReport? { if case .library(let r) = self { r } else { nil } }
     public var playlists: StoredPlaylistsReport? { if case .playlists(let r) = self { r } else { nil } }
+    public var pairing: PairingReport? { if case .pairing(let r) = self { r } else { nil } }
+}
+
+/// `pair-controller`: a code the web UI's login page takes once, instead of the controller
+/// token, until it expires.
+public struct PairingReport: Codable, Sendable, Equatable {
+    /// Six digits.
+    public var code: String
+    /// How long it stays valid from now.
+    public var validSeconds: Int
+    public init(code: String, validSeconds: Int) {
+        self.code = code
+        self.validSeconds = validSeconds
+    }
 }
 
 /// The house refused a command: one line saying why, and what kind of refusal it is
@@ -79,6 +96,9 @@ public struct ControlRefusal: Error, Sendable, Equatable, CustomStringConvertibl
         /// It names media the house will not play: a file outside the directories it plays
         /// from, or a URL of another scheme than http(s) (HTTP 403).
         case forbidden
+        /// It came with no credential, or a wrong one: no controller token, session cookie or
+        /// valid pairing code (HTTP 401).
+        case unauthorized
     }
 
     public var error: String
