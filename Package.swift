@@ -214,6 +214,7 @@ let package = Package(
         .testTarget(name: "TuttiSpeakerTests", dependencies: ["TuttiSpeaker", "TuttiProtocol", "TuttiDevices", "TuttiSimulation", "TuttiTestSupport"]),
         .testTarget(name: "TuttiHouseTests", dependencies: ["TuttiHouse", "TuttiProtocol", "TuttiEngine", "TuttiSimulation",
                                                             "TuttiTestSupport", "TuttiDiagnostics", "TuttiMedia",
+                                                            .product(name: "NIOEmbedded", package: "swift-nio"),
                                                             .product(name: "GRDB", package: "GRDB.swift")]),
         .testTarget(name: "TuttiHouseHTTPTests", dependencies: ["TuttiHouseHTTP", "TuttiHouse", "TuttiProtocol", "TuttiSimulation",
                                                                 "TuttiTestSupport", "TuttiDiagnostics",

@@ -74,6 +74,10 @@ public final class House: Sendable {
         /// Where the token is kept, for the refusal that tells a controller where to find it;
         /// nil when it is in no file.
         public var controllerTokenPath: String?
+        /// The wire port's connections (`ConnectionBudget`): one that has not said a speaker's
+        /// hello or proved a controller's token is closed after 10 s, and at most 64 wait so;
+        /// speakers and controllers up to `maximumTrusted` (`tutti server --max-connections`).
+        public var wireConnectionLimits = ConnectionBudget.Limits()
         public init() {}
     }
 

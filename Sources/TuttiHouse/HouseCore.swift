@@ -151,6 +151,7 @@ final class HouseCore {
         if let problem {
             if storeProblem == nil { log(problem) }
             storeProblem = problem
+            failedWrites += 1
             return
         }
         // No store at all is not a write that worked again.
@@ -162,6 +163,7 @@ final class HouseCore {
         for record in rooms.records.values where failure == nil { failure = store.save(record) }
         if let failure {
             storeProblem = failure
+            failedWrites += 1
         } else {
             storeProblem = nil
             log("the store takes writes again: the groups and rooms are written again, and kept from now on")
@@ -170,6 +172,9 @@ final class HouseCore {
 
     /// Set while `stored` writes the state again after a failure.
     private var rewritingState = false
+    /// Writes to the store that failed so far: a command during which this grows says so in its
+    /// reply (`storeProblem`).
+    private var failedWrites = 0
 
     var defaultGroup: GroupSession { groups[defaultGroupID]! }
 
@@ -245,8 +250,15 @@ final class HouseCore {
     func control(_ request: ControlRequest, respond answer: @escaping House.Respond) {
         loop.preconditionInEventLoop()
         let command = request.command
+        let failedBefore = failedWrites
         let respond: House.Respond = { [self] result in
-            answer(result)
+            // A command that took effect but could not be kept says so, not only the log.
+            if case .success(var reply) = result, failedWrites != failedBefore, reply.storeProblem == nil, let storeProblem {
+                reply.storeProblem = storeProblem
+                answer(.success(reply))
+            } else {
+                answer(result)
+            }
             if case .success = result, !command.onlyReads { noteChange() }
         }
         do {

@@ -20,6 +20,8 @@ public final class HouseServer: Sendable {
     private let host: String
     private let port: Int
     private let channels = Mutex<[any Channel]>([])
+    /// The wire port's connections.
+    public let budget: ConnectionBudget
 
     public init(clock: any HostClock, host: String, port: Int, configuration: House.Configuration,
                 log: @escaping @Sendable (String) -> Void) {
@@ -28,21 +30,27 @@ public final class HouseServer: Sendable {
         self.host = host
         self.port = port
         house = House(configuration: configuration, loop: group.next(), clock: clock, log: log)
+        budget = ConnectionBudget(limits: configuration.wireConnectionLimits, what: "the house's port", log: log)
     }
 
     /// Binds TCP and UDP; returns the port (the same number for both).
     public func start() async throws -> Int {
-        let house = self.house
+        let house = self.house, budget = self.budget
         // Before any room can connect: a room that played on while the house was down resumes
         // the stream it holds.
         try await house.loop.submit { house.resumeStoredStreams() }.get()
         let tcp = try await ServerBootstrap(group: group)
-            .serverChannelOption(.backlog, value: 64)
+            // A deep accept queue: in a burst of connections (a flood of strangers, 64 rooms
+            // reconnecting after a restart) a full queue drops a newcomer's SYN, which it sends
+            // again only a second later (measured: a controller's command took 1.2 s instead of
+            // 3 ms among 1500 strangers' connects with a queue of 64). The kernel caps it at
+            // net.core.somaxconn (4096 on Debian 12).
+            .serverChannelOption(.backlog, value: House.acceptBacklog)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
             .childChannelOption(.writeBufferWaterMark, value: .init(low: 256 << 10, high: 1 << 20))
             .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture { try house.serve(connection: channel) }
+                channel.eventLoop.makeCompletedFuture { try house.serve(connection: channel, budget: budget) }
             }
             .bind(host: host, port: port).get()
         let boundPort = tcp.localAddress?.port ?? port
@@ -69,6 +77,12 @@ public final class HouseServer: Sendable {
 }
 
 extension House {
+    /// The accept queue of the house's listening ports (the wire's and HTTP's).
+    public static let acceptBacklog: Int32 = 4096
+
+    /// The largest frame a peer may send the house: a command's JSON, as HTTP's largest body.
+    public static let maximumInboundPayload = 1 << 20
+
     /// A request as it arrives on the wire; `reply` gets the JSON to send back (called once, on
     /// the loop). On the loop.
     func control(json: String, reply: @escaping (_ ok: Bool, _ json: String) -> Void) {
@@ -85,15 +99,28 @@ extension House {
     }
 
     /// Serves one connection (a speaker or a controller) on `channel`, made by the server's
-    /// listener or by a simulated link: adds the codec and the house's connection handler.
-    /// Call on the channel's event loop, before it is active.
-    public func serve(connection channel: any Channel) throws {
+    /// listener (with its port's `budget`) or by a simulated link: adds the codec and the
+    /// house's connection handler. Call on the channel's event loop, before it is active.
+    public func serve(connection channel: any Channel, budget: ConnectionBudget? = nil) throws {
         try channel.pipeline.syncOperations.addHandlers([
-            ByteToMessageHandler(WireMessageDecoder()),
+            // What reaches the house is small: a hello, statuses, a command's JSON (a play of a
+            // few thousand paths). The first two frames, before a peer has proved anything, must
+            // be a few KiB at most.
+            ByteToMessageHandler(WireMessageDecoder(maximumPayload: House.maximumInboundPayload, openingFrames: 2)),
             FramedChunkWriter(),
             MessageToByteHandler(WireMessageEncoder()),
-            HouseConnectionHandler(house: self),
+            HouseConnectionHandler(house: self, budget: budget),
         ])
+    }
+}
+
+extension Channel {
+    /// Turns reading on or off, on the channel's loop.
+    fileprivate func setAutoRead(_ on: Bool) {
+        do { try syncOptions?.setOption(.autoRead, value: on) } catch {
+            // Only a closed channel refuses; it reads nothing more anyway.
+        }
+        if on { read() }
     }
 }
 
@@ -107,27 +134,56 @@ final class HouseConnectionHandler: ChannelInboundHandler {
     typealias InboundIn = WireMessage
     typealias OutboundOut = WireMessage
     private let house: House
+    private let budget: ConnectionBudget?
     private var clientID: UInt32?
     private var role: WireMessage.Hello.Role?
     /// A controller's challenge until it has answered it; nil after.
     private var challenge: [UInt8]?
 
-    init(house: House) { self.house = house }
+    init(house: House, budget: ConnectionBudget?) {
+        self.house = house
+        self.budget = budget
+    }
 
     /// A peer that has not said hello within this long is closed: a thousand idle or
     /// slow-dripping connections would otherwise hold the house's descriptors forever. A
-    /// controller must also have proved its token by then.
+    /// controller must also have proved its token by then. With a budget (the server's port),
+    /// the budget's timeout does it, and makes room for newer connections too.
     static let helloTimeoutNanoseconds: Int64 = 10_000_000_000
 
     func channelActive(context: ChannelHandlerContext) {
         let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-        context.eventLoop.scheduleTask(in: .nanoseconds(Self.helloTimeoutNanoseconds)) {
-            let (handler, context) = bound.value
-            guard context.channel.isActive else { return }
-            if handler.role == nil { handler.reject(context, "no hello within \(Self.helloTimeoutNanoseconds / 1_000_000_000) s") }
-            else if handler.challenge != nil { handler.reject(context, "no controller token proved within \(Self.helloTimeoutNanoseconds / 1_000_000_000) s") }
+        if let budget {
+            let loop = context.eventLoop
+            // Told once per 10 s by the budget, not per connection: a flood is thousands.
+            budget.enter(context.channel) { reason in
+                loop.execute {
+                    let (handler, context) = bound.value
+                    if context.channel.isActive { handler.reject(context, reason, logged: false) }
+                }
+            }
+        } else {
+            context.eventLoop.scheduleTask(in: .nanoseconds(Self.helloTimeoutNanoseconds)) {
+                let (handler, context) = bound.value
+                guard context.channel.isActive else { return }
+                if handler.role == nil { handler.reject(context, "no hello within \(Self.helloTimeoutNanoseconds / 1_000_000_000) s") }
+                else if handler.challenge != nil { handler.reject(context, "no controller token proved within \(Self.helloTimeoutNanoseconds / 1_000_000_000) s") }
+            }
         }
         context.fireChannelActive()
+    }
+
+    /// The connection proved it belongs to the household; false (and refused) when the port
+    /// already holds all it may.
+    private func trust(_ context: ChannelHandlerContext) -> Bool {
+        guard let budget else { return true }
+        switch budget.trust(context.channel) {
+        case .trusted: return true
+        case .gone: return false
+        case .full:
+            reject(context, "the house already holds \(budget.limits.maximumTrusted) rooms and controllers on this port (tutti server --max-connections)")
+            return false
+        }
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -145,6 +201,9 @@ final class HouseConnectionHandler: ChannelInboundHandler {
                 reject(context, "speaker \(hello.name) does not decode \(house.configuration.codec.wireName)")
                 return
             }
+            // A speaker is trusted at its hello (until rooms are admitted); a controller once
+            // it has proved the token.
+            if hello.role == .speaker && !trust(context) { return }
             self.role = hello.role
             let id = house.core.value.connect(channel: context.channel, hello: hello)
             clientID = id
@@ -165,16 +224,54 @@ final class HouseConnectionHandler: ChannelInboundHandler {
             guard house.configuration.controllerToken.accepts(proof: proof, for: challenge) else {
                 return reject(context, "the controller token does not match this house's" + tokenHint)
             }
+            guard trust(context) else { return }
             self.challenge = nil
         case (.controller, .controlRequest(let request)):
             guard challenge == nil else { return reject(context, "a control request before the controller token was proved" + tokenHint) }
-            house.control(json: request.json) { ok, json in
-                context.writeAndFlush(Self.wrapOutboundOut(.controlResponse(.init(requestID: request.requestID, ok: ok, json: json))), promise: nil)
+            waitingRequests.append(request)
+            // Backpressure: a controller far ahead of its answers is not read until they catch up.
+            if waitingRequests.count >= Self.maximumWaitingRequests { context.channel.setAutoRead(false) }
+            if !answering {
+                answering = true
+                answerNext(context)
             }
         case (_, .goodbye):
             context.close(promise: nil)
         default:
             reject(context, "unexpected \(message.kindName) from a \(role)")
+        }
+    }
+
+    /// A controller's requests not answered yet, in order.
+    private var waitingRequests: [WireMessage.ControlRequest] = []
+    /// Whether `answerNext` is on its way.
+    private var answering = false
+    /// Requests read ahead of their answers before the connection is no longer read.
+    static let maximumWaitingRequests = 256
+
+    /// Answers a controller's next request, one per turn of the loop, so that one controller's
+    /// burst of thousands cannot keep the house's loop from everyone else (measured: 20 000
+    /// status requests answered in one go held another controller's answer for 0.94 s). A
+    /// controller that sends without reading its replies would grow the house's output to it
+    /// without end: past the connection's high-water mark (1 MiB unsent), it is closed.
+    private func answerNext(_ context: ChannelHandlerContext) {
+        guard context.channel.isActive, !waitingRequests.isEmpty else {
+            answering = false
+            return
+        }
+        guard context.channel.isWritable else { return reject(context, "a controller that does not read its replies (over 1 MiB of them unread)") }
+        let request = waitingRequests.removeFirst()
+        if waitingRequests.count == Self.maximumWaitingRequests / 4 { context.channel.setAutoRead(true) }
+        house.control(json: request.json) { ok, json in
+            context.writeAndFlush(Self.wrapOutboundOut(.controlResponse(.init(requestID: request.requestID, ok: ok, json: json))), promise: nil)
+        }
+        // Not `execute`: NIO runs every task queued, those queued meanwhile too, before it looks
+        // at its sockets again, so a chain of them would hold the loop as surely as a loop.
+        // A task due a little later lets the loop serve its sockets first.
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        context.eventLoop.scheduleTask(in: .microseconds(20)) {
+            let (handler, context) = bound.value
+            handler.answerNext(context)
         }
     }
 
@@ -190,6 +287,7 @@ final class HouseConnectionHandler: ChannelInboundHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        budget?.leave(context.channel)
         if role == .speaker, let id = clientID { house.core.value.disconnect(connectionID: id) }
         context.fireChannelInactive()
     }
@@ -198,8 +296,8 @@ final class HouseConnectionHandler: ChannelInboundHandler {
         reject(context, "\(error)")
     }
 
-    private func reject(_ context: ChannelHandlerContext, _ reason: String) {
-        house.core.value.logRejection("\(context.channel.remoteAddress.map { "\($0)" } ?? "peer"): \(reason); connection closed")
+    private func reject(_ context: ChannelHandlerContext, _ reason: String, logged: Bool = true) {
+        if logged { house.core.value.logRejection("\(context.channel.remoteAddress.map { "\($0)" } ?? "peer"): \(reason); connection closed") }
         context.writeAndFlush(Self.wrapOutboundOut(.goodbye(reason: reason)), promise: nil)
         context.close(promise: nil)
     }

@@ -100,6 +100,13 @@ enum APISchemas {
                 property("kind", .string(oneOf: [ControlRefusal.Kind.invalid, .notFound, .conflict, .unplayable, .forbidden, .unauthorized].map(\.rawValue))),
             ]),
         ]
+        // Every reply may say that the command's write to the store failed (the status says
+        // the store's problem anyway).
+        for name in ["PlayReport", "PauseReport", "ResumeReport", "EditReport", "RoomsReport", "RoomChange", "GroupVolumeReport", "GroupsReport",
+                     "QueueReport", "LibraryBrowseReport", "StoredPlaylistsReport", "PairingReport"] {
+            guard case .object(let properties)? = schemas[name] else { preconditionFailure("\(name) is not an object schema") }
+            schemas[name] = .object(properties + [property("storeProblem", string, required: false)])
+        }
         schemas["AnyReply"] = .anyOf(["PlayReport", "PauseReport", "ResumeReport", "EditReport", "RoomsReport", "RoomChange",
                                       "GroupVolumeReport", "GroupsReport", "QueueReport", "StatusReport", "LibraryBrowseReport", "StoredPlaylistsReport", "PairingReport"].map { .reference($0) })
         return schemas

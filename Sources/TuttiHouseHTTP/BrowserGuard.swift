@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import NIOCore
+import TuttiCore
 import TuttiProtocol
 
 /// The names a browser may use to reach the house: what a `Host` header must say.
@@ -71,9 +72,9 @@ public struct HostAllowList: Sendable {
 
     private static func isLoopback(_ address: SocketAddress) -> Bool {
         switch address {
-        case .v4: return ipString(address).hasPrefix("127.")
-        case .v6: return ipString(address) == "::1"
-        default: return false
+        case .v4(let v4): IPAddressKind(v4.address) == .loopback
+        case .v6(let v6): IPAddressKind(v6.address) == .loopback
+        case .unixDomainSocket: false
         }
     }
 

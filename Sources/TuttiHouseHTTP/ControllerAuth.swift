@@ -12,12 +12,25 @@ import TuttiProtocol
 /// Answered with no credential: the web UI's own files and `/openapi.json` (they hold nothing of
 /// the house) and the login page's endpoints. Everything else, the API, its WebSocket, `/jsonrpc` and `/metrics`,
 /// is refused with 401 and `{"error": …, "kind": "unauthorized"}` saying how to sign in.
-struct ControllerAuthMiddleware<Context: RequestContext>: RouterMiddleware {
+///
+/// A request with the credential marks its connection trusted in the port's `ConnectionBudget`
+/// (one over the budget's cap is refused, 503); a connection that makes none is closed after
+/// 10 s, or sooner when newer ones need its place.
+struct ControllerAuthMiddleware: RouterMiddleware {
+    typealias Context = HouseRequestContext
     static var cookieName: String { "tutti_session" }
     let token: ControllerToken
+    let budget: ConnectionBudget?
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        guard Self.needsCredential(request.uri.path), !isController(request) else { return try await next(request, context) }
+        let controller = isController(request)
+        if controller, budget?.trust(context.channel) == .full {
+            let limit = budget?.limits.maximumTrusted ?? 0
+            return HouseAPIRoutes.json(ControlJSON.encode(ControlRefusal(
+                "\(request.method) \(request.uri.path): the house already serves \(limit) signed-in connections on HTTP (--max-connections); close one and try again",
+                kind: .conflict)), status: .serviceUnavailable)
+        }
+        guard Self.needsCredential(request.uri.path), !controller else { return try await next(request, context) }
         var response = HouseAPIRoutes.refusal(ControlRefusal(
             "\(request.method) \(request.uri.path): sign in first: send the house's controller token as Authorization: Bearer TOKEN "
                 + "(it is in the house's state directory, controller-token), or sign in at the web UI's login page with it or a code "
@@ -63,7 +76,7 @@ struct ControllerAuthMiddleware<Context: RequestContext>: RouterMiddleware {
 /// - `GET /api/session` says whether the request is signed in, so the UI knows whether to show
 ///   the login form.
 enum ControllerAuthRoutes {
-    typealias Context = BasicWebSocketRequestContext
+    typealias Context = HouseRequestContext
     static let publicPaths: Set<String> = ["/api/login", "/api/logout", "/api/session"]
     static let cookieLifetimeSeconds = 365 * 24 * 3600
 
@@ -81,7 +94,7 @@ enum ControllerAuthRoutes {
 
     static func add(to router: Router<Context>, house: House) {
         let token = house.configuration.controllerToken
-        let middleware = ControllerAuthMiddleware<Context>(token: token)
+        let middleware = ControllerAuthMiddleware(token: token, budget: nil)
         router.get("/api/session") { request, _ in
             reply(SessionReport(signedIn: middleware.isController(request), localName: localName))
         }
@@ -114,7 +127,7 @@ enum ControllerAuthRoutes {
     }
 
     static func cookie(value: String, maxAge: Int) -> String {
-        "\(ControllerAuthMiddleware<Context>.cookieName)=\(value); Path=/; Max-Age=\(maxAge); HttpOnly; SameSite=Strict"
+        "\(ControllerAuthMiddleware.cookieName)=\(value); Path=/; Max-Age=\(maxAge); HttpOnly; SameSite=Strict"
     }
 
     private static func reply(_ report: SessionReport) -> Response {

@@ -11,7 +11,7 @@ import TuttiProtocol
 /// the commands' reports; a refusal is `{"error": "…", "kind": "…"}` with the status code its
 /// kind calls for.
 enum HouseAPIRoutes {
-    typealias Context = BasicWebSocketRequestContext
+    typealias Context = HouseRequestContext
 
     /// The largest request body: a play of a few thousand paths.
     static let maximumBodyBytes = 1 << 20

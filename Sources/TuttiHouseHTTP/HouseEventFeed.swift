@@ -17,7 +17,7 @@ import TuttiProtocol
 /// predicted, nor for the fill's every chunk. With rooms reporting twice a second, that is a
 /// few messages a second per room.
 enum HouseEventFeed {
-    static func add(to router: Router<BasicWebSocketRequestContext>, house: House, intervalNanoseconds: Int64) {
+    static func add(to router: Router<HouseRequestContext>, house: House, intervalNanoseconds: Int64) {
         let hub = HouseEventHub(house: house, intervalNanoseconds: intervalNanoseconds)
         router.ws("/api/events") { inbound, outbound, _ in
             let (id, snapshots) = hub.subscribe()

@@ -5,6 +5,7 @@ import Logging
 import NIOCore
 import Synchronization
 import TuttiHouse
+import HummingbirdCore
 
 /// The house's HTTP API and live event feed, on one port (`tutti server --http`, 7780 by
 /// default): the REST routes of `HouseAPIRoutes` under `/api`, the WebSocket feed of
@@ -28,16 +29,25 @@ public final class HouseHTTPServer: Sendable {
         /// Host names a browser may reach the house by besides its own (`HostAllowList`):
         /// `tutti server --http-host`.
         public var allowedHostNames: [String] = []
+        /// Connections that have not sent the controller's credential: at most 64, each closed
+        /// after 10 s; signed-in ones up to `maximumTrusted` (`tutti server --max-connections`).
+        public var connectionLimits = ConnectionBudget.Limits()
+        /// A signed-in connection with no request in flight is closed after this long (a
+        /// browser opens another when it needs one); a WebSocket is kept alive by its pings.
+        public var idleTimeout: TimeAmount = .seconds(60)
         public init() {}
     }
 
     public let house: House
     public let configuration: Configuration
+    /// The port's connections (`ConnectionBudget`).
+    public let budget: ConnectionBudget
     private let running = Mutex<Task<Void, Never>?>(nil)
 
     public init(house: House, configuration: Configuration = Configuration()) {
         self.house = house
         self.configuration = configuration
+        budget = ConnectionBudget(limits: configuration.connectionLimits, what: "HTTP") { line in house.note(line) }
     }
 
     /// Binds and serves; returns the port it listens on (the one asked for, or the one picked
@@ -48,12 +58,12 @@ public final class HouseHTTPServer: Sendable {
         // Hummingbird's own lines (a request's id, "server started", the files' directory) are
         // not the house's log.
         logger.logLevel = .critical
-        let router = Router(context: BasicWebSocketRequestContext.self)
+        let router = Router(context: HouseRequestContext.self)
         // First: a hostile page's request is refused before any route or file answers it.
         router.add(middleware: BrowserGuardMiddleware(hosts: HostAllowList(extraNames: configuration.allowedHostNames)))
         // Then: only a controller of the house reaches the API (the token or the login page's
         // cookie); the UI's files and the login page are open.
-        router.add(middleware: ControllerAuthMiddleware(token: house.configuration.controllerToken))
+        router.add(middleware: ControllerAuthMiddleware(token: house.configuration.controllerToken, budget: budget))
         router.add(middleware: JSONErrorMiddleware())
         // The web UI at `/`: plain files, no build step, nothing fetched from outside the house.
         let webRoot = configuration.webRoot ?? Bundle.module.url(forResource: "WebUI", withExtension: nil)?.path ?? "WebUI"
@@ -69,8 +79,18 @@ public final class HouseHTTPServer: Sendable {
         }
         let (bound, announce) = AsyncStream<Result<Int, any Error>>.makeStream()
         let requested = configuration.port
-        let app = Application(router: router, server: .http1WebSocketUpgrade(webSocketRouter: router),
-                              configuration: .init(address: .hostname(configuration.host, port: requested), serverName: "tutti"),
+        // Hummingbird's HTTP/1 and WebSocket channel, each connection entered in the budget as
+        // it is accepted (`BudgetedChannel`).
+        let webSocketResponder = router.buildResponder()
+        let budget = self.budget, idleTimeout = configuration.idleTimeout
+        let server = HTTPServerBuilder { responder in
+            BudgetedChannel(inner: HTTP1WebSocketUpgradeChannel(responder: responder, webSocketResponder: webSocketResponder,
+                                                                configuration: .init(http1: .init(idleTimeout: idleTimeout), ws: .init())),
+                            budget: budget)
+        }
+        let app = Application(router: router, server: server,
+                              configuration: .init(address: .hostname(configuration.host, port: requested), serverName: "tutti",
+                                                   backlog: Int(House.acceptBacklog)),
                               onServerRunning: { channel in announce.yield(.success(channel.localAddress?.port ?? requested)) },
                               logger: logger)
         let task = Task {
@@ -87,6 +107,25 @@ public final class HouseHTTPServer: Sendable {
         guard let task = running.withLock({ task -> Task<Void, Never>? in defer { task = nil }; return task }) else { return }
         task.cancel()
         await task.value
+    }
+}
+
+/// Hummingbird's channel for one HTTP connection, entered in the port's `ConnectionBudget` as it
+/// is accepted and left as it closes: a connection that has not sent the controller's
+/// credential within 10 s, or that newer ones need the place of, is closed.
+struct BudgetedChannel<Inner: ServerChildChannel>: ServerChildChannel {
+    typealias Value = Inner.Value
+    let inner: Inner
+    let budget: ConnectionBudget
+
+    func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
+        budget.enter(channel) { _ in channel.close(promise: nil) }
+        channel.closeFuture.whenComplete { [budget] _ in budget.leave(channel) }
+        return inner.setup(channel: channel, logger: logger)
+    }
+
+    func handle(value: Value, logger: Logger) async {
+        await inner.handle(value: value, logger: logger)
     }
 }
 

@@ -1,5 +1,4 @@
 import Foundation
-import HummingbirdWebSocket
 import TuttiProtocol
 
 /// `/openapi.json`: the OpenAPI 3.1 description of the house's API, made from the same
@@ -28,7 +27,7 @@ enum OpenAPIDocument {
                 "securitySchemes": [
                     "bearerToken": ["type": "http", "scheme": "bearer",
                                     "description": "The house's controller token (<state-dir>/controller-token)."],
-                    "sessionCookie": ["type": "apiKey", "in": "cookie", "name": ControllerAuthMiddleware<BasicWebSocketRequestContext>.cookieName,
+                    "sessionCookie": ["type": "apiKey", "in": "cookie", "name": ControllerAuthMiddleware.cookieName,
                                       "description": "Set by POST /api/login, for the web UI."],
                 ],
             ],

@@ -13,7 +13,7 @@ enum SnapcastJSONRPCRoutes {
     /// The largest request body taken (snapserver's control port takes lines of 1 MiB).
     static let maximumBodyBytes = 1 << 20
 
-    static func add(to router: Router<BasicWebSocketRequestContext>, house: House) {
+    static func add(to router: Router<HouseRequestContext>, house: House) {
         let hostName = ProcessInfo.processInfo.hostName, mutedVolumes = SnapcastMutedVolumes()
         router.post("/jsonrpc") { request, _ -> Response in
             let body = try await request.body.collect(upTo: maximumBodyBytes)

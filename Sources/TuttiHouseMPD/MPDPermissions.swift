@@ -1,4 +1,5 @@
 import NIOCore
+import TuttiCore
 
 /// MPD's permissions (read, add, control, admin), what each command needs, and what a
 /// connection starts with.
@@ -54,13 +55,13 @@ public struct MPDPermissions: OptionSet, Sendable, Hashable {
         return isLocal(peer) ? .all : .read
     }
 
-    /// Whether `peer` is this machine (a loopback address, or a Unix socket).
+    /// Whether `peer` is this machine (a loopback address, IPv4-mapped or not, or a Unix socket).
     static func isLocal(_ peer: SocketAddress?) -> Bool {
         switch peer {
-        case .v4(let address): return UInt32(bigEndian: address.address.sin_addr.s_addr) >> 24 == 127
-        case .v6: return peer?.ipAddress == "::1" || (peer?.ipAddress?.lowercased().hasPrefix("::ffff:127.") ?? false)
-        case .unixDomainSocket: return true
-        case nil: return false
+        case .v4(let address): IPAddressKind(address.address) == .loopback
+        case .v6(let address): IPAddressKind(address.address) == .loopback
+        case .unixDomainSocket: true
+        case nil: false
         }
     }
 

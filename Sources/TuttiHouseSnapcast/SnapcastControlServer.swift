@@ -1,7 +1,5 @@
 import Foundation
 import NIOCore
-import NIOPosix
-import Synchronization
 import TuttiHouse
 import TuttiProtocol
 

@@ -318,14 +318,27 @@ extension ByteBuffer {
 
 /// NIO decoder: bytes → `WireMessage`. A malformed frame raises `WireError` through the
 /// pipeline; the connection's handler reports it in one line and closes that connection.
+///
+/// `openingFrames` frames from the start are held to `openingMaximumPayload`: on the house's
+/// side, a peer's hello and its next message (a speaker's status, a controller's proof) are
+/// small, so a stranger's connection, before it has proved anything, holds at most a few KiB of
+/// the house's memory instead of a frame's full limit.
 public struct WireMessageDecoder: ByteToMessageDecoder, Sendable {
     public typealias InboundOut = WireMessage
     public let maximumPayload: Int
+    public let openingMaximumPayload: Int
+    private var openingFramesLeft: Int
 
-    public init(maximumPayload: Int = WireProtocol.defaultMaximumPayload) { self.maximumPayload = maximumPayload }
+    public init(maximumPayload: Int = WireProtocol.defaultMaximumPayload, openingFrames: Int = 0, openingMaximumPayload: Int = 4096) {
+        self.maximumPayload = maximumPayload
+        self.openingMaximumPayload = openingMaximumPayload
+        openingFramesLeft = openingFrames
+    }
 
     public mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
-        guard let message = try WireMessage.decode(from: &buffer, maximumPayload: maximumPayload) else { return .needMoreData }
+        let limit = openingFramesLeft > 0 ? openingMaximumPayload : maximumPayload
+        guard let message = try WireMessage.decode(from: &buffer, maximumPayload: limit) else { return .needMoreData }
+        if openingFramesLeft > 0 { openingFramesLeft -= 1 }
         context.fireChannelRead(Self.wrapInboundOut(message))
         return .continue
     }

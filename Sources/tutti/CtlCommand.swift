@@ -88,11 +88,15 @@ struct Ctl: AsyncParsableCommand {
     /// Sends a command (to `--group`, for one that acts on a group); prints the refusal and
     /// exits 1 if the house refuses it, 2 if it cannot be reached or refuses the token.
     func send(_ command: ControlCommand, group: String? = nil) async throws -> ControlReply {
-        let token = try token()
+        // Which house first: a wrong choice is the more useful message.
         let server = try self.server ?? HouseLocator.findHouse(named: house, program: "tutti ctl")
+        let token = try token()
         do {
-            return try await ControlClient.send(ControlRequest(command, group: group ?? self.group), host: server.host, port: server.port,
-                                                token: token, group: MultiThreadedEventLoopGroup.singleton)
+            let reply = try await ControlClient.send(ControlRequest(command, group: group ?? self.group), host: server.host, port: server.port,
+                                                     token: token, group: MultiThreadedEventLoopGroup.singleton)
+            // Done, but not kept: said on stderr, so scripts reading stdout are not disturbed.
+            if let problem = reply.storeProblem { Terminal.standardError("tutti ctl: warning: not kept across a restart of the house: \(problem)\n") }
+            return reply
         } catch let refusal as ControlRefusal {
             Terminal.standardError("tutti ctl: \(refusal)\n")
             throw ExitCode(1)

@@ -72,7 +72,8 @@ struct Server: AsyncParsableCommand {
     var allowDirectories: [String] = []
 
     @Option(name: .customLong("max-connections"), help: ArgumentHelp(
-        "Clients served at once on each front end's port (MPD, Snapcast control); one more is refused with a line saying so."))
+        "Clients served at once on each port: rooms and controllers on the house's own, signed-in connections on HTTP, MPD and Snapcast clients on theirs; one more is refused with a line saying so.",
+        discussion: "Besides these, a port holds at most 64 connections that have not yet proved they belong to the household (a speaker's hello, the controller token), each for 10 s; a newer one makes the oldest give way."))
     var maximumConnections = 100
 
     @Option(name: .customLong("mpd-timeout"), help: ArgumentHelp(
@@ -156,8 +157,10 @@ struct Server: AsyncParsableCommand {
                 throw ExitCode(2)
             }
         }
+        raiseOpenFileLimit()
         var configuration = House.Configuration()
         (configuration.controllerToken, configuration.controllerTokenPath) = try controllerToken()
+        configuration.wireConnectionLimits.maximumTrusted = maximumConnections
         // The process's one HTTP client, for URLs in the queue.
         let client = MediaHTTPClient.make()
         configuration.network = HTTPInputOpener(client: client, clock: MonotonicClock(), policy: .house(allowing: allowURLHosts))
@@ -198,6 +201,18 @@ struct Server: AsyncParsableCommand {
         withExtendedLifetime(lock) {}
     }
 
+    /// Raises this process's soft limit of open files to its hard limit: each port may hold its
+    /// connections plus 64 unproven ones, and a busy house reads many files, while Debian's soft
+    /// limit is 1024.
+    private func raiseOpenFileLimit() {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
+        limit.rlim_cur = limit.rlim_max
+        if setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) != 0 {
+            Terminal.standardError("tutti server: cannot raise the limit of open files (\(String(cString: strerror(errno)))); a flood of connections may exhaust it sooner\n")
+        }
+    }
+
     /// The controller token of the state directory (or of the default one), made on the first
     /// start, and its file.
     private func controllerToken() throws -> (ControllerToken, String) {
@@ -221,6 +236,9 @@ struct Server: AsyncParsableCommand {
             throw ExitCode(2)
         }
     }
+
+    /// Whether `host` means every address of the machine, and so names none of them.
+    private static func isWildcard(_ host: String) -> Bool { ["0.0.0.0", "::", "*"].contains(host) }
 
     /// A front end's address when none is given: the host the house listens on, so a house on
     /// loopback is on loopback everywhere.
@@ -267,7 +285,7 @@ struct Server: AsyncParsableCommand {
     private func startSnapcastStream(housePort: Int, clock: any HostClock) async throws -> SnapcastStreamServer? {
         try await startFrontEnd("snapclients", option: "--snapcast", value: snapcast, defaultAddress: defaultAddress(port: 1704),
                                 hint: { "snapclient -h HOST -p \($0)" }) { address in
-            let houseHost = ["0.0.0.0", "::", "*"].contains(listen.host) ? "127.0.0.1" : listen.host
+            let houseHost = Self.isWildcard(listen.host) ? "127.0.0.1" : listen.host
             var configuration = SnapcastStreamServer.Configuration(houseHost: houseHost, housePort: housePort)
             configuration.sampleRate = 48000
             let server = SnapcastStreamServer(configuration: configuration, clock: clock) { line in
@@ -346,11 +364,12 @@ struct Server: AsyncParsableCommand {
         configuration.host = address.host
         configuration.port = address.port
         configuration.allowedHostNames = httpHosts
+        configuration.connectionLimits.maximumTrusted = maximumConnections
         let api = HouseHTTPServer(house: house, configuration: configuration)
         do {
             let port = try await api.start()
             // A browser must name the house by one of its names (`HostAllowList`): 0.0.0.0 is none.
-            let wildcard = ["0.0.0.0", "::", "*"].contains(address.host)
+            let wildcard = Self.isWildcard(address.host)
             let shortName = ProcessInfo.processInfo.hostName.split(separator: ".").first.map { "\($0).local" } ?? "localhost"
             let base = HostPort(argument: "\(wildcard ? shortName : address.host):\(port)")!
             Terminal.standardOutput("tutti server: web UI on http://\(base)/, API under /api (events: ws://\(base)/api/events); "

@@ -28,7 +28,8 @@ import TuttiTestSupport
         var errors: String
     }
 
-    func tutti(_ arguments: [String], in directory: TemporaryDirectory, timeout: Double = 30) throws -> Run {
+    /// `token`: the house's controller token, given as a user gives it, in `TUTTI_TOKEN`.
+    func tutti(_ arguments: [String], in directory: TemporaryDirectory, token: ControllerToken? = nil, timeout: Double = 30) throws -> Run {
         let label = UUID().uuidString.prefix(8)
         let out = directory.file("run-\(label).out"), err = directory.file("run-\(label).err")
         _ = FileManager.default.createFile(atPath: out, contents: nil)
@@ -36,6 +37,7 @@ import TuttiTestSupport
         let process = Process()
         process.executableURL = URL(fileURLWithPath: ChildProcess.tuttiExecutable)
         process.arguments = arguments
+        if let token { process.environment = ProcessInfo.processInfo.environment.merging(["TUTTI_TOKEN": token.text]) { $1 } }
         process.standardOutput = FileHandle(forWritingAtPath: out)
         process.standardError = FileHandle(forWritingAtPath: err)
         try process.run()
@@ -59,7 +61,8 @@ import TuttiTestSupport
     }
 
     /// A house on every address (so it is announced), with its HTTP API on a free port.
-    func startHouse(named name: String, label: String? = nil, in directory: TemporaryDirectory, http: Bool = true) throws -> (process: ChildProcess, port: Int, log: String) {
+    func startHouse(named name: String, label: String? = nil, in directory: TemporaryDirectory, http: Bool = true)
+        throws -> (process: ChildProcess, port: Int, log: String, token: ControllerToken) {
         let label = label ?? name
         let log = directory.file("house-\(label).log")
         let process = try ChildProcess(name: name, arguments: ["server", "--listen", "0.0.0.0:0", "--http", http ? "0.0.0.0:0" : "off",
@@ -67,7 +70,7 @@ import TuttiTestSupport
                                        standardError: log)
         let line = try process.waitForLine(containing: "listening on")
         let port = Int(line.split(separator: ":").last!.split(separator: " ").first!)!
-        return (process, port, log)
+        return (process, port, log, try ControllerTokenFile.read(ControllerTokenFile.path(in: directory.file("state-\(label)"))))
     }
 
     @Test(.timeLimit(.minutes(2)))
@@ -100,17 +103,17 @@ import TuttiTestSupport
         // ctl without --server sees the room the speaker without --server made, and plays to it.
         let deadline = Date().addingTimeInterval(30)
         while true {
-            let rooms = try tutti(["ctl", "rooms", "--json"], in: directory)
+            let rooms = try tutti(["ctl", "rooms", "--json"], in: directory, token: house.token)
             if rooms.output.contains("\"kitchen\"") { break }
             guard Date() < deadline else { throw TestFailure("the room never reached the house: \(rooms.output) \(rooms.errors)") }
             try await Task.sleep(nanoseconds: 100_000_000)
         }
-        let play = try tutti(["ctl", "play", music, "--rooms", "kitchen", "--json"], in: directory)
+        let play = try tutti(["ctl", "play", music, "--rooms", "kitchen", "--json"], in: directory, token: house.token)
         #expect(play.status == 0, "\(play.errors)")
         // Wait (guarded) until 3 s of the tone have been heard, by the house's account.
         let heardBy = Date().addingTimeInterval(30)
         while true {
-            let status = try tutti(["ctl", "status", "--json"], in: directory)
+            let status = try tutti(["ctl", "status", "--json"], in: directory, token: house.token)
             let object = try JSONSerialization.jsonObject(with: Data(status.output.utf8)) as? [String: Any]
             if let position = object?["positionSeconds"] as? Double, position > 3 { break }
             guard Date() < heardBy else { throw TestFailure("the house never got 3 s into the tone: \(status.output)") }
@@ -159,14 +162,17 @@ import TuttiTestSupport
         // --house picks one: a queue edit made through it shows in that house, and only there.
         let music = directory.file("tone.flac")
         try TestMedia.ffmpeg(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=1", "-ac", "2", music])
-        let added = try tutti(["ctl", "--house", "Cellar #2", "queue", "add", music], in: directory)
+        let added = try tutti(["ctl", "--house", "Cellar #2", "queue", "add", music], in: directory, token: twin.token)
         #expect(added.status == 0, "\(added.errors)")
-        func queueLength(_ port: Int) throws -> Int? {
-            let status = try tutti(["ctl", "--server", "127.0.0.1:\(port)", "status", "--json"], in: directory)
+        func queueLength(_ house: (process: ChildProcess, port: Int, log: String, token: ControllerToken)) throws -> Int? {
+            let status = try tutti(["ctl", "--server", "127.0.0.1:\(house.port)", "status", "--json"], in: directory, token: house.token)
             return (try JSONSerialization.jsonObject(with: Data(status.output.utf8)) as? [String: Any])?["queueLength"] as? Int
         }
-        #expect(try queueLength(twin.port) == 1)
-        #expect(try queueLength(cellar.port) == 0 && queueLength(attic.port) == 0)
+        #expect(try queueLength(twin) == 1)
+        #expect(try queueLength(cellar) == 0 && queueLength(attic) == 0)
+        // The token of one house does not open another.
+        let crossed = try tutti(["ctl", "--house", "Cellar", "status"], in: directory, token: twin.token)
+        #expect(crossed.status == 2 && crossed.errors.contains("the controller token does not match this house's"), "\(crossed.errors)")
         let unknown = try tutti(["ctl", "--house", "Garage", "status"], in: directory)
         #expect(unknown.status == 2 && unknown.errors.hasPrefix("tutti ctl: no house named 'Garage' on this network; found 'Attic' at"), "\(unknown.errors)")
     }

@@ -21,12 +21,7 @@ import TuttiTestSupport
         defer { server.interrupt() }
         let mpdPort = Int(try server.waitForLine(containing: "MPD clients on").split(separator: ":")[2].prefix { $0.isNumber })!
         let snapcastPort = Int(try server.waitForLine(containing: "Snapcast controllers on").split(separator: ":")[2].prefix { $0.isNumber })!
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("Python/front_end_limits.py").path
-        let client = try ChildProcess(name: "limits", executable: "/usr/bin/env", arguments: ["python3", script, "\(mpdPort)", "\(snapcastPort)"],
-                                      standardError: directory.file("limits.log"))
-        let status = await client.exit(within: 90)
-        let steps = client.outputLines.compactMap { (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any] }
+        let (status, steps) = try await PythonScript.run("front_end_limits.py", ["\(mpdPort)", "\(snapcastPort)"], log: directory.file("limits.log"), within: 90)
         for step in steps { print("front-end limits: \(step)") }
         #expect(status == 0, "see out/test-logs/front-end-limits/limits.log")
         func step(_ name: String) throws -> [String: Any] { try #require(steps.first { $0["step"] as? String == name }, "no step \(name)") }

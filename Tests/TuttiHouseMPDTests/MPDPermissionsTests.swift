@@ -40,12 +40,8 @@ import TuttiTestSupport
                                       standardError: directory.file("server.log"))
         defer { server.interrupt() }
         let port = Int(try server.waitForLine(containing: "MPD clients on").split(separator: ":")[2].prefix { $0.isNumber })!
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("Python/mpd_permissions.py").path
-        let client = try ChildProcess(name: "mpd2", executable: "/usr/bin/env", arguments: ["python3", script, "\(port)"],
-                                      standardError: directory.file("mpd2.log"))
-        #expect(await client.exit(within: 30) == 0, "see out/test-logs/mpd-permissions/mpd2.log")
-        let steps = client.outputLines.compactMap { (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any] }
+        let (status, steps) = try await PythonScript.run("mpd_permissions.py", ["\(port)"], log: directory.file("mpd2.log"), within: 30)
+        #expect(status == 0, "see out/test-logs/mpd-permissions/mpd2.log")
         for step in steps { print("MPD permissions: \(step)") }
         func step(_ name: String) throws -> [String: Any] { try #require(steps.first { $0["step"] as? String == name }, "no step \(name)") }
         func ack(_ value: Any?) -> String { (value as? [String: Any])?["ack"] as? String ?? "" }

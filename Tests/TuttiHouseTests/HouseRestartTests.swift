@@ -216,8 +216,9 @@ import TuttiTestSupport
         #expect(try await holder.read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM kept") } == 1)
     }
 
-    /// A write that fails (the disk full) is in every status until the store takes writes
-    /// again, not only in the log; the house plays on meanwhile.
+    /// A write that fails (the disk full) is in the reply of the command that made it and in
+    /// every status until the store takes writes again, not only in the log; the house plays
+    /// on meanwhile.
     @Test(.timeLimit(.minutes(1)))
     func aFailedWriteIsInTheStatusUntilTheStoreWorksAgain() async throws {
         let directory = try TemporaryDirectory("store-full")
@@ -236,7 +237,9 @@ import TuttiTestSupport
         let harness = HouseHarness(configuration: configuration)
         #expect(try await harness.onLoop { $0.statusReport(of: $0.defaultGroup).storeProblem } == nil)
         try await harness.onLoop { core in Result { try core.store!.limitPages(to: 1) } }.get()
-        _ = try await harness.control(.play(files: files))
+        let played = try await harness.control(.play(files: files))
+        // The reply of the command whose write failed says so.
+        #expect(played.storeProblem?.contains("database or disk is full") == true, "\(played)")
         let problem = try await harness.onLoop { $0.statusReport(of: $0.defaultGroup).storeProblem }
         #expect(problem?.contains("database or disk is full") == true, "\(problem ?? "no problem reported"); \(harness.logLines.all)")
         // The queue's write failed and was tried again with every later write, and is logged
@@ -245,7 +248,8 @@ import TuttiTestSupport
         #expect(try await harness.onLoop { $0.defaultGroup.queue.count } == 200, "the house goes on with what it could not keep")
 
         try await harness.onLoop { core in Result { try core.store!.limitPages(to: 1_000_000) } }.get()
-        _ = try await harness.control(.queueRemove(index: 199))
+        let removed = try await harness.control(.queueRemove(index: 199))
+        #expect(removed.storeProblem == nil, "\(removed)")
         #expect(try await harness.onLoop { $0.statusReport(of: $0.defaultGroup).storeProblem } == nil)
         #expect(harness.logLines.all.contains { $0.contains("the store takes writes again") })
     }

@@ -6,6 +6,7 @@ import Darwin
 import AsyncHTTPClient
 import Foundation
 import NIOCore
+import TuttiCore
 import NIOPosix
 
 /// Which URLs may be fetched, checked before every request: the first, each redirect's
@@ -101,36 +102,10 @@ public struct URLPolicy: Sendable {
     /// What kind of local address `address` is, or nil for one the house may fetch from.
     static func localKind(of address: SocketAddress) -> String? {
         switch address {
-        case .v4(let v4):
-            return localKind(ipv4: UInt32(bigEndian: v4.address.sin_addr.s_addr))
-        case .v6(let v6):
-            var storage = v6.address.sin6_addr
-            let bytes = withUnsafeBytes(of: &storage) { Array($0) }
-            if bytes[0..<15].allSatisfy({ $0 == 0 }) { return bytes[15] == 1 ? "a loopback address" : bytes[15] == 0 ? "the unspecified address" : nil }
-            if bytes[0] == 0xfe && bytes[1] & 0xc0 == 0x80 { return "a link-local address" }
-            if bytes[0] == 0xff { return "a multicast address" }
-            // An IPv4 address in IPv6 clothes: mapped (::ffff:a.b.c.d) or through NAT64 (64:ff9b::a.b.c.d).
-            let mapped = bytes[0..<10].allSatisfy { $0 == 0 } && bytes[10] == 0xff && bytes[11] == 0xff
-            let nat64 = bytes[0..<12] == [0x00, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0][...]
-            if mapped || nat64 {
-                return localKind(ipv4: UInt32(bytes[12]) << 24 | UInt32(bytes[13]) << 16 | UInt32(bytes[14]) << 8 | UInt32(bytes[15]))
-            }
-            return nil
-        case .unixDomainSocket:
-            return "a local socket"
+        case .v4(let v4): IPAddressKind(v4.address)?.description
+        case .v6(let v6): IPAddressKind(v6.address)?.description
+        case .unixDomainSocket: "a local socket"
         }
-    }
-
-    private static func localKind(ipv4 address: UInt32) -> String? {
-        switch address >> 24 {
-        case 127: return "a loopback address"
-        case 0: return "the unspecified address"
-        case 224...239: return "a multicast address"
-        default: break
-        }
-        if address >> 16 == 0xa9fe { return "a link-local address" }  // 169.254/16, where clouds keep their metadata
-        if address == 0xffff_ffff { return "the broadcast address" }
-        return nil
     }
 
     /// Every address `host` resolves to (getaddrinfo, on NIO's blocking-work pool).

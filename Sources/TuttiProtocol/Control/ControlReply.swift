@@ -63,11 +63,54 @@ public enum ControlReply: Sendable, Equatable {
     public var library: LibraryBrowseReport? { if case .library(let r) = self { r } else { nil } }
     public var playlists: StoredPlaylistsReport? { if case .playlists(let r) = self { r } else { nil } }
     public var pairing: PairingReport? { if case .pairing(let r) = self { r } else { nil } }
+
+    /// The report's `storeProblem`: a write of this command's that failed, or, for a status,
+    /// the store's problem now.
+    public var storeProblem: String? {
+        get {
+            switch self {
+            case .started(let r): r.storeProblem
+            case .paused(let r): r.storeProblem
+            case .resumed(let r): r.storeProblem
+            case .edited(let r): r.storeProblem
+            case .rooms(let r): r.storeProblem
+            case .room(let r): r.storeProblem
+            case .group(let r): r.storeProblem
+            case .groups(let r): r.storeProblem
+            case .queue(let r): r.storeProblem
+            case .status(let r): r.storeProblem
+            case .library(let r): r.storeProblem
+            case .playlists(let r): r.storeProblem
+            case .pairing(let r): r.storeProblem
+            }
+        }
+        set {
+            switch self {
+            case .started(var r): r.storeProblem = newValue; self = .started(r)
+            case .paused(var r): r.storeProblem = newValue; self = .paused(r)
+            case .resumed(var r): r.storeProblem = newValue; self = .resumed(r)
+            case .edited(var r): r.storeProblem = newValue; self = .edited(r)
+            case .rooms(var r): r.storeProblem = newValue; self = .rooms(r)
+            case .room(var r): r.storeProblem = newValue; self = .room(r)
+            case .group(var r): r.storeProblem = newValue; self = .group(r)
+            case .groups(var r): r.storeProblem = newValue; self = .groups(r)
+            case .queue(var r): r.storeProblem = newValue; self = .queue(r)
+            case .status(var r): r.storeProblem = newValue; self = .status(r)
+            case .library(var r): r.storeProblem = newValue; self = .library(r)
+            case .playlists(var r): r.storeProblem = newValue; self = .playlists(r)
+            case .pairing(var r): r.storeProblem = newValue; self = .pairing(r)
+            }
+        }
+    }
 }
 
 /// `pair-controller`: a code the web UI's login page takes once, instead of the controller
 /// token, until it expires.
 public struct PairingReport: Codable, Sendable, Equatable {
+    /// Set when a write to the house's store failed while this command was carried out: it
+    /// took effect, but will not outlive a restart of the house (the status says so until the
+    /// store takes writes again).
+    public var storeProblem: String?
     /// Six digits.
     public var code: String
     /// How long it stays valid from now.
@@ -126,6 +169,10 @@ extension ControlRefusal: Codable {
 }
 
 public struct PlayReport: Codable, Sendable, Equatable {
+    /// Set when a write to the house's store failed while this command was carried out: it
+    /// took effect, but will not outlive a restart of the house (the status says so until the
+    /// store takes writes again).
+    public var storeProblem: String?
     /// Items in the new queue.
     public var items: Int
     /// The rooms that play it.
@@ -185,12 +232,20 @@ public struct UnreadyRoom: Codable, Sendable, Equatable {
 }
 
 public struct PauseReport: Codable, Sendable, Equatable {
+    /// Set when a write to the house's store failed while this command was carried out: it
+    /// took effect, but will not outlive a restart of the house (the status says so until the
+    /// store takes writes again).
+    public var storeProblem: String?
     /// Timeline second every room stops at.
     public var pausedAtSeconds: Double
     public init(pausedAtSeconds: Double) { self.pausedAtSeconds = pausedAtSeconds }
 }
 
 public struct ResumeReport: Codable, Sendable, Equatable {
+    /// Set when a write to the house's store failed while this command was carried out: it
+    /// took effect, but will not outlive a restart of the house (the status says so until the
+    /// store takes writes again).
+    public var storeProblem: String?
     /// Timeline second every room resumes from.
     public var resumedAtSeconds: Double
     public var startsInMs: Int
@@ -220,6 +275,10 @@ public struct StreamCut: Codable, Sendable, Equatable {
 }
 
 public struct EditReport: Codable, Sendable, Equatable {
+    /// Set when a write to the house's store failed while this command was carried out: it
+    /// took effect, but will not outlive a restart of the house (the status says so until the
+    /// store takes writes again).
+    public var storeProblem: String?
     /// Where the stream was cut; nil when nothing already decoded changed.
     public var cut: StreamCut?
     /// The queue position heard after the edit (`seek`, `next`), if any.
@@ -287,6 +346,10 @@ public struct RoomReport: Codable, Sendable, Equatable {
 }
 
 public struct RoomsReport: Codable, Sendable, Equatable {
+    /// Set when a write to the house's store failed while this command was carried out: it
+    /// took effect, but will not outlive a restart of the house (the status says so until the
+    /// store takes writes again).
+    public var storeProblem: String?
     /// By name.
     public var rooms: [RoomReport]
     public init(rooms: [RoomReport]) { self.rooms = rooms }
@@ -294,6 +357,10 @@ public struct RoomsReport: Codable, Sendable, Equatable {
 }
 
 public struct RoomChange: Codable, Sendable, Equatable {
+    /// Set when a write to the house's store failed while this command was carried out: it
+    /// took effect, but will not outlive a restart of the house (the status says so until the
+    /// store takes writes again).
+    public var storeProblem: String?
     public var id: UInt32
     public var room: String
     /// The name of the group it plays in.
@@ -311,6 +378,10 @@ public struct RoomChange: Codable, Sendable, Equatable {
 }
 
 public struct GroupVolumeReport: Codable, Sendable, Equatable {
+    /// Set when a write to the house's store failed while this command was carried out: it
+    /// took effect, but will not outlive a restart of the house (the status says so until the
+    /// store takes writes again).
+    public var storeProblem: String?
     /// The group's volume now: the mean of its rooms', rounded.
     public var percent: Int
     /// Each room of the group, with its own volume.
@@ -354,6 +425,10 @@ public struct LibraryProblem: Codable, Sendable, Equatable {
 /// the files it could not read; only the part asked for is present. An artist or album of ""
 /// gathers the tracks without that tag.
 public struct LibraryBrowseReport: Codable, Sendable, Equatable {
+    /// Set when a write to the house's store failed while this command was carried out: it
+    /// took effect, but will not outlive a restart of the house (the status says so until the
+    /// store takes writes again).
+    public var storeProblem: String?
     public var artists: [String]?
     public var albums: [String]?
     public var tracks: [LibraryTrack]?
@@ -402,6 +477,10 @@ public struct QueueEntryReport: Codable, Sendable, Equatable {
 }
 
 public struct QueueReport: Codable, Sendable, Equatable {
+    /// Set when a write to the house's store failed while this command was carried out: it
+    /// took effect, but will not outlive a restart of the house (the status says so until the
+    /// store takes writes again).
+    public var storeProblem: String?
     public var items: [QueueEntryReport]
     /// The position heard now; nil when nothing plays (or it was removed).
     public var current: Int?
@@ -498,6 +577,10 @@ public struct GroupReport: Codable, Sendable, Equatable {
 }
 
 public struct GroupsReport: Codable, Sendable, Equatable {
+    /// Set when a write to the house's store failed while this command was carried out: it
+    /// took effect, but will not outlive a restart of the house (the status says so until the
+    /// store takes writes again).
+    public var storeProblem: String?
     /// The default group first, then by name.
     public var groups: [GroupReport]
     public init(groups: [GroupReport]) { self.groups = groups }
