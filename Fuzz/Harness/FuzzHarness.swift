@@ -29,6 +29,7 @@ public enum FuzzHarness {
         "fuzz-hls": { data throws(FuzzFailure) in try hls(data) },
         "fuzz-lines": { data throws(FuzzFailure) in try lines(data) },
         "fuzz-mpd": { data throws(FuzzFailure) in try mpdCommandLine(data) },
+        "fuzz-icy": { data throws(FuzzFailure) in try icy(data) },
     ]
 
     /// One libFuzzer input through `target`: a broken invariant becomes the crash libFuzzer
@@ -496,6 +497,56 @@ public enum FuzzHarness {
                 }
             }
             _ = media.totalDuration
+        }
+    }
+}
+
+extension FuzzHarness {
+    // MARK: ICY metadata
+
+    /// An internet radio's bytes with in-band metadata (`Icy-MetaData: 1`), as a server sends
+    /// them: byte 0 and 1 choose the interval (1 to 65 536 audio bytes between blocks), byte 2
+    /// seeds the pieces the download arrives in. Fed whole and in pieces, the filter gives the
+    /// same audio and the same titles; the audio is exactly the bytes outside the blocks, in
+    /// order; every title is non-empty text of its block, with no NUL.
+    public static func icy(_ data: UnsafeRawBufferPointer) throws(FuzzFailure) {
+        guard data.count >= 3 else { return }
+        let interval = 1 + (Int(data[0]) << 8 | Int(data[1]))
+        var pieces = SplitMix64(seed: UInt64(data[2]))
+        let stream = UnsafeRawBufferPointer(rebasing: data[3...])
+
+        var whole = ICYMetadataFilter(interval: interval)
+        var audio: [UInt8] = []
+        let titles = whole.feed(stream, audio: &audio)
+
+        var split = ICYMetadataFilter(interval: interval)
+        var splitAudio: [UInt8] = []
+        var splitTitles: [String] = []
+        var offset = 0
+        while offset < stream.count {
+            let length = min(pieces.pieceLength(), stream.count - offset)
+            splitTitles += split.feed(UnsafeRawBufferPointer(rebasing: stream[offset..<(offset + length)]), audio: &splitAudio)
+            offset += length
+        }
+        guard audio == splitAudio, titles == splitTitles else {
+            throw FuzzFailure("icy: fed in pieces, \(splitAudio.count) audio bytes and \(splitTitles) instead of \(audio.count) and \(titles)")
+        }
+        // The audio, as the stream's own walk gives it: `interval` audio bytes, a length byte,
+        // 16 × length bytes of block, again.
+        var expected: [UInt8] = []
+        var index = 0
+        var blocks = 0
+        while index < stream.count {
+            let count = min(interval, stream.count - index)
+            expected += stream[index..<(index + count)]
+            index += count
+            guard index < stream.count else { break }
+            index += 1 + Int(stream[index]) * 16
+            blocks += 1
+        }
+        guard audio == expected else { throw FuzzFailure("icy: \(audio.count) audio bytes where the stream holds \(expected.count)") }
+        guard titles.count <= blocks, titles.allSatisfy({ !$0.isEmpty && !$0.contains("\0") }) else {
+            throw FuzzFailure("icy: titles \(titles) from \(blocks) blocks")
         }
     }
 }

@@ -172,6 +172,22 @@ struct FuzzSeedWriter {
         ])
     }
 
+    @Test func icy() throws {
+        func block(_ text: String) -> [UInt8] {
+            let bytes = Array(text.utf8)
+            let padded = bytes + [UInt8](repeating: 0, count: (16 - bytes.count % 16) % 16)
+            return [UInt8(padded.count / 16)] + padded
+        }
+        let audio = (0..<16).map { UInt8($0) }
+        // Bytes 0-1: the interval less one (16 here); byte 2: the pieces' seed.
+        try Self.write("fuzz-icy", [
+            ("title.bin", [0, 15, 7] + audio + block("StreamTitle='Artist - It's Here';StreamUrl='';") + audio + [0] + audio),
+            ("empty-blocks.bin", [0, 15, 1] + audio + [0] + audio + [0] + audio),
+            ("cut-in-block.bin", [0, 15, 3] + audio + block("StreamTitle='Cut';").prefix(9)),
+            ("no-title.bin", [0, 15, 9] + audio + block("StreamUrl='http://example.com/';") + audio),
+        ])
+    }
+
     @Test func mpd() throws {
         try Self.write("fuzz-mpd", [
             ("bare.txt", Array("setvol 50".utf8)),

@@ -1,23 +1,28 @@
+import Foundation
+
 /// Separates Shoutcast/Icecast ("ICY") in-band metadata from the audio bytes of an internet
 /// radio stream: with `Icy-MetaData: 1` the server inserts, every `interval` audio bytes, one
 /// length byte (×16) and that many bytes of `StreamTitle='…';StreamUrl='…';`.
 ///
+/// In Media rather than MediaHTTP, as `HLSPlaylist` is: its fuzz target (fuzz-icy) builds
+/// without the HTTP stack.
+///
 /// Not thread-safe: one downloading task feeds it.
-struct ICYMetadataFilter {
-    let interval: Int
+public struct ICYMetadataFilter: Sendable {
+    public let interval: Int
     private var audioUntilMetadata: Int
     private var metadataRemaining = 0
     private var expectingLength = false
     private var metadata: [UInt8] = []
 
-    init(interval: Int) {
+    public init(interval: Int) {
         precondition(interval > 0)
         self.interval = interval
         audioUntilMetadata = interval
     }
 
     /// Feeds received bytes; appends the audio bytes to `audio` and returns the titles announced.
-    mutating func feed(_ bytes: UnsafeRawBufferPointer, audio: inout [UInt8]) -> [String] {
+    public mutating func feed(_ bytes: UnsafeRawBufferPointer, audio: inout [UInt8]) -> [String] {
         var titles: [String] = []
         var index = 0
         while index < bytes.count {
@@ -48,7 +53,7 @@ struct ICYMetadataFilter {
     }
 
     /// The `StreamTitle` value of one metadata block, if it has a non-empty one.
-    static func streamTitle(in block: [UInt8]) -> String? {
+    public static func streamTitle(in block: [UInt8]) -> String? {
         let text = String(decoding: block.prefix { $0 != 0 }, as: UTF8.self)
         guard let start = text.range(of: "StreamTitle='") else { return nil }
         let rest = text[start.upperBound...]
