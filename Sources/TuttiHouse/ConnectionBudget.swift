@@ -91,13 +91,15 @@ public final class ConnectionBudget: Sendable {
         }
     }
 
-    /// The connection proved itself.
-    public func trust(_ channel: any Channel) -> Outcome {
+    /// The connection proved itself. `evenIfFull`: it proved it holds the house's secret (a
+    /// controller's token), and is let in past the cap, so that a stranger's fake rooms, which
+    /// prove nothing yet, cannot lock the household out.
+    public func trust(_ channel: any Channel, evenIfFull: Bool = false) -> Outcome {
         let id = ObjectIdentifier(channel)
         return state.withLock { state in
             if state.trusted.contains(id) { return .trusted }
             guard let index = state.unproven.firstIndex(where: { $0.channel === channel }) else { return .gone }
-            guard state.trusted.count < limits.maximumTrusted else { return .full }
+            guard evenIfFull || state.trusted.count < limits.maximumTrusted else { return .full }
             state.unproven.remove(at: index)
             state.trusted.insert(id)
             return .trusted

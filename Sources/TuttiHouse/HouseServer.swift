@@ -175,9 +175,9 @@ final class HouseConnectionHandler: ChannelInboundHandler {
 
     /// The connection proved it belongs to the household; false (and refused) when the port
     /// already holds all it may.
-    private func trust(_ context: ChannelHandlerContext) -> Bool {
+    private func trust(_ context: ChannelHandlerContext, evenIfFull: Bool = false) -> Bool {
         guard let budget else { return true }
-        switch budget.trust(context.channel) {
+        switch budget.trust(context.channel, evenIfFull: evenIfFull) {
         case .trusted: return true
         case .gone: return false
         case .full:
@@ -224,7 +224,8 @@ final class HouseConnectionHandler: ChannelInboundHandler {
             guard house.configuration.controllerToken.accepts(proof: proof, for: challenge) else {
                 return reject(context, "the controller token does not match this house's" + tokenHint)
             }
-            guard trust(context) else { return }
+            // A controller that holds the token is the household: let in past the cap.
+            guard trust(context, evenIfFull: true) else { return }
             self.challenge = nil
         case (.controller, .controlRequest(let request)):
             guard challenge == nil else { return reject(context, "a control request before the controller token was proved" + tokenHint) }
@@ -259,7 +260,14 @@ final class HouseConnectionHandler: ChannelInboundHandler {
             answering = false
             return
         }
-        guard context.channel.isWritable else { return reject(context, "a controller that does not read its replies (over 1 MiB of them unread)") }
+        guard context.channel.isWritable else {
+            // Over 1 MiB of replies unsent: answer nothing more until they leave (a large
+            // queue's reply is that big, for a controller that reads); one that leaves them
+            // unread for `unreadRepliesTimeoutNanoseconds` is closed.
+            answering = false
+            waitForReader(context)
+            return
+        }
         let request = waitingRequests.removeFirst()
         if waitingRequests.count == Self.maximumWaitingRequests / 4 { context.channel.setAutoRead(true) }
         house.control(json: request.json) { ok, json in
@@ -275,14 +283,39 @@ final class HouseConnectionHandler: ChannelInboundHandler {
         }
     }
 
-    /// Where a controller finds the token, for the refusal.
+    /// How long a controller may leave over 1 MiB of replies unread before it is closed.
+    static let unreadRepliesTimeoutNanoseconds: Int64 = 10_000_000_000
+    /// Set while the replies wait for the controller to read them.
+    private var waitingForReader = false
+
+    private func waitForReader(_ context: ChannelHandlerContext) {
+        guard !waitingForReader else { return }
+        waitingForReader = true
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        context.eventLoop.scheduleTask(in: .nanoseconds(Self.unreadRepliesTimeoutNanoseconds)) {
+            let (handler, context) = bound.value
+            guard handler.waitingForReader, context.channel.isActive, !context.channel.isWritable else { return }
+            handler.reject(context, "a controller that does not read its replies (over 1 MiB of them unread for \(Self.unreadRepliesTimeoutNanoseconds / 1_000_000_000) s)")
+        }
+    }
+
+    /// Where a controller finds the token, for the refusal: the file's name, not its path, which
+    /// would tell a stranger the house's user and directories.
     private var tokenHint: String {
-        guard let path = house.configuration.controllerTokenPath else { return "" }
-        return " (on the house's machine it is in \(path); give it to tutti ctl with --token-file FILE or TUTTI_TOKEN)"
+        guard house.configuration.controllerTokenPath != nil else { return "" }
+        return " (it is the file \(ControllerTokenFile.fileName) in the house's state directory; give it to tutti ctl with --token-file FILE or TUTTI_TOKEN)"
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
         if context.channel.isWritable, role == .speaker, let id = clientID { house.core.value.writable(connection: id) }
+        if context.channel.isWritable, role == .controller, waitingForReader {
+            // The controller read its replies: answer on.
+            waitingForReader = false
+            if !answering && !waitingRequests.isEmpty {
+                answering = true
+                answerNext(context)
+            }
+        }
         context.fireChannelWritabilityChanged()
     }
 

@@ -21,6 +21,17 @@ struct ControllerAuthMiddleware: RouterMiddleware {
     static var cookieName: String { "tutti_session" }
     let token: ControllerToken
     let budget: ConnectionBudget?
+    /// What anyone may fetch, as normalized paths (`normalized`): the web UI's own files, `/`,
+    /// `/openapi.json` and the login page's endpoints. Everything else needs the credential:
+    /// a list of what is open cannot be dodged by a spelling of a path the router also takes
+    /// (`//api/status`, `/metrics/`), as a list of what is closed was (found in review).
+    let openPaths: Set<String>
+
+    init(token: ControllerToken, budget: ConnectionBudget?, webFiles: [String]) {
+        self.token = token
+        self.budget = budget
+        openPaths = Set(["", "openapi.json"] + webFiles + ControllerAuthRoutes.publicPaths.map { Self.normalized($0) })
+    }
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let controller = isController(request)
@@ -30,7 +41,7 @@ struct ControllerAuthMiddleware: RouterMiddleware {
                 "\(request.method) \(request.uri.path): the house already serves \(limit) signed-in connections on HTTP (--max-connections); close one and try again",
                 kind: .conflict)), status: .serviceUnavailable)
         }
-        guard Self.needsCredential(request.uri.path), !controller else { return try await next(request, context) }
+        guard needsCredential(request.uri.path), !controller else { return try await next(request, context) }
         var response = HouseAPIRoutes.refusal(ControlRefusal(
             "\(request.method) \(request.uri.path): sign in first: send the house's controller token as Authorization: Bearer TOKEN "
                 + "(it is in the house's state directory, controller-token), or sign in at the web UI's login page with it or a code "
@@ -39,11 +50,15 @@ struct ControllerAuthMiddleware: RouterMiddleware {
         return response
     }
 
-    /// Whether `path` holds anything of the house. The web UI's files do not, nor do the login
-    /// page's endpoints, which a browser must reach before it has a cookie.
-    static func needsCredential(_ path: String) -> Bool {
-        if ControllerAuthRoutes.publicPaths.contains(path) { return false }
-        return path == "/api" || path.hasPrefix("/api/") || path == "/jsonrpc" || path == "/metrics"
+    /// Whether `path` may hold anything of the house: all but the open paths.
+    func needsCredential(_ path: String) -> Bool {
+        !openPaths.contains(Self.normalized(path))
+    }
+
+    /// A path as the router reads it: percent-decoded, its empty segments dropped, without
+    /// leading or trailing slashes (`//api//status/` is `api/status`).
+    static func normalized(_ path: String) -> String {
+        (path.removingPercentEncoding ?? path).split(separator: "/", omittingEmptySubsequences: true).joined(separator: "/")
     }
 
     func isController(_ request: Request) -> Bool {
@@ -51,7 +66,7 @@ struct ControllerAuthMiddleware: RouterMiddleware {
             let parts = authorization.split(separator: " ", maxSplits: 1)
             return parts.count == 2 && parts[0].lowercased() == "bearer" && token.matches(text: String(parts[1]))
         }
-        return Self.sessionCookie(in: request).map(token.acceptsSessionCookie) ?? false
+        return Self.sessionCookie(in: request).map { token.acceptsSessionCookie($0) } ?? false
     }
 
     /// The value of the session cookie among the request's cookies.
@@ -78,7 +93,6 @@ struct ControllerAuthMiddleware: RouterMiddleware {
 enum ControllerAuthRoutes {
     typealias Context = HouseRequestContext
     static let publicPaths: Set<String> = ["/api/login", "/api/logout", "/api/session"]
-    static let cookieLifetimeSeconds = 365 * 24 * 3600
 
     struct SessionReport: Codable {
         var signedIn: Bool
@@ -94,7 +108,7 @@ enum ControllerAuthRoutes {
 
     static func add(to router: Router<Context>, house: House) {
         let token = house.configuration.controllerToken
-        let middleware = ControllerAuthMiddleware(token: token, budget: nil)
+        let middleware = ControllerAuthMiddleware(token: token, budget: nil, webFiles: [])
         router.get("/api/session") { request, _ in
             reply(SessionReport(signedIn: middleware.isController(request), localName: localName))
         }
@@ -121,7 +135,7 @@ enum ControllerAuthRoutes {
                 return HouseAPIRoutes.refusal(ControlRefusal("login: \(what)", kind: .unauthorized))
             }
             var response = reply(SessionReport(signedIn: true))
-            response.headers[.setCookie] = cookie(value: token.sessionCookie(), maxAge: cookieLifetimeSeconds)
+            response.headers[.setCookie] = cookie(value: token.sessionCookie(), maxAge: Int(ControllerToken.sessionLifetimeSeconds))
             return response
         }
     }

@@ -63,10 +63,13 @@ public final class HouseHTTPServer: Sendable {
         router.add(middleware: BrowserGuardMiddleware(hosts: HostAllowList(extraNames: configuration.allowedHostNames)))
         // Then: only a controller of the house reaches the API (the token or the login page's
         // cookie); the UI's files and the login page are open.
-        router.add(middleware: ControllerAuthMiddleware(token: house.configuration.controllerToken, budget: budget))
-        router.add(middleware: JSONErrorMiddleware())
         // The web UI at `/`: plain files, no build step, nothing fetched from outside the house.
         let webRoot = configuration.webRoot ?? Bundle.module.url(forResource: "WebUI", withExtension: nil)?.path ?? "WebUI"
+        // The UI's own files are open to anyone: a page must load before it can sign in. A web
+        // root that cannot be listed opens none (and serves none).
+        let webFiles = (try? FileManager.default.contentsOfDirectory(atPath: webRoot)) ?? []
+        router.add(middleware: ControllerAuthMiddleware(token: house.configuration.controllerToken, budget: budget, webFiles: webFiles))
+        router.add(middleware: JSONErrorMiddleware())
         router.add(middleware: FileMiddleware(webRoot, searchForIndexHtml: true, logger: logger))
         ControllerAuthRoutes.add(to: router, house: house)
         HouseAPIRoutes.add(to: router, house: house)

@@ -62,7 +62,8 @@ struct Ctl: AsyncParsableCommand {
                 throw ExitCode(2)
             }
         }
-        if let text = ProcessInfo.processInfo.environment["TUTTI_TOKEN"] {
+        // An empty variable is none (`TUTTI_TOKEN= tutti ctl …`).
+        if let text = ProcessInfo.processInfo.environment["TUTTI_TOKEN"], !text.isEmpty {
             guard let token = ControllerToken(text: text) else {
                 Terminal.standardError("tutti ctl: TUTTI_TOKEN is not a controller token (43 characters of base64url)\n")
                 throw ExitCode(2)

@@ -52,16 +52,20 @@ import TuttiTestSupport
         #expect(byFile.status == 0 && byFile.standardOutput.contains("\"state\""), "\(byFile)")
         let byVariable = try Self.ctl(address + ["status"], environment: Self.environment(xdg: xdg, token: token.text))
         #expect(byVariable.status == 0, "\(byVariable)")
-        // A wrong token: refused by the house, which says where its token is.
+        // A wrong token: refused by the house, which says where its token is kept (not its
+        // path: the refusal goes to a stranger too).
         let wrong = try Self.ctl(address + ["status"], environment: Self.environment(xdg: xdg, token: ControllerToken.random().text))
         #expect(wrong.status == 2, "\(wrong)")
-        #expect(wrong.standardError == "tutti ctl: the server refused: the controller token does not match this house's (on the house's machine it is in \(file); "
-                + "give it to tutti ctl with --token-file FILE or TUTTI_TOKEN)\n", "\(wrong.standardError)")
+        #expect(wrong.standardError == "tutti ctl: the server refused: the controller token does not match this house's (it is the file controller-token "
+                + "in the house's state directory; give it to tutti ctl with --token-file FILE or TUTTI_TOKEN)\n", "\(wrong.standardError)")
         // None at all (this house keeps its token in its state directory, not the default one).
         let none = try Self.ctl(address + ["status"], environment: environment)
         #expect(none.status == 2 && none.standardError.hasPrefix("tutti ctl: no controller token: give --token-file FILE or TUTTI_TOKEN"), "\(none)")
         let garbage = try Self.ctl(address + ["status"], environment: Self.environment(xdg: xdg, token: "hunter2"))
         #expect(garbage.status == 2 && garbage.standardError == "tutti ctl: TUTTI_TOKEN is not a controller token (43 characters of base64url)\n", "\(garbage)")
+        // An empty TUTTI_TOKEN is no token given: ctl looks on, as for none.
+        let empty = try Self.ctl(address + ["status"], environment: Self.environment(xdg: xdg, token: ""))
+        #expect(empty.status == 2 && empty.standardError.hasPrefix("tutti ctl: no controller token: give --token-file FILE or TUTTI_TOKEN"), "\(empty)")
         // The refusals are in the house's log, without the token.
         let refusals = try String(contentsOfFile: directory.file("server.log"), encoding: .utf8)
         #expect(refusals.contains("the controller token does not match this house's"), "\(refusals)")

@@ -267,6 +267,14 @@ import TuttiTestSupport
             (.POST, root + "/jsonrpc", #"{"id":1,"jsonrpc":"2.0","method":"Client.SetVolume","params":{"id":"a","volume":{"percent":7,"muted":false}}}"#, []),
             (.GET, root + "/metrics", nil, []),
             (.GET, house.api + "/events", nil, []),
+            // Other spellings of the same routes, which the router takes too.
+            (.GET, root + "//api/status", nil, []),
+            (.GET, root + "/api//status/", nil, []),
+            (.GET, root + "/%61pi/status", nil, []),
+            (.GET, root + "/metrics/", nil, []),
+            (.POST, root + "//api/pair-controller", nil, []),
+            (.POST, root + "/jsonrpc/", #"{"id":1,"jsonrpc":"2.0","method":"Client.SetVolume","params":{"id":"a","volume":{"percent":7,"muted":false}}}"#, []),
+            (.GET, root + "/nothing-here", nil, []),
         ]
         for (method, url, body, headers) in strangers {
             let reply = try await house.request(method, url, body: body, headers: headers, signedIn: false)

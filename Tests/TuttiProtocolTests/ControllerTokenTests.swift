@@ -49,6 +49,13 @@ import TuttiTestSupport
         #expect(!token.acceptsSessionCookie(forged))
         #expect(!token.acceptsSessionCookie(String(id) + "." + token.text))
         for bad in ["", ".", "a.b", cookie + ".", String(id)] { #expect(!token.acceptsSessionCookie(bad), "\(bad)") }
+        // A year after it was issued it is refused; a clock set back a little is forgiven.
+        let issued: Int64 = 1_800_000_000
+        let dated = token.sessionCookie(issuedAt: issued)
+        #expect(token.acceptsSessionCookie(dated, now: issued + ControllerToken.sessionLifetimeSeconds - 1))
+        #expect(!token.acceptsSessionCookie(dated, now: issued + ControllerToken.sessionLifetimeSeconds))
+        #expect(token.acceptsSessionCookie(dated, now: issued - 60))
+        #expect(!token.acceptsSessionCookie(dated, now: issued - 3600), "a cookie from the future")
     }
 
     @Test func theFileIsMadeOnceReadableByItsOwnerAlone() throws {

@@ -47,6 +47,7 @@ let started = false;
 function showLogin() {
   $("house").hidden = true;
   $("pair").hidden = true;
+  $("sign-out").hidden = true;
   $("login").hidden = false;
   $("login-secret").focus();
 }
@@ -55,6 +56,7 @@ function showHouse() {
   $("login").hidden = true;
   $("house").hidden = false;
   $("pair").hidden = false;
+  $("sign-out").hidden = false;
   if (!started) {
     started = true;
     connect();
@@ -76,9 +78,11 @@ $("login-form").addEventListener("submit", async (event) => {
   }
 });
 
+let pairingTimer = 0;
 $("pair").addEventListener("click", async () => {
   const reply = await command("POST", "/pair-controller");
   if (reply === null) return;
+  clearTimeout(pairingTimer);
   const box = $("pairing");
   // A page opened as localhost names the house as the phone will reach it: NAME.local.
   const local = ["localhost", "127.0.0.1", "[::1]"].includes(location.hostname) && localName !== null;
@@ -87,7 +91,13 @@ $("pair").addEventListener("click", async () => {
     " and enter ", Object.assign(document.createElement("strong"), { textContent: reply.code }),
     ` (once, within ${Math.round(reply.validSeconds / 60)} minutes).`);
   box.hidden = false;
-  setTimeout(() => { box.hidden = true; }, reply.validSeconds * 1000);
+  pairingTimer = setTimeout(() => { box.hidden = true; }, reply.validSeconds * 1000);
+});
+
+// Signing out drops this browser's cookie; the feed, signed in when it opened, is closed too.
+$("sign-out").addEventListener("click", async () => {
+  await command("POST", "/logout");
+  feedSocket?.close();
 });
 
 let localName = null;
@@ -139,9 +149,11 @@ function basename(path) {
 
 // MARK: The feed
 
+let feedSocket = null;
 function connect() {
   const scheme = location.protocol === "https:" ? "wss" : "ws";
   const feed = new WebSocket(`${scheme}://${location.host}/api/events`);
+  feedSocket = feed;
   const indicator = $("connection");
   feed.onopen = () => { indicator.dataset.state = "open"; indicator.textContent = "live"; };
   feed.onmessage = (event) => {

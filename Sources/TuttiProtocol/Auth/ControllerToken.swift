@@ -4,12 +4,15 @@ import FoundationEssentials
 /// The secret that lets a controller (`tutti ctl`, a script, the web UI, a phone) drive a house.
 ///
 /// One per house, made on its first start (`ControllerTokenFile`): 32 random bytes, written as
-/// 43 characters of unpadded base64url. It never crosses the wire in the clear:
+/// 43 characters of unpadded base64url. It never crosses the house's own port in the clear:
 /// - on the wire port, the house sends a fresh challenge in its `welcome` and the controller
 ///   answers with `proof(for:)`, an HMAC of the challenge keyed by the token, so a listener on
 ///   the LAN learns nothing it can replay;
 /// - over HTTP it is sent as `Authorization: Bearer TOKEN` (the HTTP client's choice, as in Home
 ///   Assistant), or exchanged once at the login page for a session cookie (`sessionCookie`).
+///
+/// Over HTTP the token itself is sent in the clear (a bearer token, a login), as HTTP is; the
+/// wire port never sends it.
 ///
 /// Thread-safety: a value.
 public struct ControllerToken: Sendable, Equatable, CustomStringConvertible {
@@ -73,21 +76,32 @@ public struct ControllerToken: Sendable, Equatable, CustomStringConvertible {
                                                       authenticating: other.bytes, using: probe)
     }
 
-    /// A new session cookie's value for a browser that signed in: a random id and its HMAC
-    /// under a key derived from the token. The house keeps no list of sessions, so they survive
-    /// its restarts; they all end when the token is replaced.
-    public func sessionCookie() -> String {
-        let id = SymmetricKey(size: .bits128).withUnsafeBytes { Array($0) }
-        return Base64URL.encode(id) + "." + Base64URL.encode(Array(HMAC<SHA256>.authenticationCode(for: id, using: sessionKey)))
+    /// How long a session cookie is good for: a year, also its `Max-Age`.
+    public static let sessionLifetimeSeconds: Int64 = 365 * 24 * 3600
+
+    /// A new session cookie's value for a browser that signed in at `now` (wall-clock seconds
+    /// since 1970): when it was issued and 8 random bytes, and their HMAC under a key derived
+    /// from the token. The house keeps no list of sessions, so they survive its restarts; each
+    /// ends a year after it was issued, and all of them when the token is replaced.
+    public func sessionCookie(issuedAt now: Int64 = Self.wallClockSeconds()) -> String {
+        let payload = withUnsafeBytes(of: UInt64(max(now, 0)).bigEndian) { Array($0) }
+            + withUnsafeBytes(of: UInt64.random(in: 0...UInt64.max)) { Array($0) }
+        return Base64URL.encode(payload) + "." + Base64URL.encode(Array(HMAC<SHA256>.authenticationCode(for: payload, using: sessionKey)))
     }
 
-    /// Whether `value` is a session cookie this token made.
-    public func acceptsSessionCookie(_ value: String) -> Bool {
+    /// Whether `value` is a session cookie this token made, less than a year before `now`.
+    public func acceptsSessionCookie(_ value: String, now: Int64 = Self.wallClockSeconds()) -> Bool {
         let parts = value.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 2, parts[0].utf8.count == 22, parts[1].utf8.count == 43,
-              let id = Base64URL.decode(String(parts[0])), let mac = Base64URL.decode(String(parts[1])) else { return false }
-        return HMAC<SHA256>.isValidAuthenticationCode(mac, authenticating: id, using: sessionKey)
+              let payload = Base64URL.decode(String(parts[0])), let mac = Base64URL.decode(String(parts[1])), payload.count == 16,
+              HMAC<SHA256>.isValidAuthenticationCode(mac, authenticating: payload, using: sessionKey) else { return false }
+        let issued = Int64(truncatingIfNeeded: payload[0..<8].reduce(UInt64(0)) { $0 << 8 | UInt64($1) })
+        // Five minutes of grace for a clock set back a little since.
+        return issued <= now + 300 && now - issued < Self.sessionLifetimeSeconds
     }
+
+    /// Seconds since 1970 by the wall clock, which cookies' lifetimes are counted in.
+    public static func wallClockSeconds() -> Int64 { Int64(Date().timeIntervalSince1970) }
 
     private static let wireLabel = Array("tutti controller proof v1".utf8)
 
@@ -108,11 +122,15 @@ enum Base64URL {
         return text
     }
 
+    /// The bytes of canonical text only: the unused low bits of the last character must be
+    /// zero, so that one value has one spelling (a cookie or token cannot be varied and still
+    /// accepted).
     static func decode(_ text: String) -> [UInt8]? {
         guard text.utf8.allSatisfy({ $0.isBase64URL }) else { return nil }
         var standard = String(text.map { $0 == "-" ? "+" : $0 == "_" ? "/" : $0 })
         while standard.utf8.count % 4 != 0 { standard.append("=") }
-        return Data(base64Encoded: standard).map(Array.init)
+        guard let bytes = Data(base64Encoded: standard).map(Array.init), encode(bytes) == text else { return nil }
+        return bytes
     }
 }
 

@@ -1,7 +1,11 @@
 #if canImport(Glibc)
 import Glibc
+private let systemRead = Glibc.read
+private let systemWrite = Glibc.write
 #elseif canImport(Darwin)
 import Darwin
+private let systemRead = Darwin.read
+private let systemWrite = Darwin.write
 #endif
 
 /// Where a house keeps its controller token, and how it is read and made.
@@ -58,11 +62,13 @@ public enum ControllerTokenFile {
         if access(path, F_OK) == 0 { return (try read(path), false) }
         try makeDirectories(directory)
         let token = ControllerToken.random()
-        let temporary = path + ".\(getpid()).new"
+        // Unique per attempt: a house killed between writing and linking leaves its file behind,
+        // and in a container every start has the same pid.
+        let temporary = path + ".\(getpid())-\(UInt64.random(in: 0...UInt64.max)).new"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw Failure(description: "cannot write the controller token in \(directory): \(String(cString: strerror(errno)))") }
         let text = Array((token.text + "\n").utf8)
-        let written = text.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+        let written = text.withUnsafeBytes { systemWrite(fd, $0.baseAddress, $0.count) }
         let synced = fsync(fd)
         close(fd)
         defer { unlink(temporary) }
@@ -107,7 +113,7 @@ public enum ControllerTokenFile {
         guard fd >= 0 else { return nil }
         defer { close(fd) }
         var bytes = [UInt8](repeating: 0, count: 256)
-        let count = bytes.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+        let count = bytes.withUnsafeMutableBytes { systemRead(fd, $0.baseAddress, $0.count) }
         guard count >= 0 else { return nil }
         return String(decoding: bytes[..<count], as: UTF8.self)
     }

@@ -83,6 +83,13 @@ public enum ControlClient {
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             switch Self.unwrapInboundIn(data) {
             case .welcome(let welcome):
+                // A house's challenge is 32 random bytes; a peer that asks to sign anything
+                // else is no house of ours.
+                guard welcome.challenge.count == ControllerToken.challengeByteCount else {
+                    reply.fail(Failure(description: "the server's welcome has no controller challenge: not a Tutti house of protocol \(WireProtocol.version)"))
+                    context.close(promise: nil)
+                    return
+                }
                 context.write(Self.wrapOutboundOut(.authenticate(proof: token.proof(for: welcome.challenge))), promise: nil)
                 context.writeAndFlush(Self.wrapOutboundOut(.controlRequest(.init(requestID: 1, json: json))), promise: nil)
             case .controlResponse(let response): reply.succeed(response)
