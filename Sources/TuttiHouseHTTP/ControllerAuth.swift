@@ -34,7 +34,7 @@ struct ControllerAuthMiddleware: RouterMiddleware {
     }
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        let controller = isController(request)
+        let controller = Self.isController(request, token: token)
         if controller, budget?.trust(context.channel) == .full {
             let limit = budget?.limits.maximumTrusted ?? 0
             return HouseAPIRoutes.json(ControlJSON.encode(ControlRefusal(
@@ -61,7 +61,8 @@ struct ControllerAuthMiddleware: RouterMiddleware {
         (path.removingPercentEncoding ?? path).split(separator: "/", omittingEmptySubsequences: true).joined(separator: "/")
     }
 
-    func isController(_ request: Request) -> Bool {
+    /// Whether `request` carries `token` as a bearer token, or a session cookie it made.
+    static func isController(_ request: Request, token: ControllerToken) -> Bool {
         if let authorization = request.headers[.authorization] {
             let parts = authorization.split(separator: " ", maxSplits: 1)
             return parts.count == 2 && parts[0].lowercased() == "bearer" && token.matches(text: String(parts[1]))
@@ -108,9 +109,8 @@ enum ControllerAuthRoutes {
 
     static func add(to router: Router<Context>, house: House) {
         let token = house.configuration.controllerToken
-        let middleware = ControllerAuthMiddleware(token: token, budget: nil, webFiles: [])
         router.get("/api/session") { request, _ in
-            reply(SessionReport(signedIn: middleware.isController(request), localName: localName))
+            reply(SessionReport(signedIn: ControllerAuthMiddleware.isController(request, token: token), localName: localName))
         }
         router.post("/api/logout") { _, _ in
             var response = reply(SessionReport(signedIn: false))

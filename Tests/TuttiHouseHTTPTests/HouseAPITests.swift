@@ -284,8 +284,7 @@ import TuttiTestSupport
         }
         // A real WebSocket client without the token is refused the upgrade (Hummingbird answers
         // a refused upgrade with 400); with it, it is fed.
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("Python/event_feed_listener.py").path
+        let script = PythonScript.path("event_feed_listener.py")
         let refusedFeed = try ChildProcess(name: "feed", executable: "/usr/bin/env", arguments: ["python3", script, house.events],
                                            standardError: directory.file("feed-stranger.log"))
         #expect(await refusedFeed.exit(within: 30) != 0)
@@ -385,8 +384,7 @@ import TuttiTestSupport
             (try await house.request(.GET, house.api + "/rooms").json["rooms"] as? [[String: Any]])?.first { $0["name"] as? String == "a" }?["volume"] as? Int
         }
 
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("Python/browser_attack.py").path
+        let script = PythonScript.path("browser_attack.py")
         let base = house.api.replacingOccurrences(of: "/api", with: "")
         // The browser is signed in to the house when it opens the hostile page.
         let code = try house.pairingCode()
@@ -465,8 +463,7 @@ import TuttiTestSupport
 
         // Into the test's directory, from which `preserveLogs` copies them to out/test-logs/web-ui/.
         let screenshots = directory.path
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("Python/web_ui_test.py").path
+        let script = PythonScript.path("web_ui_test.py")
         let browser = try ChildProcess(name: "selenium", executable: "/usr/bin/env",
                                        arguments: ["python3", script, house.api.replacingOccurrences(of: "/api", with: "/"), screenshots, "b", "a",
                                                    try house.pairingCode()],
@@ -658,8 +655,7 @@ import TuttiTestSupport
         #expect(response.status == .ok)
         #expect(response.headers["content-type"].first?.hasPrefix("text/plain; version=0.0.4") == true)
         let text = String(buffer: try await response.body.collect(upTo: 1 << 20))
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("Python/parse_metrics.py").path
+        let script = PythonScript.path("parse_metrics.py")
         let parsed = try TestMedia.run("python3", [script], standardInput: Data(text.utf8))
         var samples: [String: Double] = [:]
         for line in String(decoding: parsed, as: UTF8.self).split(separator: "\n") {
@@ -699,8 +695,7 @@ final class FeedListener: Sendable {
     private let process: ChildProcess
 
     init(url: String, token: ControllerToken) throws {
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("Python/event_feed_listener.py").path
+        let script = PythonScript.path("event_feed_listener.py")
         process = try ChildProcess(name: "feed", executable: "/usr/bin/env", arguments: ["python3", script, url], environment: ["TUTTI_TOKEN": token.text])
         _ = try process.waitForLine(containing: "connected")
     }

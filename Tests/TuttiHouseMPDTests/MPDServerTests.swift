@@ -116,7 +116,7 @@ import TuttiTestSupport
         defer { directory.preserveLogs(as: "mpd-python"); directory.remove() }
         let house = try HouseWithLibrary(directory: directory)
         defer { house.stop() }
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Python/mpd_session.py").path
+        let script = PythonScript.path("mpd_session.py")
         let session = try ChildProcess(name: "python-mpd2", executable: "/usr/bin/env", arguments: ["python3", script, "\(house.port)"],
                                        standardError: directory.file("session.log"))
         #expect(await session.exit(within: 90) == 0, "\((try? String(contentsOfFile: directory.file("session.log"), encoding: .utf8)) ?? "")")
@@ -485,7 +485,7 @@ import TuttiTestSupport
         // Cantata's replay_gain_status and channels, the queue's own find and search, and the
         // stored playlists' searchaddpl and playlistadd), on one raw connection each:
         // the same songs in the same places, and the same OK or ACK.
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Python/mpd_raw.py").path
+        let script = PythonScript.path("mpd_raw.py")
         func raw(_ address: String, _ commands: [String]) throws -> [String] {
             let output = try TestMedia.run("python3", [script, address], standardInput: Data(commands.joined(separator: "\n").utf8))
             return String(decoding: output, as: UTF8.self).split(separator: "\n").map { line in

@@ -61,8 +61,7 @@ import TuttiTestSupport
             try await Task.sleep(nanoseconds: 50_000_000)
         }
 
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("Python/snapcast_controller.py").path
+        let script = PythonScript.path("snapcast_controller.py")
         let controller = try ChildProcess(name: "snapcast", executable: "/usr/bin/env", arguments: ["python3", script, "\(controlPort)"],
                                           standardError: directory.file("snapcast.log"))
         _ = try controller.waitForLine(containing: "\"waiting\"", timeout: 30)
@@ -242,8 +241,7 @@ extension SnapcastControlTests {
         defer { snapserver.interrupt() }
         _ = try snapserver.waitForLine(containing: "ControlServer", timeout: 20)
 
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("Python/snapcast_jsonrpc_http.py").path
+        let script = PythonScript.path("snapcast_jsonrpc_http.py")
         // The house's HTTP port takes controllers only: the script sends the token to it as a
         // bearer token; snapserver ignores the header.
         func converse(_ port: Int, change: Bool) async throws -> [String: String] {

@@ -259,8 +259,7 @@ extension MultiRoomEndToEndTests {
             guard Date() < deadline else { throw TestFailure("the album did not reach 3 s") }
             try await Task.sleep(nanoseconds: 50_000_000)
         }
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("Python/snapcast_move.py").path
+        let script = PythonScript.path("snapcast_move.py")
         let controller = try ChildProcess(name: "snapcast-move", executable: "/usr/bin/env", arguments: ["python3", script, "\(controlPort)", "b", "default"],
                                           standardError: directory.file("snapcast-move.log"))
         #expect(await controller.exit(within: 60) == 0, "see snapcast-move.log: \(controller.outputLines)")

@@ -31,8 +31,7 @@ public struct MPDPartitionFlow: Sendable {
     /// Runs the script against `address` (a port on 127.0.0.1 or a Unix socket's path) with
     /// the two songs' URIs; `update` first updates a real MPD's database.
     public static func run(address: String, song1: String, song2: String, update: Bool, log: String) async throws -> MPDPartitionFlow {
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("Python/mpd_partitions.py").path
+        let script = PythonScript.path("mpd_partitions.py")
         let process = try ChildProcess(name: "mpd-partitions", executable: "/usr/bin/env",
                                        arguments: ["python3", script, address, song1, song2] + (update ? ["--update"] : []), standardError: log)
         let status = await process.exit(within: 120)
