@@ -69,7 +69,7 @@ DISCOVERY_TESTS := DiscoveryTests
 # when the machine is loaded), so its test would fail CI on snapclient's behaviour, not ours.
 # Run it alone: `make test-snapclient`.
 SNAPCLIENT_TESTS := SnapclientRoomTests
-REALTIME_TESTS := PlayoutEngineTests|DatagramArrivalTests|HouseAPITests|MPDServerTests|SnapcastControlTests|ALSAVirtualCardTests|NetworkPlaybackTests|HLSPlaybackTests|HLSSegmentBufferTests|HTTPSourceTests|URLPlayTests|MediaHTTPServerTests|ImpairmentProxyTests|QueueEditingTests|QueuePlayerControlTests|SampleBufferRendererPlaybackTests|RendererDemandTests|RendererPacketTests|PlayerRealTimeTests|RenderAllocationTests|EventsTests
+REALTIME_TESTS := PlayoutEngineTests|SpeakerAdmissionTests|DatagramArrivalTests|HouseAPITests|MPDServerTests|SnapcastControlTests|ALSAVirtualCardTests|NetworkPlaybackTests|HLSPlaybackTests|HLSSegmentBufferTests|HTTPSourceTests|URLPlayTests|MediaHTTPServerTests|ImpairmentProxyTests|QueueEditingTests|QueuePlayerControlTests|SampleBufferRendererPlaybackTests|RendererDemandTests|RendererPacketTests|PlayerRealTimeTests|RenderAllocationTests|EventsTests
 SUITES_DEADLINE ?= 1200
 REALTIME_DEADLINE ?= 900
 SOLO_DEADLINE ?= 600

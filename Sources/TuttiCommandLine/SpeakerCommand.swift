@@ -22,6 +22,7 @@ public struct SpeakerCommand: AsyncParsableCommand {
             off and drifting, and --device-drift-ppm gives the virtual sound card a crystal error.
             Without --output: ALSA "default" if the machine has a sound card, else virtual:tutti-<name>.wav.
             Without --server, it finds the house through Avahi (zero-config): `tutti speaker --name kitchen` is enough.
+            The first time, the room waits to be admitted: its log shows a code; on the house run             `tutti ctl admit kitchen` (or press Admit in the web UI) and check the house shows the same code.             From then on it plays from that house only, encrypted.
             """)
 
     @Option(help: ArgumentHelp("The house server's TCP/UDP address.",
@@ -33,6 +34,11 @@ public struct SpeakerCommand: AsyncParsableCommand {
 
     @Option(help: "The room's name, e.g. kitchen.")
     var name: String
+
+    @Option(name: .customLong("state-dir"), help: ArgumentHelp(
+        "Where the room keeps its identity key and the house it belongs to.",
+        discussion: "Default: ~/.local/state/tutti/speaker-NAME ($XDG_STATE_HOME honoured). Delete its house.json to move the room to another house."))
+    var stateDirectory: String?
 
     @Option(name: .shortAndLong, help: "alsa:<pcm>, virtual:<path> or null.")
     var output: String?
@@ -101,6 +107,7 @@ public struct SpeakerCommand: AsyncParsableCommand {
         }
         let engine = PlayoutEngine(inputs: PlayoutInputs(), device: device, latencyNanoseconds: Int64(latencyMilliseconds * 1e6), localClock: clock)
         var configuration = SpeakerClient.Configuration(serverHost: server.host, serverPort: server.port, name: name)
+        (configuration.identity, configuration.membership) = try identity()
         configuration.latencyNanoseconds = Int64(latencyMilliseconds * 1e6)
         configuration.outputLeadNanoseconds = engine.outputLeadNanoseconds
         let name = self.name
@@ -124,6 +131,35 @@ public struct SpeakerCommand: AsyncParsableCommand {
         await running.value
         do { try engine.stop() } catch { Terminal.standardError("tutti speaker: \(error)\n") }
         try? await group.shutdownGracefully()
+    }
+}
+
+extension SpeakerCommand {
+    /// The default state directory of a room named `name`: `$XDG_STATE_HOME/tutti/speaker-NAME`
+    /// (`~/.local/state/…`), the name's slashes and spaces made dashes.
+    static func defaultStateDirectory(name: String, environment: [String: String] = ControllerTokenFile.environmentVariables()) -> String? {
+        let safe = String(name.map { $0 == "/" || $0.isWhitespace ? "-" : $0 })
+        guard let base = ControllerTokenFile.defaultDirectory(environment: environment) else { return nil }
+        // `defaultDirectory` is the house's: …/tutti/house.
+        return String(base.dropLast("house".count)) + "speaker-" + safe
+    }
+
+    /// The room's identity key (made on its first start) and the house it belongs to.
+    fileprivate func identity() throws -> (IdentityKey, HouseMembership) {
+        guard let directory = stateDirectory ?? Self.defaultStateDirectory(name: name) else {
+            Terminal.standardError("tutti speaker: nowhere to keep this room's identity key: HOME is not set; give --state-dir DIR\n")
+            throw ExitCode(2)
+        }
+        do {
+            let (identity, created) = try IdentityKeyFile.readOrCreate(in: directory)
+            if created {
+                Terminal.standardError("tutti speaker \(name): made this room's identity key in \(directory) (key \(identity.publicKey.fingerprint))\n")
+            }
+            return (identity, try HouseMembership(path: StateFile.path(HouseMembership.fileName, in: directory)))
+        } catch {
+            Terminal.standardError("tutti speaker: \(error)\n")
+            throw ExitCode(2)
+        }
     }
 }
 

@@ -5,7 +5,10 @@ import TuttiProtocol
 
 /// The server's side of clock sync, behind a `DatagramArrivalStamper`: takes arrival (t2) from
 /// the kernel's receive time of the datagram and stamps departure (t3) just before writing it
-/// back. Bad packets are ignored.
+/// back. It answers only requests of a session it holds (`ClockSyncSessions`: an admitted
+/// speaker's connection) that carry the session's tag, and tags its replies, so only the
+/// household's speakers are answered and a forged reply cannot pass for one. Bad packets are
+/// ignored.
 ///
 /// Each reply is held a random 0 ..< `replyDitherNanoseconds` before it is stamped and sent.
 /// A path that delivers on a timer grid (a relay with coarse timers, Wi-Fi beacons) would
@@ -25,12 +28,14 @@ public final class ClockSyncResponder: ChannelInboundHandler, Sendable {
     public typealias InboundIn = StampedDatagram
     public typealias OutboundOut = AddressedEnvelope<ByteBuffer>
     private let clock: any HostClock
+    private let sessions: ClockSyncSessions
     public let replyDitherNanoseconds: Int64
     private let random: Mutex<SplitMix64>
 
     /// - Parameter seed: draws the dither (a simulated house passes its own, to replay).
-    public init(clock: any HostClock, replyDitherNanoseconds: Int64 = 10_000_000, seed: UInt64? = nil) {
+    public init(clock: any HostClock, sessions: ClockSyncSessions, replyDitherNanoseconds: Int64 = 10_000_000, seed: UInt64? = nil) {
         self.clock = clock
+        self.sessions = sessions
         self.replyDitherNanoseconds = replyDitherNanoseconds
         random = Mutex(SplitMix64(seed: seed ?? UInt64(bitPattern: clock.now()) | 1))
     }
@@ -38,7 +43,9 @@ public final class ClockSyncResponder: ChannelInboundHandler, Sendable {
     public func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let datagram = Self.unwrapInboundIn(data)
         let arrival = datagram.arrival, envelope = datagram.envelope
-        guard var packet = try? ClockSyncPacket(decoding: envelope.data.readableBytesView), !packet.isReply else { return }
+        let bytes = envelope.data.readableBytesView
+        guard var packet = try? ClockSyncPacket(decoding: bytes), !packet.isReply,
+              let key = sessions.key(for: packet.sessionID), ClockSyncPacket.isAuthentic(bytes, key: key) else { return }
         packet.isReply = true
         packet.serverReceive = arrival
         let hold = replyDitherNanoseconds > 0 ? Int64(nextRandom() % UInt64(replyDitherNanoseconds)) : 0
@@ -46,7 +53,7 @@ public final class ClockSyncResponder: ChannelInboundHandler, Sendable {
         let send: @Sendable () -> Void = {
             var reply = request
             reply.serverSend = clock.now()
-            channel.writeAndFlush(AddressedEnvelope(remoteAddress: address, data: channel.allocator.buffer(bytes: reply.encoded())), promise: nil)
+            channel.writeAndFlush(AddressedEnvelope(remoteAddress: address, data: channel.allocator.buffer(bytes: reply.encoded(key: key))), promise: nil)
         }
         if hold == 0 { send() } else { context.eventLoop.scheduleTask(in: .nanoseconds(hold), send) }
     }

@@ -91,9 +91,9 @@ public final class ConnectionBudget: Sendable {
         }
     }
 
-    /// The connection proved itself. `evenIfFull`: it proved it holds the house's secret (a
-    /// controller's token), and is let in past the cap, so that a stranger's fake rooms, which
-    /// prove nothing yet, cannot lock the household out.
+    /// The connection proved itself. `evenIfFull`: it proved it is the household's (a
+    /// controller's token, an admitted speaker's key), and is let in past the cap, so that a
+    /// stranger's speakers waiting to be admitted cannot lock the household out.
     public func trust(_ channel: any Channel, evenIfFull: Bool = false) -> Outcome {
         let id = ObjectIdentifier(channel)
         return state.withLock { state in

@@ -78,6 +78,15 @@ public final class House: Sendable {
         /// hello or proved a controller's token is closed after 10 s, and at most 64 wait so;
         /// speakers and controllers up to `maximumTrusted` (`tutti server --max-connections`).
         public var wireConnectionLimits = ConnectionBudget.Limits()
+        /// The house's identity (`IdentityKey`), which it proves in every connection's
+        /// handshake and admitted speakers remember: `tutti server` keeps it in the state
+        /// directory; a house in a test gets a random one.
+        public var identity = IdentityKey.random()
+        /// Where the admitted speakers are kept (`SpeakerAdmission`); nil keeps them in memory.
+        public var admittedSpeakersPath: String?
+        /// Speakers admitted ahead, by key, beside those of the file: a simulated house's own
+        /// rooms, a test's.
+        public var admittedSpeakers: [PeerKey] = []
         public init() {}
     }
 
@@ -92,6 +101,9 @@ public final class House: Sendable {
     let library: MusicLibrary?
     /// Everything that changes, on the loop.
     let core: NIOLoopBoundBox<HouseCore>
+    /// The clock-sync sessions of the admitted speakers' connections, which the clock-sync
+    /// responder answers (`ClockSyncResponder`).
+    public let clockSessions = ClockSyncSessions()
 
     /// How long after a restart rooms may take to reconnect: a speaker's reconnection backoff
     /// reaches 2 s, ±20 % (`ReconnectBackoff`).
@@ -110,7 +122,8 @@ public final class House: Sendable {
             }
         }
         self.library = library
-        core = .makeBoxSendingValue(HouseCore(configuration: configuration, loop: loop, clock: clock, log: log, library: library), eventLoop: loop)
+        core = .makeBoxSendingValue(HouseCore(configuration: configuration, loop: loop, clock: clock, log: log, library: library,
+                                              clockSessions: clockSessions), eventLoop: loop)
         let core = self.core
         loop.execute { core.value.started() }
     }

@@ -10,7 +10,7 @@ extension HouseCore {
     /// Registers a connection that said hello and returns its id. A speaker is sent nothing
     /// yet: its handler calls `startSending(toConnection:)` once it holds the id, because a
     /// flush can drain the socket at once and report writability before this returns.
-    func connect(channel: any Channel, hello: WireMessage.Hello) -> UInt32 {
+    func connect(channel: any Channel, hello: WireMessage.Hello, speakerKey: PeerKey? = nil) -> UInt32 {
         loop.preconditionInEventLoop()
         let connectionID = nextConnectionIDValue()
         guard hello.role == .speaker else { return connectionID }
@@ -22,7 +22,7 @@ extension HouseCore {
             preconditionFailure("a house connection's pipeline has no FramedChunkWriter: serve(connection:) builds it")
         }
         let link = RoomLink(connectionID: connectionID, roomID: record.id, name: record.name, speakerName: hello.name, latencyNanoseconds: latency,
-                            outputLeadNanoseconds: hello.outputLeadNanoseconds, channel: channel, chunkWriter: chunkWriter)
+                            outputLeadNanoseconds: hello.outputLeadNanoseconds, channel: channel, chunkWriter: chunkWriter, speakerKey: speakerKey)
         link.sender.resume = hello.resume
         if let previous = rooms.attach(link) {
             // A room that reconnects (or a duplicate of its speaker): the newest connection wins.
@@ -224,6 +224,7 @@ extension HouseCore {
         report.groupId = group.id
         // Rooms are listed whatever plays: a stopped house's page shows them too.
         report.rooms = roomReports()
+        report.waiting = waitingReports()
         report.groupVolume = group.volume
         report.library = libraryStatus
         report.playModes = group.playModes

@@ -45,12 +45,26 @@ final class HouseCore {
     var storedPlaylists: [String: StoredPlaylistsReport.Playlist] = [:]
     /// The codes that sign a browser in (`pair-controller`).
     var pairing = ControllerPairing()
+    /// The speakers let in, and those waiting (`HouseCore+Admission.swift`).
+    var admission: SpeakerAdmission
+    /// The admitted speakers' clock-sync sessions, shared with the clock-sync thread.
+    let clockSessions: ClockSyncSessions
+    /// Knocks logged in the current ten-second window: a stranger's flood of speakers is a few
+    /// lines, not one per knock.
+    var knocksLogged = (windowStart: Int64.min, count: 0)
     /// Connections rejected for bad input in the current ten-second window.
     private var rejections = (windowStart: Int64.min, logged: 0, suppressed: 0)
 
     init(configuration: House.Configuration, loop: any EventLoop, clock: any HostClock, log: @escaping @Sendable (String) -> Void,
-         library: MusicLibrary?) {
+         library: MusicLibrary?, clockSessions: ClockSyncSessions) {
         self.configuration = configuration
+        self.clockSessions = clockSessions
+        do { admission = try SpeakerAdmission(path: configuration.admittedSpeakersPath, initial: configuration.admittedSpeakers) } catch {
+            // `tutti server` reads the file before it starts and refuses a broken one; here
+            // (it broke since) the file is left as it is and admissions last until a restart.
+            log("\(error); admitted speakers are kept in memory only")
+            admission = .inMemory(initial: configuration.admittedSpeakers)
+        }
         self.loop = loop
         self.clock = clock
         self.log = log
@@ -282,7 +296,11 @@ final class HouseCore {
     private func perform(_ command: ControlCommand, in group: GroupSession, _ respond: @escaping House.Respond) throws -> ControlReply? {
         switch command {
         case .rooms:
-            return .rooms(RoomsReport(rooms: roomReports()))
+            return .rooms(RoomsReport(rooms: roomReports(), waiting: waitingReports()))
+        case .admit(let speaker):
+            return .rooms(try admit(speaker))
+        case .forget(let speaker):
+            return .rooms(try forget(speaker))
         case .pairController:
             // The system's generator: a code must not follow from anything a stranger can see.
             var generator = SystemRandomNumberGenerator()

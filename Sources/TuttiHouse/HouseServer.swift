@@ -59,7 +59,8 @@ public final class HouseServer: Sendable {
             .channelOption(.socketOption(.so_reuseaddr), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandlers([DatagramArrivalStamper(clock: clock), ClockSyncResponder(clock: clock)])
+                    try channel.pipeline.syncOperations.addHandlers([DatagramArrivalStamper(clock: clock),
+                                                                     ClockSyncResponder(clock: clock, sessions: house.clockSessions)])
                 }
             }
             .bind(host: host, port: boundPort).get()
@@ -103,6 +104,8 @@ extension House {
     /// house's connection handler. Call on the channel's event loop, before it is active.
     public func serve(connection channel: any Channel, budget: ConnectionBudget? = nil) throws {
         try channel.pipeline.syncOperations.addHandlers([
+            // Every connection is sealed: the house proves its identity, a speaker its own.
+            SecureChannelHandler(side: .house(configuration.identity), maximumPlaintext: House.maximumInboundPayload + WireProtocol.headerSize),
             // What reaches the house is small: a hello, statuses, a command's JSON (a play of a
             // few thousand paths). The first two frames, before a peer has proved anything, must
             // be a few KiB at most.
@@ -124,12 +127,18 @@ extension Channel {
     }
 }
 
-/// The house end of one TCP connection: a speaker or a controller.
+/// The house end of one TCP connection: a speaker or a controller, behind the secure channel
+/// (`SecureChannelHandler`), which has proved the house's identity to the peer, and a
+/// speaker's to the house, before the first message arrives here.
+///
+/// A speaker the house has admitted is let in at its hello. One it does not know waits
+/// (`HouseCore.knock`): it is sent its welcome and `admission(waiting)`, nothing else, and what it
+/// sends is ignored, until a controller admits it.
 ///
 /// A controller's welcome carries a fresh challenge; the house takes its control requests only
-/// after an `authenticate` whose proof shows it holds the controller token
-/// (`ControllerToken.accepts(proof:for:)`). A wrong proof, or a request before any, ends the
-/// connection with a goodbye that says where the token is kept.
+/// after an `authenticate` whose proof shows it holds the controller token, bound to this
+/// channel (`ControllerToken.accepts(proof:for:binding:)`). A wrong proof, or a request before
+/// any, ends the connection with a goodbye that says where the token is kept.
 final class HouseConnectionHandler: ChannelInboundHandler {
     typealias InboundIn = WireMessage
     typealias OutboundOut = WireMessage
@@ -139,6 +148,15 @@ final class HouseConnectionHandler: ChannelInboundHandler {
     private var role: WireMessage.Hello.Role?
     /// A controller's challenge until it has answered it; nil after.
     private var challenge: [UInt8]?
+    /// What the secure channel established: the peer's identity and the channel's keys.
+    private var session: SecureHandshake.Session?
+    /// A speaker's hello while it waits to be admitted; nil once admitted (or never waiting).
+    private var waitingHello: WireMessage.Hello?
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let session = event as? SecureHandshake.Session { self.session = session }
+        context.fireUserInboundEventTriggered(event)
+    }
 
     init(house: House, budget: ConnectionBudget?) {
         self.house = house
@@ -201,27 +219,51 @@ final class HouseConnectionHandler: ChannelInboundHandler {
                 reject(context, "speaker \(hello.name) does not decode \(house.configuration.codec.wireName)")
                 return
             }
-            // A speaker is trusted at its hello (until rooms are admitted); a controller once
-            // it has proved the token.
-            if hello.role == .speaker && !trust(context) { return }
-            self.role = hello.role
-            let id = house.core.value.connect(channel: context.channel, hello: hello)
-            clientID = id
-            var welcome = WireMessage.Welcome(serverName: house.configuration.name, clientID: id)
-            if hello.role == .controller {
-                challenge = ControllerToken.challenge()
-                welcome.challenge = challenge!
+            // The secure channel fires its session before it passes on a byte.
+            guard let session else { preconditionFailure("a hello before the secure channel opened: serve(connection:) puts it first") }
+            guard session.role == hello.role else {
+                return reject(context, "a \(hello.role)'s hello on a \(session.role)'s channel")
             }
-            context.writeAndFlush(Self.wrapOutboundOut(.welcome(welcome)), promise: nil)
-            if hello.role == .speaker { house.core.value.startSending(toConnection: id) }
+            self.role = hello.role
+            switch hello.role {
+            case .controller:
+                // Trusted once it has proved the token.
+                challenge = ControllerToken.challenge()
+                clientID = house.core.value.connect(channel: context.channel, hello: hello)
+                let welcome = WireMessage.Welcome(serverName: house.configuration.name, clientID: clientID!, challenge: challenge!)
+                context.writeAndFlush(Self.wrapOutboundOut(.welcome(welcome)), promise: nil)
+            case .speaker:
+                guard let key = session.speakerKey else { preconditionFailure("a speaker's channel without its key") }
+                if house.core.value.isAdmitted(key) {
+                    // The household's own: let in past the cap, as a controller that proved the token.
+                    guard trust(context, evenIfFull: true) else { return }
+                    context.write(Self.wrapOutboundOut(.welcome(.init(serverName: house.configuration.name, clientID: 0))), promise: nil)
+                    letIn(context, hello: hello, key: key, session: session)
+                } else {
+                    // A stranger's waiting speakers count against the cap (and at most
+                    // `SpeakerAdmission.maximumWaiting` wait).
+                    guard trust(context) else { return }
+                    waitingHello = hello
+                    context.write(Self.wrapOutboundOut(.welcome(.init(serverName: house.configuration.name, clientID: 0))), promise: nil)
+                    let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+                    let code = house.core.value.knock(channel: context.channel, name: hello.name, key: key) {
+                        let (handler, context) = bound.value
+                        guard context.channel.isActive, let hello = handler.waitingHello else { return }
+                        handler.letIn(context, hello: hello, key: key, session: session)
+                    }
+                    context.writeAndFlush(Self.wrapOutboundOut(.admission(.init(isAdmitted: false, code: code))), promise: nil)
+                }
+            }
             return
         }
         switch (role, message) {
         case (.speaker, .speakerStatus(let status)):
-            house.core.value.received(status: status, fromConnection: clientID!)
+            // A waiting speaker's status changes nothing.
+            guard waitingHello == nil, let clientID else { return }
+            house.core.value.received(status: status, fromConnection: clientID)
         case (.controller, .authenticate(let proof)):
-            guard let challenge else { return reject(context, "authenticated twice") }
-            guard house.configuration.controllerToken.accepts(proof: proof, for: challenge) else {
+            guard let challenge, let session else { return reject(context, "authenticated twice") }
+            guard house.configuration.controllerToken.accepts(proof: proof, for: challenge, binding: session.binding) else {
                 return reject(context, "the controller token does not match this house's" + tokenHint)
             }
             // A controller that holds the token is the household: let in past the cap.
@@ -249,6 +291,17 @@ final class HouseConnectionHandler: ChannelInboundHandler {
     private var answering = false
     /// Requests read ahead of their answers before the connection is no longer read.
     static let maximumWaitingRequests = 256
+
+    /// An admitted speaker becomes its room: told it is admitted, its clock sync answered, sent
+    /// its settings and its group's stream.
+    private func letIn(_ context: ChannelHandlerContext, hello: WireMessage.Hello, key: PeerKey, session: SecureHandshake.Session) {
+        waitingHello = nil
+        house.clockSessions.register(session.clock)
+        let id = house.core.value.connect(channel: context.channel, hello: hello, speakerKey: key)
+        clientID = id
+        context.writeAndFlush(Self.wrapOutboundOut(.admission(.init(isAdmitted: true))), promise: nil)
+        house.core.value.startSending(toConnection: id)
+    }
 
     /// Answers a controller's next request, one per turn of the loop, so that one controller's
     /// burst of thousands cannot keep the house's loop from everyone else (measured: 20 000
@@ -321,6 +374,8 @@ final class HouseConnectionHandler: ChannelInboundHandler {
 
     func channelInactive(context: ChannelHandlerContext) {
         budget?.leave(context.channel)
+        if waitingHello != nil { house.core.value.leaveWaiting(channel: context.channel) }
+        if role == .speaker, let session { house.clockSessions.remove(sessionID: session.clock.sessionID) }
         if role == .speaker, let id = clientID { house.core.value.disconnect(connectionID: id) }
         context.fireChannelInactive()
     }

@@ -22,7 +22,10 @@ enum APISchemas {
         ])
         var schemas: [String: JSONSchema] = [
             "RoomReport": room,
-            "RoomsReport": .object([property("rooms", .array(of: .reference("RoomReport")))]),
+            "RoomsReport": .object([property("rooms", .array(of: .reference("RoomReport"))),
+                                    property("waiting", .array(of: .reference("WaitingSpeakerReport")), required: false)]),
+            "WaitingSpeakerReport": .object([property("name", string), property("code", string), property("address", string), property("key", string),
+                                             property("waitingSeconds", .number(minimum: 0))]),
             "RoomChange": .object([property("id", .integer(minimum: 1)), property("room", string), property("group", string),
                                    property("volume", .integer(minimum: 0, maximum: 100)),
                                    property("latencyMs", .number(minimum: 0, maximum: 2000), required: false)]),
@@ -81,6 +84,7 @@ enum APISchemas {
                 property("playModes", .reference("PlayModes"), required: false), property("nextItem", integer, required: false),
                 property("storeProblem", string, required: false),
                 property("rooms", .array(of: .reference("RoomReport"))),
+                property("waiting", .array(of: .reference("WaitingSpeakerReport")), required: false),
             ]),
             "GroupReport": .object([
                 property("id", .integer(minimum: 1)), property("name", string), property("isDefault", .boolean),

@@ -37,6 +37,39 @@ final class ImpairmentLink: Sendable {
     /// When the proxy started: a network model's floor steps count from here.
     let origin = NIODeadline.now()
 
+    /// What the stream toward the clients meets on the way besides delay: a byte flipped (a
+    /// forged or corrupted segment that got past TCP's checksum), and an eavesdropper's copy.
+    private struct Tap {
+        /// Flip the byte at this offset of everything sent toward the clients, once.
+        var flipAt: Int?
+        var seen = 0
+        var captureLimit = 0
+        var captured: [UInt8] = []
+    }
+    private let tap = Mutex(Tap())
+
+    func setTap(flipAt: Int?, captureLimit: Int) {
+        tap.withLock { $0 = Tap(flipAt: flipAt, captureLimit: captureLimit) }
+    }
+
+    var capturedToClient: [UInt8] { tap.withLock { $0.captured } }
+    var flipped: Bool { tap.withLock { tap in tap.flipAt.map { tap.seen > $0 } ?? false } }
+
+    /// Applies the tap to a chunk read from the upstream, before it is relayed.
+    func tapToClient(_ buffer: inout ByteBuffer) {
+        tap.withLock { tap in
+            let count = buffer.readableBytes
+            if tap.captured.count < tap.captureLimit {
+                tap.captured += buffer.readableBytesView.prefix(tap.captureLimit - tap.captured.count)
+            }
+            if let at = tap.flipAt, at >= tap.seen, at < tap.seen + count {
+                let index = buffer.readerIndex + (at - tap.seen)
+                buffer.setInteger(buffer.getInteger(at: index, as: UInt8.self)! ^ 0x10, at: index)
+            }
+            tap.seen += count
+        }
+    }
+
     init(impairment: ImpairmentProxy.Impairment) {
         settings = Mutex(Settings(impairment: impairment))
     }

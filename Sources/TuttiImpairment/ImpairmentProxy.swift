@@ -253,6 +253,19 @@ public final class ImpairmentProxy: Sendable {
 
     public var statistics: Statistics { link.statistics() }
 
+    /// Flips one bit of the byte at `flipAt` of what the upstream sends toward the clients (all
+    /// connections' bytes counted in order), as a forged or corrupted segment would, and keeps
+    /// the first `captureLimit` bytes of it, as an eavesdropper on the path would.
+    public func tapToClients(flipAt: Int? = nil, captureLimit: Int = 0) {
+        link.setTap(flipAt: flipAt, captureLimit: captureLimit)
+    }
+
+    /// The bytes kept by `tapToClients(captureLimit:)`.
+    public var capturedToClients: [UInt8] { link.capturedToClient }
+
+    /// Whether the byte `tapToClients(flipAt:)` asked for has been flipped.
+    public var hasFlipped: Bool { link.flipped }
+
     // MARK: Binding
 
     private func bind(upstream: SocketAddress) async throws -> (tcp: any Channel, udp: any Channel, port: Int) {

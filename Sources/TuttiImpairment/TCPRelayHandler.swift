@@ -80,7 +80,9 @@ final class TCPRelayHandler: ChannelDuplexHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard !inputFinished else { return }
-        enqueue(.data(Self.unwrapInboundIn(data)))
+        var buffer = Self.unwrapInboundIn(data)
+        if direction == .toClient { link.tapToClient(&buffer) }
+        enqueue(.data(buffer))
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {

@@ -12,7 +12,7 @@ public struct WireError: Error, Sendable, Equatable, CustomStringConvertible {
 enum WireType: UInt8 {
     case hello = 1, welcome = 2, streamStart = 3, audioChunk = 4, anchor = 5, flush = 6, streamEnd = 7,
          volume = 8, speakerStatus = 9, controlRequest = 10, controlResponse = 11, goodbye = 12,
-         roomSettings = 13, authenticate = 14
+         roomSettings = 13, authenticate = 14, admission = 15
 }
 
 extension WireMessage {
@@ -32,6 +32,7 @@ extension WireMessage {
         case .goodbye: .goodbye
         case .roomSettings: .roomSettings
         case .authenticate: .authenticate
+        case .admission: .admission
         }
     }
 
@@ -127,6 +128,9 @@ extension WireMessage {
         case .roomSettings(let m):
             b.writeWireString(m.name)
             b.writeInteger(m.latencyNanoseconds)
+        case .admission(let m):
+            b.writeInteger(UInt8(m.isAdmitted ? 1 : 0))
+            b.writeWireString(m.code)
         }
     }
 
@@ -255,6 +259,11 @@ extension WireMessage {
             let latency: Int64 = try reader.integer()
             guard (0...RoomSettings.maximumLatencyNanoseconds).contains(latency) else { throw WireError("roomSettings: invalid latency \(latency) ns") }
             return .roomSettings(RoomSettings(name: name, latencyNanoseconds: latency))
+        case .admission:
+            let admitted = try reader.flag()
+            let code = try reader.string()
+            guard code.utf8.count <= 16 else { throw WireError("admission: a code of \(code.utf8.count) bytes") }
+            return .admission(Admission(isAdmitted: admitted, code: code))
         }
     }
 }

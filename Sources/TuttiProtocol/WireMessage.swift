@@ -1,7 +1,8 @@
 
-/// The messages of Tutti's TCP protocol (version 4), between the house server and speakers or
-/// controllers. Audio and control travel over TCP; clock sync has its own UDP packets
-/// (`ClockSyncPacket`). See docs/MULTIROOM.md for the conversation.
+/// The messages of Tutti's TCP protocol (version 7), between the house server and speakers or
+/// controllers. Audio and control travel over TCP, inside the secure channel
+/// (`SecureChannelHandler`); clock sync has its own UDP packets (`ClockSyncPacket`). See
+/// docs/MULTIROOM.md for the conversation and docs/SECURITY.md for the channel.
 public enum WireMessage: Sendable, Equatable {
     /// First message on every connection, from the client.
     case hello(Hello)
@@ -33,6 +34,20 @@ public enum WireMessage: Sendable, Equatable {
     /// House → speaker: what the house calls this room and the latency it compensates, set by
     /// a controller (`room-rename`, `room-latency`); sent when they differ from its hello.
     case roomSettings(RoomSettings)
+    /// House → speaker, after its welcome: whether the house admits it. A speaker the house does
+    /// not know waits (and is sent nothing else) until `tutti ctl admit`; then it is told it is
+    /// admitted, remembers the house, and the stream follows.
+    case admission(Admission)
+
+    public struct Admission: Sendable, Equatable {
+        public var isAdmitted: Bool
+        /// While waiting: the code the house shows beside it (`AdmissionCode`).
+        public var code: String
+        public init(isAdmitted: Bool, code: String = "") {
+            self.isAdmitted = isAdmitted
+            self.code = code
+        }
+    }
 
     public struct Hello: Sendable, Equatable {
         public enum Role: UInt8, Sendable { case speaker = 1, controller = 2 }
@@ -239,7 +254,9 @@ public enum WireMessage: Sendable, Equatable {
 
 public enum WireProtocol {
     /// 6: controllers authenticate (`Welcome.challenge`, `authenticate`).
-    public static let version: UInt16 = 6
+    /// 7: everything in the secure channel; speakers are admitted (`admission`); clock-sync
+    /// packets are authenticated.
+    public static let version: UInt16 = 7
     /// "TT": the first two bytes of every frame.
     public static let magic: UInt16 = 0x5454
     /// Frame header: magic (2), version (1), type (1), payload length (4).

@@ -1,4 +1,5 @@
 import NIOCore
+import TuttiProtocol
 import NIOPosix
 import Synchronization
 import TuttiCore
@@ -19,10 +20,15 @@ public final class SnapcastStreamServer: Sendable {
         public var sampleRate = 48000
         public var channelCount = 2
         public var sendAheadNanoseconds: Int64 = 250_000_000
+        /// The house's own identity: each client's room is a speaker with an identity derived
+        /// from it and the client's room name (`IdentityKey.derived(for:)`, the same across
+        /// restarts), which talks to this house only. It waits to be admitted like any speaker.
+        public var houseIdentity: IdentityKey
 
-        public init(houseHost: String, housePort: Int) {
+        public init(houseHost: String, housePort: Int, houseIdentity: IdentityKey) {
             self.houseHost = houseHost
             self.housePort = housePort
+            self.houseIdentity = houseIdentity
         }
     }
 
@@ -141,6 +147,8 @@ final class SnapclientConnectionHandler: ChannelInboundHandler, @unchecked Senda
             roomConfiguration.format = AudioFormat(sampleRate: configuration.sampleRate, channelCount: configuration.channelCount, sampleFormat: .int16)
             roomConfiguration.sendAheadNanoseconds = configuration.sendAheadNanoseconds
             roomConfiguration.bufferMilliseconds = settings.bufferMs
+            roomConfiguration.identity = configuration.houseIdentity.derived(for: "snapclient room " + hello.roomName)
+            roomConfiguration.houseKey = configuration.houseIdentity.publicKey
             do {
                 let room = try SnapclientRoom(configuration: roomConfiguration, channel: context.channel, clock: clock, log: log)
                 self.room = room

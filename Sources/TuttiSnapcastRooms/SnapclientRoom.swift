@@ -33,6 +33,10 @@ final class SnapclientRoom: @unchecked Sendable {
         var sendAheadNanoseconds: Int64 = 250_000_000
         /// The buffer snapclient is told it has: only the time stamps' offset here.
         var bufferMilliseconds = 1000
+        /// The room's identity as a speaker of the house.
+        var identity = IdentityKey.random()
+        /// The house it may talk to: the one whose port it serves.
+        var houseKey: PeerKey?
     }
 
     let configuration: Configuration
@@ -63,6 +67,8 @@ final class SnapclientRoom: @unchecked Sendable {
         playout = Playout(inputs: inputs, format: configuration.format, blockFrames: configuration.blockFrames, latencyNanoseconds: 0, localClock: clock)
         var speaker = SpeakerClient.Configuration(serverHost: configuration.houseHost, serverPort: configuration.housePort, name: configuration.name)
         speaker.outputLeadNanoseconds = configuration.sendAheadNanoseconds + Self.nanoseconds(frames: configuration.blockFrames, rate: configuration.format.sampleRate)
+        speaker.identity = configuration.identity
+        speaker.membership = HouseMembership(house: configuration.houseKey)
         let report = latestReport
         let address = try SocketAddress.makeAddressResolvingHost(configuration.houseHost, port: configuration.housePort)
         let name = configuration.name

@@ -13,6 +13,11 @@ import TuttiProtocol
 /// at 100 a second 1000 exchanges and half that. Slowing down on a path whose spread (then
 /// called its bound) was still wide made it worse (coarse timers, seed 2: p99 51 → 69 µs): the fitted lines pivot about
 /// the window's mean time, which the dense early exchanges then hold far from now.
+/// Exchanges run only while the room holds a clock-sync session (`setSession`: its connection's,
+/// once the house has admitted it): each request carries the session's tag, and a reply that
+/// does not carry it is dropped, so a forged reply cannot move the room's clock. Between
+/// connections the room sends nothing and plays on its estimate.
+///
 /// Thread-safety: all members may be called from any thread.
 public final class ClockSyncClient: Sendable {
     public struct Configuration: Sendable {
@@ -64,6 +69,13 @@ public final class ClockSyncClient: Sendable {
     /// When the exchanges began (local clock): the start phase is timed from it, so that a room
     /// whose replies never come (a house gone, a firewall) does not stay at the start rate.
     private let startedAt = Atomic<Int64>(.max)
+    /// The session requests are tagged with, and replies checked against.
+    private let session = Mutex<ClockSyncKey?>(nil)
+    /// Whether an exchange is scheduled: the exchanges pause while there is no session.
+    private let running = Atomic<Bool>(false)
+    private let nextSequence = Atomic<UInt32>(0)
+    /// Replies dropped because their tag did not verify.
+    private let forged = Atomic<Int>(0)
 
     public init(server: SocketAddress, clock: any HostClock, configuration: Configuration = Configuration(),
                 onUpdate: @escaping @Sendable (ClockMapping) -> Void) {
@@ -85,6 +97,17 @@ public final class ClockSyncClient: Sendable {
         return mapping.spanNanoseconds >= configuration.fastSpanNanoseconds && mapping.spreadNanoseconds <= configuration.settledSpreadNanoseconds
     }
     public var exchanges: (sent: Int, received: Int) { (sent.load(ordering: .relaxed), received.load(ordering: .relaxed)) }
+    /// Replies dropped for a tag that did not verify (forged, or of a session since replaced).
+    public var forgedReplies: Int { forged.load(ordering: .relaxed) }
+
+    /// Runs the exchanges under `key` (the connection's, once admitted), or pauses them (nil).
+    public func setSession(_ key: ClockSyncKey?) {
+        session.withLock { $0 = key }
+        guard key != nil, let channel = channel.withLock({ $0 }) else { return }
+        if running.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged {
+            channel.eventLoop.execute { self.scheduleNext(on: channel, first: true) }
+        }
+    }
 
     public func start(group: any EventLoopGroup) async throws {
         let bootstrap = DatagramBootstrap(group: group)
@@ -95,7 +118,8 @@ public final class ClockSyncClient: Sendable {
             }
         let bound = try await bootstrap.bind(host: server.protocol == .inet6 ? "::" : "0.0.0.0", port: 0).get()
         channel.withLock { $0 = bound }
-        bound.eventLoop.execute { self.scheduleNext(on: bound, sequence: 0) }
+        // A session set before the channel was: start now.
+        if let key = session.withLock({ $0 }) { setSession(key) }
     }
 
     /// Runs clock sync on `datagrams`, a channel made by someone else (a simulated link): adds
@@ -103,7 +127,7 @@ public final class ClockSyncClient: Sendable {
     public func attach(to datagrams: any Channel) throws {
         try datagrams.pipeline.syncOperations.addHandlers([DatagramArrivalStamper(clock: clock), ReplyHandler(client: self)])
         channel.withLock { $0 = datagrams }
-        scheduleNext(on: datagrams, sequence: 0)
+        if let key = session.withLock({ $0 }) { setSession(key) }
     }
 
     public func stop() async {
@@ -111,7 +135,7 @@ public final class ClockSyncClient: Sendable {
         try? await current?.close()
     }
 
-    private func scheduleNext(on channel: any Channel, sequence: UInt32) {
+    private func scheduleNext(on channel: any Channel, first: Bool = false) {
         let now = clock.now()
         if startedAt.load(ordering: .relaxed) == .max { startedAt.store(now, ordering: .relaxed) }
         let starting = now - startedAt.load(ordering: .relaxed) < configuration.startSpanNanoseconds
@@ -120,18 +144,32 @@ public final class ClockSyncClient: Sendable {
         if configuration.ditherNanoseconds > 0 {
             delay += random.withLock { Int64($0.next() % UInt64(configuration.ditherNanoseconds)) }
         }
-        channel.eventLoop.scheduleTask(in: .nanoseconds(sequence == 0 ? 0 : delay)) { [self] in
-            guard channel.isActive else { return }
+        channel.eventLoop.scheduleTask(in: .nanoseconds(first ? 0 : delay)) { [self] in
+            guard channel.isActive else { return running.store(false, ordering: .releasing) }
+            guard let key = session.withLock({ $0 }) else {
+                // Paused until the next session; `setSession` starts the exchanges again.
+                running.store(false, ordering: .releasing)
+                if session.withLock({ $0 }) != nil, running.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged {
+                    scheduleNext(on: channel, first: true)
+                }
+                return
+            }
+            let sequence = nextSequence.wrappingAdd(1, ordering: .relaxed).oldValue
             let packet = ClockSyncPacket(isReply: false, sequence: sequence, clientSend: clock.now())
-            let envelope = AddressedEnvelope(remoteAddress: server, data: channel.allocator.buffer(bytes: packet.encoded()))
+            let envelope = AddressedEnvelope(remoteAddress: server, data: channel.allocator.buffer(bytes: packet.encoded(key: key)))
             channel.writeAndFlush(envelope, promise: nil)
             sent.add(1, ordering: .relaxed)
-            scheduleNext(on: channel, sequence: sequence &+ 1)
+            scheduleNext(on: channel)
         }
     }
 
     fileprivate func receive(_ bytes: ByteBuffer, at arrival: Int64) {
-        guard let packet = try? ClockSyncPacket(decoding: bytes.readableBytesView), packet.isReply else { return }
+        let view = bytes.readableBytesView
+        guard let packet = try? ClockSyncPacket(decoding: view), packet.isReply else { return }
+        guard let key = session.withLock({ $0 }), packet.sessionID == key.sessionID, ClockSyncPacket.isAuthentic(view, key: key) else {
+            forged.add(1, ordering: .relaxed)
+            return
+        }
         received.add(1, ordering: .relaxed)
         let sample = ClockSample(clientSend: packet.clientSend, serverReceive: packet.serverReceive,
                                  serverSend: packet.serverSend, clientReceive: arrival)

@@ -26,4 +26,9 @@ struct ReconnectBackoff {
     mutating func reset() {
         current = Self.first
     }
+
+    /// The longest wait: for a house that refuses this room, whose own house may come back.
+    mutating func setToMaximum() {
+        current = Self.maximum
+    }
 }

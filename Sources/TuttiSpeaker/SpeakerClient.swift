@@ -30,6 +30,10 @@ public final class SpeakerClient: Sendable {
         /// and begin to smear transients past that: below 2 ms a warning would only say that
         /// the path is a network.
         public var uncertainClockNanoseconds: Int64 = 2_000_000
+        /// The speaker's identity (`tutti speaker` keeps it in its state directory).
+        public var identity = IdentityKey.random()
+        /// The house it belongs to, once admitted; it talks to no other.
+        public var membership = HouseMembership()
         public init(serverHost: String, serverPort: Int, name: String) {
             self.serverHost = serverHost
             self.serverPort = serverPort
@@ -80,7 +84,11 @@ public final class SpeakerClient: Sendable {
     /// someone else (a simulated link): adds the codec and the connection's handler. Call on
     /// the channel's event loop, before it is active.
     public func speak(on channel: any Channel) throws {
+        let membership = configuration.membership
+        let address = "\(configuration.serverHost):\(configuration.serverPort)"
         try channel.pipeline.syncOperations.addHandlers([
+            SecureChannelHandler(side: .client(role: .speaker, identity: configuration.identity,
+                                               acceptHouse: { membership.refusal(for: $0, at: address) })),
             ByteToMessageHandler(WireMessageDecoder()),
             MessageToByteHandler(WireMessageEncoder()),
             SpeakerConnectionHandler(client: self),
@@ -105,6 +113,7 @@ public final class SpeakerClient: Sendable {
         let house = "house \(configuration.serverHost):\(configuration.serverPort)"
         var backoff = ReconnectBackoff()
         var lastFailure = ""
+        var lastRefusal = ""
         var failedAttempts = 0
         while !stopped.load(ordering: .acquiring) {
             do {
@@ -122,9 +131,19 @@ public final class SpeakerClient: Sendable {
                 failedAttempts = 0
                 try await channel.closeFuture.get()
                 current.withLock { $0 = nil }
+                clockSync.setSession(nil)
                 if stopped.load(ordering: .acquiring) { break }
                 let reason = closeReason.withLock { reason in defer { reason = nil }; return reason } ?? "closed by the house"
-                log("connection to \(house) lost (\(reason)); reconnecting in \(Self.seconds(backoff.current)) s, playing from the buffer meanwhile")
+                if refusedHouse.withLock({ refused in defer { refused = false }; return refused }) {
+                    // Another house than its own: said once, then tried again quietly (its own may
+                    // come back at this address).
+                    if reason != lastRefusal { log(reason) }
+                    lastRefusal = reason
+                    backoff.setToMaximum()
+                } else {
+                    lastRefusal = ""
+                    log("connection to \(house) lost (\(reason)); reconnecting in \(Self.seconds(backoff.current)) s, playing from the buffer meanwhile")
+                }
             } catch {
                 current.withLock { $0 = nil }
                 if stopped.load(ordering: .acquiring) { break }
@@ -143,6 +162,8 @@ public final class SpeakerClient: Sendable {
 
     /// Why the connection closed, set by its handler when an error closed it.
     fileprivate let closeReason = Mutex<String?>(nil)
+    /// Set when the connection closed because the house is not this speaker's.
+    fileprivate let refusedHouse = Mutex(false)
 
     private static func seconds(_ nanoseconds: Int64) -> String {
         let tenths = (max(0, nanoseconds) + 50_000_000) / 100_000_000
@@ -166,6 +187,7 @@ public final class SpeakerClient: Sendable {
             }
         }
         if let wire = error as? WireError { return "malformed message from the house: \(wire)" }
+        if let secure = error as? SecureChannelError { return secure.isRefusedHouse ? secure.reason : "secure channel: \(secure.reason)" }
         return "\(error)"
     }
 
@@ -183,7 +205,7 @@ public final class SpeakerClient: Sendable {
 
     fileprivate func handle(_ message: WireMessage) {
         switch message {
-        case .welcome, .controlRequest, .controlResponse, .hello, .speakerStatus, .authenticate:
+        case .welcome, .controlRequest, .controlResponse, .hello, .speakerStatus, .authenticate, .admission:
             break
         case .streamStart(let m):
             guard let codec = StreamCodec(wireName: m.codec) else {
@@ -217,6 +239,26 @@ public final class SpeakerClient: Sendable {
             inputs.setLatency(m.latencyNanoseconds)
             if m.name != configuration.name { log("the house calls this room '\(m.name)'") }
         }
+    }
+
+    /// What the house said of this speaker's admission, on the connection whose handshake gave
+    /// `session`.
+    fileprivate func admission(_ admission: WireMessage.Admission, session: SecureHandshake.Session, houseName: String) {
+        guard admission.isAdmitted else {
+            // The code is this speaker's own reckoning from both keys, not the house's word: a
+            // house that showed another would be showing another speaker.
+            let code = AdmissionCode.code(house: session.houseKey, speaker: configuration.identity.publicKey)
+            log("waiting to be admitted to the house '\(houseName)' (code \(code)): on the house, run tutti ctl admit \(configuration.name.contains(" ") ? "'\(configuration.name)'" : configuration.name) or press Admit in its web UI, and check it shows this code")
+            return
+        }
+        do {
+            if try configuration.membership.admitted(by: session.houseKey, name: houseName) {
+                log("admitted to the house '\(houseName)' (key \(session.houseKey.fingerprint)): this speaker plays from no other house from now on")
+            }
+        } catch {
+            log("admitted to the house '\(houseName)', but \(error): it will have to be admitted again after a restart")
+        }
+        clockSync.setSession(session.clock)
     }
 
     /// The clock-sync uncertainty, or −1 while the estimate is too young to play by (the
@@ -269,8 +311,16 @@ final class SpeakerConnectionHandler: ChannelInboundHandler, Sendable {
     typealias InboundIn = WireMessage
     typealias OutboundOut = WireMessage
     let client: SpeakerClient
+    /// The secure channel's session: the house's key and the clock-sync key.
+    private let session = Mutex<SecureHandshake.Session?>(nil)
+    private let houseName = Mutex("")
 
     init(client: SpeakerClient) { self.client = client }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let session = event as? SecureHandshake.Session { self.session.withLock { $0 = session } }
+        context.fireUserInboundEventTriggered(event)
+    }
 
     func channelActive(context: ChannelHandlerContext) {
         context.writeAndFlush(Self.wrapOutboundOut(client.hello), promise: nil)
@@ -302,13 +352,23 @@ final class SpeakerConnectionHandler: ChannelInboundHandler, Sendable {
     static let statusPollNanoseconds: Int64 = 50_000_000
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        client.handle(Self.unwrapInboundIn(data))
+        let message = Self.unwrapInboundIn(data)
+        switch message {
+        case .welcome(let welcome):
+            houseName.withLock { $0 = welcome.serverName }
+        case .admission(let admission):
+            guard let session = session.withLock({ $0 }) else { preconditionFailure("a message before the secure channel opened") }
+            client.admission(admission, session: session, houseName: houseName.withLock { $0 })
+        default:
+            client.handle(message)
+        }
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         // A malformed message or a broken connection: say why, and drop only this connection.
         let reason = SpeakerClient.describe(error)
         client.closeReason.withLock { $0 = $0 ?? reason }
+        if let secure = error as? SecureChannelError, secure.isRefusedHouse { client.refusedHouse.withLock { $0 = true } }
         context.close(promise: nil)
     }
 }

@@ -84,6 +84,9 @@ struct SyncBenchmark: AsyncParsableCommand {
             throw BenchError("\(executable): not found; build it first (swift build -c release)")
         }
         let directory = workDirectory ?? NSTemporaryDirectory() + "tutti-sync-\(getpid())"
+        // A run's house and rooms are new each time (their keys, the rooms the house admitted,
+        // its stored queue): an earlier run's in this work directory would carry over.
+        try? FileManager.default.removeItem(atPath: directory + "/state")
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         var queue = files.map { $0.hasPrefix("/") ? $0 : FileManager.default.currentDirectoryPath + "/" + $0 }
         if queue.isEmpty {
@@ -117,7 +120,8 @@ struct SyncBenchmark: AsyncParsableCommand {
                        truth: nil, coverage: truth?.summary(over: Int64.min...Int64.max).coverage ?? [:])
             return
         }
-        let server = try LongRunningProcess(executable, ["server", "--listen", "127.0.0.1:0"], log: directory + "/server.log")
+        // Its own state directory: its token and identity, and the rooms it admits, are this run's.
+        let server = try LongRunningProcess(executable, ["server", "--listen", "127.0.0.1:0", "--state-dir", Self.houseDirectory(in: directory)], log: directory + "/server.log")
         let port = try server.waitForPort()
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let millisecond: Int64 = 1_000_000
@@ -134,6 +138,7 @@ struct SyncBenchmark: AsyncParsableCommand {
             proxies.append(proxy)
             speakerProcesses.append(try LongRunningProcess(executable, [
                 "speaker", "--server", "127.0.0.1:\(proxyPort)", "--name", room.name, "--output", "virtual:\(directory)/\(room.name).wav",
+                "--state-dir", "\(directory)/state/speaker-\(room.name)",
                 "--clock-offset-ms", "\(room.clockOffsetMilliseconds)", "--clock-drift-ppm", "\(room.clockDriftPPM)",
                 "--device-drift-ppm", "\(room.deviceDriftPPM)", "--latency-ms", "\(room.latencyMilliseconds)",
                 "--clock-truth", "\(directory)/\(room.name).truth.jsonl",
@@ -142,11 +147,17 @@ struct SyncBenchmark: AsyncParsableCommand {
         // The rooms connect; then they keep their clocks in sync for --warmup before play, as
         // rooms that are up long before anyone presses play do. Whether they are ready to start
         // together is the house's call (`play` waits for its rooms, and names those it did not).
-        Console.progress("waiting for \(speakers) rooms to connect…")
+        Console.progress("waiting for \(speakers) rooms to connect, admitting each (new to this run's house) as it knocks…")
         let connectDeadline = MonotonicClock().now() + 30_000_000_000
         var connected: [String] = []
         while true {
-            connected = try await roomsReport(port: port, group: group).map(\.name)
+            // As the household would: its own new speakers, by the code each shows.
+            let report = try await control(.rooms, port: port, group: group, directory: directory).rooms
+            for speaker in report?.waiting ?? [] where rooms.contains(where: { $0.name == speaker.name }) {
+                Console.progress("admitting \(speaker.name) (code \(speaker.code))")
+                _ = try await control(.admit(speaker: speaker.code), port: port, group: group, directory: directory)
+            }
+            connected = try await roomsReport(port: port, group: group, directory: directory).map(\.name)
             if connected.count >= speakers { break }
             if MonotonicClock().now() > connectDeadline {
                 for room in rooms where !connected.contains(room.name) {
@@ -163,7 +174,7 @@ struct SyncBenchmark: AsyncParsableCommand {
         let cpuAtStart = ([server] + speakerProcesses).map { $0.cpuSeconds() }
         let benchCPUAtStart = Stopwatch.processCPUTime()
         let commandTime = MonotonicClock().now()
-        let reply = try await control(.play(files: queue), port: port, group: group)
+        let reply = try await control(.play(files: queue), port: port, group: group, directory: directory)
         let replyTime = MonotonicClock().now()
         guard let started = reply.started else { throw BenchError("the house did not start playing: it answered \(ControlJSON.encode(reply))") }
         // When the house said the first frame is heard: the clocks of the house and this process
@@ -186,7 +197,7 @@ struct SyncBenchmark: AsyncParsableCommand {
         let end = commandTime + Int64((seconds + 1.5) * 1e9)
         var lastProgress = commandTime
         while MonotonicClock().now() < end {
-            let list = try? await roomsReport(port: port, group: group)
+            let list = try? await roomsReport(port: port, group: group, directory: directory)
             for room in list ?? [] {
                 if let rate = room.fillRate { fillRates[room.name] = rate }
             }
@@ -309,17 +320,20 @@ struct SyncBenchmark: AsyncParsableCommand {
         if status.status != 0 { throw BenchError("ffmpeg could not generate \(path)") }
     }
 
-    private func control(_ command: ControlCommand, port: Int, group: any EventLoopGroup) async throws -> ControlReply {
+    /// The house's state directory in a run's work directory.
+    static func houseDirectory(in directory: String) -> String { directory + "/state/house" }
+
+    private func control(_ command: ControlCommand, port: Int, group: any EventLoopGroup, directory: String) async throws -> ControlReply {
         do {
-            // The house runs without a state directory: its token is the default one.
-            return try await ControlClient.send(command, host: "127.0.0.1", port: port, token: try ControllerTokenFile.readDefault(), group: group)
+            return try await ControlClient.send(command, host: "127.0.0.1", port: port,
+                                                token: try ControllerTokenFile.read(ControllerTokenFile.path(in: Self.houseDirectory(in: directory))), group: group)
         } catch let refusal as ControlRefusal {
             throw BenchError("server refused \(command.name): \(refusal)")
         }
     }
 
-    private func roomsReport(port: Int, group: any EventLoopGroup) async throws -> [RoomReport] {
-        try await control(.rooms, port: port, group: group).rooms?.rooms ?? []
+    private func roomsReport(port: Int, group: any EventLoopGroup, directory: String) async throws -> [RoomReport] {
+        try await control(.rooms, port: port, group: group, directory: directory).rooms?.rooms ?? []
     }
 }
 

@@ -31,11 +31,13 @@ struct Ctl: AsyncParsableCommand {
             machine ctl finds it; elsewhere give it with --token-file FILE or TUTTI_TOKEN. To sign a phone or browser in \
             at the web UI instead:
               tutti ctl pair-controller
+            A new speaker waits until it is admitted (its log and `tutti ctl rooms` show the same code):
+              tutti ctl admit kitchen
             """,
         subcommands: [CtlHouses.self, CtlPlay.self, CtlPause.self, CtlResume.self, CtlSeek.self, CtlNext.self, CtlPrevious.self, CtlRooms.self,
                       CtlGroups.self, CtlGroup.self, CtlMove.self,
                       CtlJoin.self, CtlLeave.self, CtlVolume.self, CtlLatency.self, CtlRename.self, CtlGroupVolume.self, CtlQueue.self, CtlModes.self, CtlPlaylist.self, CtlLibrary.self,
-                      CtlStatus.self, CtlPairController.self])
+                      CtlStatus.self, CtlPairController.self, CtlAdmit.self, CtlForget.self])
 
     @Option(help: ArgumentHelp("The house server's address.",
                                discussion: "Without it: the house announced on the network through Avahi, else 127.0.0.1:7700."))
@@ -89,6 +91,14 @@ struct Ctl: AsyncParsableCommand {
     /// Sends a command (to `--group`, for one that acts on a group); prints the refusal and
     /// exits 1 if the house refuses it, 2 if it cannot be reached or refuses the token.
     func send(_ command: ControlCommand, group: String? = nil) async throws -> ControlReply {
+        do { return try await sendOrRefuse(command, group: group) } catch let refusal as ControlRefusal {
+            Terminal.standardError("tutti ctl: \(refusal)\n")
+            throw ExitCode(1)
+        }
+    }
+
+    /// The same, but a refusal is thrown (`ControlRefusal`) for the caller to weigh.
+    func sendOrRefuse(_ command: ControlCommand, group: String? = nil) async throws -> ControlReply {
         // Which house first: a wrong choice is the more useful message.
         let server = try self.server ?? HouseLocator.findHouse(named: house, program: "tutti ctl")
         let token = try token()
@@ -99,8 +109,7 @@ struct Ctl: AsyncParsableCommand {
             if let problem = reply.storeProblem { Terminal.standardError("tutti ctl: warning: not kept across a restart of the house: \(problem)\n") }
             return reply
         } catch let refusal as ControlRefusal {
-            Terminal.standardError("tutti ctl: \(refusal)\n")
-            throw ExitCode(1)
+            throw refusal
         } catch {
             Terminal.standardError("tutti ctl: \(error)\n")
             throw ExitCode(2)
@@ -173,6 +182,59 @@ struct CtlPairController: AsyncParsableCommand {
     }
 }
 
+struct CtlAdmit: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "admit",
+        abstract: "Let a new speaker in: from then on it plays the house's stream, encrypted, and no other house's.",
+        discussion: """
+            A speaker the house does not know waits, and its log shows a 6-digit code; `tutti ctl rooms` lists it with \
+            the house's code for it. Admit it only if the two match: a stranger's speaker may use the same name. \
+            With two of one name waiting, give the code instead of the name.
+              tutti ctl admit kitchen
+              tutti ctl admit 123456
+            """)
+    @ParentCommand var ctl: Ctl
+    @Argument(help: "The waiting speakers' names, or their codes.") var speakers: [String]
+    @Option(help: "Seconds to wait for a speaker that has not knocked yet (a speaker just started).") var wait: Double = 10
+    @Flag(help: "Print the reply as JSON.") var json = false
+
+    func run() async throws {
+        var reply: ControlReply?
+        for speaker in speakers {
+            let deadline = Date().addingTimeInterval(wait)
+            while true {
+                do {
+                    reply = try await ctl.sendOrRefuse(.admit(speaker: speaker))
+                    break
+                } catch let refusal as ControlRefusal where refusal.kind == .notFound && Date() < deadline {
+                    // Not knocking yet: a speaker started a moment ago is still finding the house.
+                    try await Task.sleep(nanoseconds: 200_000_000)
+                } catch let refusal as ControlRefusal {
+                    Terminal.standardError("tutti ctl: \(refusal)\n")
+                    throw ExitCode(1)
+                }
+            }
+            if !json { Terminal.standardOutput("admitted \(speaker)\n") }
+        }
+        if json, let reply { printReply(reply, json: true) }
+    }
+}
+
+struct CtlForget: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "forget",
+        abstract: "Revoke a speaker's admission: its connection ends, and it waits to be admitted again if it returns.")
+    @ParentCommand var ctl: Ctl
+    @Argument(help: "The room (its name or id).") var room: String
+    @Flag(help: "Print the reply as JSON.") var json = false
+
+    func run() async throws {
+        let reply = try await ctl.send(.forget(speaker: room))
+        if json { return printReply(reply, json: true) }
+        Terminal.standardOutput("forgot \(room): it is no longer admitted\n")
+    }
+}
+
 struct CtlPlay: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "play", abstract: "Replace the queue and play it in the given rooms (default: all).")
     @ParentCommand var ctl: Ctl
@@ -237,6 +299,9 @@ struct CtlRooms: AsyncParsableCommand {
         if json { printReply(reply, json: true); return }
         let rooms = reply.rooms?.rooms ?? []
         if rooms.isEmpty { Terminal.standardOutput("no rooms connected\n") }
+        for speaker in reply.rooms?.waiting ?? [] {
+            Terminal.standardOutput("\(speaker.name) waits to be admitted, code \(speaker.code), from \(speaker.address): tutti ctl admit \(speaker.name.contains(" ") ? "'\(speaker.name)'" : speaker.name)\n")
+        }
         for room in rooms {
             let clock = room.clockErrorMicroseconds.map { String(format: "±%.1f µs", $0) } ?? "settling"
             Terminal.standardOutput(String(format: "%-12@ %-12@ %-10@ buffer %6.1f s  sync %+8.1f µs  clock %@  volume %d%%\n",

@@ -160,6 +160,7 @@ struct Server: AsyncParsableCommand {
         raiseOpenFileLimit()
         var configuration = House.Configuration()
         (configuration.controllerToken, configuration.controllerTokenPath) = try controllerToken()
+        (configuration.identity, configuration.admittedSpeakersPath) = try identity()
         configuration.wireConnectionLimits.maximumTrusted = maximumConnections
         // The process's one HTTP client, for URLs in the queue.
         let client = MediaHTTPClient.make()
@@ -187,7 +188,7 @@ struct Server: AsyncParsableCommand {
         let http = try await startHTTP(house: server.house)
         let mpdServer = try await startMPD(house: server.house)
         let snapcastControlServer = try await startSnapcastControl(house: server.house)
-        let snapcastStreamServer = try await startSnapcastStream(housePort: port, clock: clock)
+        let snapcastStreamServer = try await startSnapcastStream(house: server.house, housePort: port, clock: clock)
         let announcer = startAnnouncing(port: port, httpPort: http?.port)
         await waitForTermination()
         announcer?.stop()
@@ -231,6 +232,29 @@ struct Server: AsyncParsableCommand {
                 Terminal.standardError("tutti server: \(path) can be read by other users of this machine, who can then control the house; chmod 600 it\n")
             }
             return (token, path)
+        } catch {
+            Terminal.standardError("tutti server: \(error)\n")
+            throw ExitCode(2)
+        }
+    }
+
+    /// The house's identity key (made on the first start) and where its admitted speakers are
+    /// kept, in the state directory (or the default one). A broken file stops the start with
+    /// one line: running on without it would forget every admitted speaker.
+    private func identity() throws -> (IdentityKey, String) {
+        guard let directory = stateDirectory ?? ControllerTokenFile.defaultDirectory() else {
+            Terminal.standardError("tutti server: nowhere to keep the house's identity key: HOME is not set; give --state-dir DIR\n")
+            throw ExitCode(2)
+        }
+        let admitted = StateFile.path(House.admittedSpeakersFileName, in: directory)
+        do {
+            let (identity, created) = try IdentityKeyFile.readOrCreate(in: directory)
+            if created {
+                Terminal.standardError("tutti server: made the house's identity key \(StateFile.path(IdentityKeyFile.fileName, in: directory)) (key \(identity.publicKey.fingerprint)): "
+                                       + "speakers it admits remember it, and play from no other house\n")
+            }
+            if StateFile.exists(admitted) { try House.checkAdmittedSpeakers(admitted) }
+            return (identity, admitted)
         } catch {
             Terminal.standardError("tutti server: \(error)\n")
             throw ExitCode(2)
@@ -282,11 +306,11 @@ struct Server: AsyncParsableCommand {
 
     /// Snapcast's stream port for snapclients, unless `--snapcast off`. Their rooms reach the
     /// house as speakers do, on its wire port (on loopback when it listens on every address).
-    private func startSnapcastStream(housePort: Int, clock: any HostClock) async throws -> SnapcastStreamServer? {
+    private func startSnapcastStream(house: House, housePort: Int, clock: any HostClock) async throws -> SnapcastStreamServer? {
         try await startFrontEnd("snapclients", option: "--snapcast", value: snapcast, defaultAddress: defaultAddress(port: 1704),
                                 hint: { "snapclient -h HOST -p \($0)" }) { address in
             let houseHost = Self.isWildcard(listen.host) ? "127.0.0.1" : listen.host
-            var configuration = SnapcastStreamServer.Configuration(houseHost: houseHost, housePort: housePort)
+            var configuration = SnapcastStreamServer.Configuration(houseHost: houseHost, housePort: housePort, houseIdentity: house.configuration.identity)
             configuration.sampleRate = 48000
             let server = SnapcastStreamServer(configuration: configuration, clock: clock) { line in
                 Terminal.standardError("tutti server: \(line)\n")

@@ -24,7 +24,7 @@ from selenium.webdriver.common.actions.pointer_input import PointerInput
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-url, out, join_room, volume_room, code = sys.argv[1:6]
+url, out, join_room, volume_room, code, waiting_room = sys.argv[1:7]
 
 
 def report(step, **fields):
@@ -254,6 +254,22 @@ try:
     group_card("default").find_element(By.CSS_SELECTOR, ".group-name").click()
     drag_room(join_room, "default", touch=True)
     report("back", room=join_room, touch=True)
+
+    # A new speaker waits, with its code; Admit lets it in, and it becomes a room.
+    selector = f'#waiting li[data-speaker="{waiting_room}"]'
+    try:
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, selector) and d.find_element(By.CSS_SELECTOR, selector).is_displayed())
+    except Exception:
+        fail(f"speaker {waiting_room} was never shown waiting: {driver.find_element(By.ID, 'waiting').text!r}")
+    waiting = driver.find_element(By.CSS_SELECTOR, selector)
+    shown = waiting.find_element(By.CSS_SELECTOR, ".admission-code").text
+    waiting.find_element(By.CSS_SELECTOR, "button.admit").click()
+    try:
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, f'#rooms li[data-room="{waiting_room}"]')
+                   and not d.find_elements(By.CSS_SELECTOR, selector))
+    except Exception:
+        fail(f"speaker {waiting_room} was not admitted: {driver.find_element(By.ID, 'waiting').text!r}")
+    report("admitted", room=waiting_room, code=shown)
     errors = console_errors()
     if errors:
         fail(f"console errors: {errors}")

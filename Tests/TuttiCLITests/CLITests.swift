@@ -30,7 +30,9 @@ struct TuttiProcess {
     /// maps neither FFmpeg nor Foundation nor the house's SQLite: a room costs what a room
     /// needs. It plays (to nothing, its house unreachable) and stops on SIGINT as before.
     @Test func speakerRunsAsTheLightExecutable() throws {
-        let speaker = try ChildProcess(name: "speaker", arguments: ["speaker", "--server", "127.0.0.1:9", "--name", "probe", "--output", "null"])
+        let directory = try TemporaryDirectory("speaker-probe")
+        defer { directory.remove() }
+        let speaker = try ChildProcess(name: "speaker", arguments: ["speaker", "--server", "127.0.0.1:9", "--name", "probe", "--state-dir", directory.path, "--output", "null"])
         defer { speaker.kill() }
         _ = try speaker.waitForLine(containing: "tutti speaker probe: playing to null")
         let pid = speaker.process.processIdentifier

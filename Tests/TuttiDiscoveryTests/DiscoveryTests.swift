@@ -82,7 +82,8 @@ import TuttiTestSupport
 
         // The room starts first, as one often does: it waits for a house to appear.
         let speakerLog = directory.file("kitchen.log")
-        let speaker = try ChildProcess(name: "kitchen", arguments: ["speaker", "--name", "kitchen", "--output", "virtual:" + directory.file("kitchen.wav")],
+        let speaker = try ChildProcess(name: "kitchen", arguments: ["speaker", "--name", "kitchen", "--state-dir", directory.file("speaker-kitchen"),
+                                                                    "--output", "virtual:" + directory.file("kitchen.wav")],
                                        standardError: speakerLog)
         defer { speaker.interrupt() }
         _ = try waitForLog(speakerLog, containing: "looking for a house on the network")
@@ -100,7 +101,9 @@ import TuttiTestSupport
         #expect(houses.first?.name == "Test House" && houses.first?.port == house.port && houses.first?.host == "10.77.0.1")
         #expect(houses.first?.protocolVersion == Int(WireProtocol.version) && houses.first?.httpPort != nil && houses.first?.isLocal == true)
 
-        // ctl without --server sees the room the speaker without --server made, and plays to it.
+        // ctl without --server admits the speaker, which waits for it, sees its room, and plays to it.
+        let admitted = try tutti(["ctl", "admit", "kitchen"], in: directory, token: house.token)
+        #expect(admitted.status == 0 && admitted.output == "admitted kitchen\n", "\(admitted.output) \(admitted.errors)")
         let deadline = Date().addingTimeInterval(30)
         while true {
             let rooms = try tutti(["ctl", "rooms", "--json"], in: directory, token: house.token)
@@ -155,7 +158,7 @@ import TuttiTestSupport
         let ambiguous = try tutti(["ctl", "status"], in: directory)
         #expect(ambiguous.status == 2)
         #expect(ambiguous.errors == "tutti ctl: 3 houses on this network: 'Attic' at 10.77.0.1:\(attic.port), 'Cellar' at 10.77.0.1:\(cellar.port), 'Cellar #2' at 10.77.0.1:\(twin.port); choose one with --house NAME or --server HOST:PORT\n")
-        let speaker = try tutti(["speaker", "--name", "den", "--output", "null"], in: directory)
+        let speaker = try tutti(["speaker", "--name", "den", "--state-dir", directory.file("speaker-den"), "--output", "null"], in: directory)
         #expect(speaker.status == 2)
         #expect(speaker.errors.contains("tutti speaker den: 3 houses on this network: 'Attic' at"), "\(speaker.errors)")
 

@@ -29,6 +29,8 @@ import TuttiProtocol
         status.storeProblem = "house.sqlite: cannot store the queue (database or disk is full); going on without it"
         status.group = "default"
         status.groupId = 1
+        let waiting = WaitingSpeakerReport(name: "den", code: "372 737", address: "10.0.0.7", key: "mxFZD9Fi", waitingSeconds: 4.5)
+        status.waiting = [waiting]
         var group = GroupReport(id: 2, name: "Kitchen", isDefault: false, rooms: ["kitchen"], knownRooms: ["kitchen", "pantry"], state: "playing", queueLength: 2)
         group.stream = 9
         group.title = "A"
@@ -40,7 +42,7 @@ import TuttiProtocol
             ("ResumeReport", .resumed(ResumeReport(resumedAtSeconds: 3.5, startsInMs: 150))),
             ("EditReport", .edited(EditReport(cut: StreamCut(fromSeconds: 12.5, aheadSeconds: 0.4, seamless: false, reason: "late"),
                                               item: 1, stopped: false, queueLength: 3))),
-            ("RoomsReport", .rooms(RoomsReport(rooms: [room]))),
+            ("RoomsReport", .rooms(RoomsReport(rooms: [room], waiting: [waiting]))),
             ("RoomChange", .room(RoomChange(id: 3, room: "kitchen", group: "kitchen", volume: 0, latencyMs: 80))),
             ("LibraryBrowseReport", .library(LibraryBrowseReport(artists: ["A"], albums: ["B"],
                                                                  tracks: [LibraryTrack(path: "/m/a.flac", title: "A", artist: "B", album: "C", durationSeconds: 1, format: "flac 44100 Hz")],

@@ -45,7 +45,7 @@ import TuttiTestSupport
         }
 
         static func speaker(_ name: String = "a", port: Int, in directory: TemporaryDirectory, log: String? = nil) throws -> ChildProcess {
-            try ChildProcess(name: name, arguments: ["speaker", "--server", "127.0.0.1:\(port)", "--name", name,
+            try ChildProcess(name: name, arguments: ["speaker", "--server", "127.0.0.1:\(port)", "--name", name, "--state-dir", directory.file("speaker-\(name)"),
                                                      "--output", "virtual:" + directory.file("\(name).wav")],
                              standardError: directory.file(log ?? "\(name).log"))
         }
@@ -95,11 +95,17 @@ import TuttiTestSupport
         return Reply(status: Int(response.status.code), json: object, headers: response.headers)
     }
 
-    /// Waits (guarded) until the house reports `names` with clocks good enough to play by.
+    /// Waits (guarded) until the house reports `names` with clocks good enough to play by,
+    /// admitting those of them that wait to be admitted (through the API, as the web UI does).
     func waitForRoom(_ house: House, _ names: [String] = ["a"]) async throws {
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline {
-            let rooms = try await house.request(.GET, house.api + "/rooms").json["rooms"] as? [[String: Any]] ?? []
+            let reply = try await house.request(.GET, house.api + "/rooms").json
+            for speaker in reply["waiting"] as? [[String: Any]] ?? [] {
+                guard let name = speaker["name"] as? String, names.contains(name), let code = speaker["code"] as? String else { continue }
+                _ = try await house.request(.POST, house.api + "/speakers/\(code.filter(\.isNumber))/admit")
+            }
+            let rooms = reply["rooms"] as? [[String: Any]] ?? []
             let settled = names.allSatisfy { name in
                 rooms.contains { $0["name"] as? String == name && $0["clockErrorMicroseconds"] is Double && $0["problem"] == nil }
             }
@@ -460,13 +466,16 @@ import TuttiTestSupport
         let play = try await house.request(.POST, house.api + "/transport/play", body: #"{"files":[\#(files)],"rooms":["a"]}"#)
         #expect(play.status == 200, "\(play.json)")
         try await waitForPlayhead(house, beyond: 1.5)
+        // A new speaker, which the script admits with the web UI's Admit.
+        let newcomer = try House.speaker("c", port: house.port, in: directory)
+        defer { newcomer.interrupt() }
 
         // Into the test's directory, from which `preserveLogs` copies them to out/test-logs/web-ui/.
         let screenshots = directory.path
         let script = PythonScript.path("web_ui_test.py")
         let browser = try ChildProcess(name: "selenium", executable: "/usr/bin/env",
                                        arguments: ["python3", script, house.api.replacingOccurrences(of: "/api", with: "/"), screenshots, "b", "a",
-                                                   try house.pairingCode()],
+                                                   try house.pairingCode(), "c"],
                                        standardError: directory.file("selenium.log"))
         let status = await browser.exit(within: 150)
         let steps = browser.outputLines.compactMap { (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any] }
@@ -486,6 +495,19 @@ import TuttiTestSupport
         #expect(phone.headers["set-cookie"].first?.contains("HttpOnly; SameSite=Strict") == true, "\(phone.headers)")
         let again = try await house.request(.POST, house.api + "/login", body: #"{"code":"\#(phoneCode)"}"#, signedIn: false)
         #expect(again.status == 401, "a pairing code was taken twice: \(again.json)")
+        // The new speaker waited, listed with the code its own log shows; Admit let it in.
+        let admitted = try #require(step("admitted"))
+        let speakerLog = try String(contentsOfFile: directory.file("c.log"), encoding: .utf8)
+        let shown = try #require(admitted["code"] as? String)
+        #expect(speakerLog.contains("waiting to be admitted to the house") && speakerLog.contains("(code \(shown))"), "\(admitted) / \(speakerLog)")
+        #expect(speakerLog.contains("admitted to the house"), "\(speakerLog)")
+        // Out of the way of what follows (the group's volume lists the default group's rooms).
+        newcomer.interrupt()
+        let goneBy = Date().addingTimeInterval(20)
+        while (try await house.request(.GET, house.api + "/rooms").json["rooms"] as? [[String: Any]] ?? []).contains(where: { $0["name"] as? String == "c" }) {
+            guard Date() < goneBy else { throw TestFailure("room c did not leave within 20 s") }
+            try await Task.sleep(nanoseconds: 50_000_000)
+        }
         let volume = try #require(step("volume")?["percent"] as? Int)
         let joined = try #require(step("joined")?["t_ns"] as? Int64)
         let moved = try #require(step("volume")?["t_ns"] as? Int64)

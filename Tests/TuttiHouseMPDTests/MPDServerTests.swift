@@ -86,8 +86,10 @@ import TuttiTestSupport
                                       standardError: directory.file("server.log"))
             let housePort = Int(try server.waitForLine(containing: "listening on").split(separator: ":").last!.split(separator: " ").first!)!
             port = Int(try server.waitForLine(containing: "MPD clients on").split(separator: ":")[2].prefix { $0.isNumber })!
-            speaker = try ChildProcess(name: "a", arguments: ["speaker", "--server", "127.0.0.1:\(housePort)", "--name", "a",
+            speaker = try ChildProcess(name: "a", arguments: ["speaker", "--server", "127.0.0.1:\(housePort)", "--name", "a", "--state-dir", directory.file("speaker-a"),
                                                               "--output", "virtual:" + directory.file("a.wav")], standardError: directory.file("a.log"))
+            // As a user admits a new speaker: `tutti ctl admit` waits for it to knock.
+            _ = try TestMedia.run(ChildProcess.tuttiExecutable, ["ctl", "--server", "127.0.0.1:\(housePort)", "admit", "a"], timeout: 30)
         }
 
         func stop() {
@@ -261,9 +263,11 @@ import TuttiTestSupport
         let housePort = Int(try server.waitForLine(containing: "listening on").split(separator: ":").last!.split(separator: " ").first!)!
         let mpdLine = try server.waitForLine(containing: "MPD clients on")
         let port = Int(mpdLine.split(separator: ":")[2].prefix { $0.isNumber })!
-        let speaker = try ChildProcess(name: "a", arguments: ["speaker", "--server", "127.0.0.1:\(housePort)", "--name", "a",
+        let speaker = try ChildProcess(name: "a", arguments: ["speaker", "--server", "127.0.0.1:\(housePort)", "--name", "a", "--state-dir", directory.file("speaker-a"),
                                                               "--output", "virtual:" + directory.file("a.wav")], standardError: directory.file("a.log"))
         defer { speaker.interrupt() }
+        _ = try TestMedia.run(ChildProcess.tuttiExecutable, ["ctl", "--server", "127.0.0.1:\(housePort)", "--token-file", directory.file("state/controller-token"),
+                                                             "admit", "a"], timeout: 30)
         func mpc(_ arguments: String...) throws -> Run {
             try Self.run("mpc", ["-p", "\(port)"] + arguments, in: directory)
         }

@@ -40,7 +40,7 @@ import TuttiTestSupport
         var speakers: [ChildProcess] = []
         defer { for speaker in speakers { speaker.interrupt() } }
         for name in ["a", "b"] {
-            speakers.append(try ChildProcess(name: name, arguments: ["speaker", "--server", "127.0.0.1:\(port)", "--name", name,
+            speakers.append(try ChildProcess(name: name, arguments: ["speaker", "--server", "127.0.0.1:\(port)", "--name", name, "--state-dir", directory.file("speaker-\(name)"),
                                                                      "--output", "virtual:" + directory.file("\(name).wav")],
                                              standardError: directory.file("\(name).log")))
         }
@@ -50,8 +50,9 @@ import TuttiTestSupport
         }
         let deadline = Date().addingTimeInterval(30)
         while true {
-            if case .rooms(let report) = try await send(.rooms), report.rooms.count == 3,
-               report.rooms.allSatisfy(\.hasSettledClock) { break }
+            // The snapclient's room waits to be admitted like any speaker.
+            let report = try await HouseControlPort.admitWaiting(port: port, token: token)
+            if report.rooms.count == 3, report.rooms.allSatisfy(\.hasSettledClock) { break }
             guard Date() < deadline else { throw TestFailure("rooms did not connect") }
             try await Task.sleep(nanoseconds: 100_000_000)
         }
@@ -222,12 +223,12 @@ extension SnapcastControlTests {
         let port = Int(try server.waitForLine(containing: "listening on").split(separator: ":").last!.split(separator: " ").first!)!
         let webLine = try server.waitForLine(containing: "web UI on http://")
         let httpPort = Int(webLine.split(separator: ":")[3].prefix { $0.isNumber })!
-        let speaker = try ChildProcess(name: "a", arguments: ["speaker", "--server", "127.0.0.1:\(port)", "--name", "a",
+        let speaker = try ChildProcess(name: "a", arguments: ["speaker", "--server", "127.0.0.1:\(port)", "--name", "a", "--state-dir", directory.file("speaker-a"),
                                                               "--output", "virtual:" + directory.file("a.wav")], standardError: directory.file("a.log"))
         defer { speaker.interrupt() }
         let token = try ControllerTokenFile.read(ControllerTokenFile.path(in: directory.file("state")))
         let deadline = Date().addingTimeInterval(30)
-        while try await ControlClient.send(.rooms, host: "127.0.0.1", port: port, token: token, group: MultiThreadedEventLoopGroup.singleton).rooms?.rooms.count != 1 {
+        while try await HouseControlPort.admitWaiting(port: port, token: token).rooms.count != 1 {
             guard Date() < deadline else { throw TestFailure("room a did not connect") }
             try await Task.sleep(nanoseconds: 100_000_000)
         }

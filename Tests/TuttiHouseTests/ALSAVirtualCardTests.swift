@@ -105,10 +105,10 @@ import TuttiTestSupport
                                       standardError: directory.file("server.log"))
             let port = Int(try server.waitForLine(containing: "listening on").split(separator: ":").last!.split(separator: " ").first!)!
             control = try HouseControlPort(port: port)
-            a = try ChildProcess(name: "a", arguments: ["speaker", "--server", "127.0.0.1:\(port)", "--name", "a", "--output", "virtual:" + directory.file("a.wav"),
+            a = try ChildProcess(name: "a", arguments: ["speaker", "--server", "127.0.0.1:\(port)", "--name", "a", "--state-dir", directory.file("speaker-a"), "--output", "virtual:" + directory.file("a.wav"),
                                                         "--device-drift-ppm", "40"], standardError: directory.file("a.log"))
             b = try ChildProcess(name: "b", executable: "/usr/bin/env",
-                                 arguments: [environment, ChildProcess.tuttiExecutable, "speaker", "--server", "127.0.0.1:\(port)", "--name", "b",
+                                 arguments: [environment, ChildProcess.tuttiExecutable, "speaker", "--server", "127.0.0.1:\(port)", "--name", "b", "--state-dir", directory.file("speaker-b"),
                                              "--output", "alsa:room"], standardError: directory.file("b.log"))
             try await control.waitForRooms(["a", "b"])
         }

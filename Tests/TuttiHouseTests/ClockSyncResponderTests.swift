@@ -1,3 +1,4 @@
+import Crypto
 import NIOCore
 import NIOEmbedded
 import Testing
@@ -14,13 +15,16 @@ import TuttiSimulation
     func holds(count: Int = 200) throws -> [Int64] {
         let loop = EmbeddedEventLoop()
         let clock = ManualClock(startingAt: 0)
-        let channel = EmbeddedChannel(handler: ClockSyncResponder(clock: clock, seed: 5), loop: loop)
+        let sessions = ClockSyncSessions()
+        let key = Self.key(7)
+        sessions.register(key)
+        let channel = EmbeddedChannel(handler: ClockSyncResponder(clock: clock, sessions: sessions, seed: 5), loop: loop)
         let peer = try SocketAddress(ipAddress: "127.0.0.1", port: 9)
         var holds: [Int64] = []
         for sequence in 0..<UInt32(count) {
             let request = ClockSyncPacket(isReply: false, sequence: sequence, clientSend: 1_000)
             let sent = Int64(loop.now.uptimeNanoseconds)
-            try channel.writeInbound(StampedDatagram(envelope: AddressedEnvelope(remoteAddress: peer, data: ByteBuffer(bytes: request.encoded())), arrival: sent))
+            try channel.writeInbound(StampedDatagram(envelope: AddressedEnvelope(remoteAddress: peer, data: ByteBuffer(bytes: request.encoded(key: key))), arrival: sent))
             // Step the loop's time (and the house clock with it) until the reply leaves.
             var reply: AddressedEnvelope<ByteBuffer>?
             for _ in 0..<2_000 {
@@ -28,11 +32,44 @@ import TuttiSimulation
                 loop.advanceTime(by: .microseconds(10))
                 clock.advance(by: 10_000)
             }
-            let packet = try ClockSyncPacket(decoding: try #require(reply).data.readableBytesView)
+            let bytes = try #require(reply).data.readableBytesView
+            let packet = try ClockSyncPacket(decoding: bytes)
             #expect(packet.isReply && packet.sequence == sequence && packet.serverReceive == sent)
+            #expect(ClockSyncPacket.isAuthentic(bytes, key: key), "a reply without the session's tag")
             holds.append(packet.serverSend - packet.serverReceive)
         }
         return holds
+    }
+
+    static func key(_ id: UInt64) -> ClockSyncKey {
+        ClockSyncKey(sessionID: id, key: SymmetricKey(size: .bits256))
+    }
+
+    /// Only a request of a session the house holds, with that session's tag, is answered: a
+    /// stranger's, a forged one, one of a session that ended, get nothing (and the house is
+    /// no reflector for anyone's traffic).
+    @Test func onlyTaggedRequestsOfAHeldSessionAreAnswered() throws {
+        let loop = EmbeddedEventLoop()
+        let clock = ManualClock(startingAt: 0)
+        let sessions = ClockSyncSessions()
+        let held = Self.key(7), stranger = Self.key(8), forger = ClockSyncKey(sessionID: 7, key: SymmetricKey(size: .bits256))
+        sessions.register(held)
+        let channel = EmbeddedChannel(handler: ClockSyncResponder(clock: clock, sessions: sessions, replyDitherNanoseconds: 0), loop: loop)
+        let peer = try SocketAddress(ipAddress: "127.0.0.1", port: 9)
+        func answered(_ bytes: [UInt8]) throws -> Bool {
+            try channel.writeInbound(StampedDatagram(envelope: AddressedEnvelope(remoteAddress: peer, data: ByteBuffer(bytes: bytes)), arrival: 5))
+            return try channel.readOutbound(as: AddressedEnvelope<ByteBuffer>.self) != nil
+        }
+        let request = ClockSyncPacket(isReply: false, sequence: 1, clientSend: 1_000)
+        #expect(try answered(request.encoded(key: held)))
+        #expect(try !answered(request.encoded()), "an untagged request")
+        #expect(try !answered(request.encoded(key: stranger)), "a session the house does not hold")
+        #expect(try !answered(request.encoded(key: forger)), "a held session's id with another key")
+        var flipped = request.encoded(key: held)
+        flipped[12] ^= 1
+        #expect(try !answered(flipped), "an altered request")
+        sessions.remove(sessionID: 7)
+        #expect(try !answered(request.encoded(key: held)), "a session that ended")
     }
 
     @Test func repliesAreHeldARandomPartOfTenMilliseconds() throws {

@@ -64,33 +64,40 @@ import TuttiTestSupport
         // A good controller stays served throughout.
         #expect(try await ControlClient.sendJSON(#"{"command":"status"}"#, host: "127.0.0.1", port: port, token: token, group: group).ok)
 
-        for garbage in ["GET / HTTP/1.1\r\nHost: x\r\n\r\n", "TT\(Character(Unicode.Scalar(UInt8(WireProtocol.version))))\u{63}\0\0\0\0"] {
+        // Bytes that are no secure channel's hello (a browser, a client of protocol 6, which
+        // sent its frames in the clear) are refused in the clear, with a goodbye saying why.
+        let oldHello = "TT\u{06}\u{01}" + String(repeating: "\0", count: 40)
+        for (garbage, expected) in [("GET / HTTP/1.1\r\nHost: x\r\nUser-Agent: stray\r\n\r\n", "not a Tutti client"),
+                                    (oldHello, "an unencrypted client of wire protocol 6")] {
             let (channel, peer) = try await rawConnection(port: port, group: group)
             try await channel.writeAndFlush(ByteBuffer(string: garbage))
             try await peer.closed.futureResult.get()
-            // The server said why before closing: a goodbye frame with the reason.
             var reply = ByteBuffer(bytes: peer.received.lock.withLock { peer.received.bytes })
             guard case .goodbye(let reason)? = try WireMessage.decode(from: &reply) else {
                 Issue.record("no goodbye for \(garbage.debugDescription)")
                 continue
             }
-            #expect(reason.contains("bad magic") || reason.contains("unknown message type 99"), "\(reason)")
+            #expect(reason.hasPrefix(expected), "\(reason)")
         }
-        // An oversized frame is refused before its payload is read.
-        let (big, bigPeer) = try await rawConnection(port: port, group: group)
+        // An oversized record is refused before its payload is read.
+        let big = try await SecureRawPeer.connect(port: port, role: .controller)
         var header = ByteBuffer()
-        header.writeInteger(WireProtocol.magic)
-        header.writeInteger(UInt8(WireProtocol.version))
-        header.writeInteger(UInt8(4))
         header.writeInteger(UInt32(200_000_000))
-        try await big.writeAndFlush(header)
-        try await bigPeer.closed.futureResult.get()
+        try await big.sendUnsealed(header)
+        try await big.closed.futureResult.get()
         // A controller that skips hello is refused too.
-        let (rude, rudePeer) = try await rawConnection(port: port, group: group)
+        let rude = try await SecureRawPeer.connect(port: port, role: .controller)
         var request = ByteBuffer()
         WireMessage.controlRequest(.init(requestID: 1, json: "{}")).encode(into: &request)
-        try await rude.writeAndFlush(request)
-        try await rudePeer.closed.futureResult.get()
+        try await rude.send(request)
+        try await rude.closed.futureResult.get()
+        // A record altered on the way (one bit) ends the connection.
+        let altered = try await SecureRawPeer.connect(port: port, role: .controller)
+        var sealed = ByteBuffer()
+        sealed.writeInteger(UInt32(40))
+        sealed.writeBytes([UInt8](repeating: 0x5A, count: 40))
+        try await altered.sendUnsealed(sealed)
+        try await altered.closed.futureResult.get()
 
         // A controller holding another token is refused, and told why; so is one that sends a
         // request without proving a token, or a forged proof.
@@ -99,26 +106,23 @@ import TuttiTestSupport
         }
         #expect(wrong?.description == "the server refused: the controller token does not match this house's", "\(String(describing: wrong))")
         for proof in [nil, [UInt8](repeating: 0, count: 32)] {
-            let (unproved, unprovedPeer) = try await rawConnection(port: port, group: group)
+            let unproved = try await SecureRawPeer.connect(port: port, role: .controller)
             var frames = ByteBuffer()
             WireMessage.hello(.init(role: .controller, name: "stranger")).encode(into: &frames)
             if let proof { WireMessage.authenticate(proof: proof).encode(into: &frames) }
             WireMessage.controlRequest(.init(requestID: 1, json: #"{"command":"volume","room":"a","percent":1}"#)).encode(into: &frames)
-            try await unproved.writeAndFlush(frames)
-            try await unprovedPeer.closed.futureResult.get()
-            var replies = ByteBuffer(bytes: unprovedPeer.received.lock.withLock { unprovedPeer.received.bytes })
-            var kinds: [String] = []
-            while let message = try WireMessage.decode(from: &replies) {
-                if case .goodbye(let reason) = message { kinds.append(reason) } else { kinds.append(message.kindName) }
-            }
+            try await unproved.send(frames)
+            try await unproved.closed.futureResult.get()
+            let kinds = try unproved.messages()
             #expect(kinds.count == 2 && kinds[0] == "welcome", "\(kinds)")
-            #expect(kinds.last == (proof == nil ? "a control request before the controller token was proved" : "the controller token does not match this house's"),
+            #expect(kinds.last == "goodbye: " + (proof == nil ? "a control request before the controller token was proved" : "the controller token does not match this house's"),
                     "\(kinds)")
         }
 
         let lines = log.lock.withLock { log.lines }
-        #expect(lines.contains { $0.contains("bad magic") && $0.contains("connection closed") })
-        #expect(lines.contains { $0.contains("exceeds the limit") })
+        #expect(lines.contains { $0.contains("not a Tutti client") && $0.contains("connection closed") })
+        #expect(lines.contains { $0.contains("a record of 200000000 bytes") })
+        #expect(lines.contains { $0.contains("fails authentication") })
         #expect(lines.contains { $0.contains("expected hello, got controlRequest") })
         #expect(lines.allSatisfy { !$0.contains("\n") })
         #expect(try await ControlClient.sendJSON(#"{"command":"status"}"#, host: "127.0.0.1", port: port, token: token, group: group).ok)
@@ -146,7 +150,13 @@ import TuttiTestSupport
     /// Records a speaker connection's messages until the stream's end arrives.
     final class SpeakerPeer: ChannelInboundHandler, Sendable {
         typealias InboundIn = WireMessage
+        typealias OutboundOut = WireMessage
         let ended: EventLoopPromise<Void>
+        /// Said as the secure channel opens.
+        var hello: WireMessage { .hello(.init(role: .speaker, name: "late", codecs: ["pcm-f32le"])) }
+        func channelActive(context: ChannelHandlerContext) {
+            context.writeAndFlush(Self.wrapOutboundOut(hello), promise: nil)
+        }
         /// Frames of audio received from the first chunk's frame on, and the kinds of message
         /// in order (repeats folded).
         let received = Mutex<(first: Int64?, frames: Int64, kinds: [String])>((nil, 0, []))
@@ -181,6 +191,8 @@ import TuttiTestSupport
         try TestMedia.generateTone(track, seconds: 20)
         var configuration = House.Configuration()
         configuration.codec = .pcm  // 7.7 MB: several times the connection's 1 MiB high-water mark
+        let identity = IdentityKey.random()
+        configuration.admittedSpeakers = [identity.publicKey]
         let server = HouseServer(clock: MonotonicClock(), host: "127.0.0.1", port: 0, configuration: configuration) { _ in }
         let port = try await server.start()
         let token = configuration.controllerToken
@@ -203,12 +215,13 @@ import TuttiTestSupport
         let channel = try await ClientBootstrap(group: group)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandlers([ByteToMessageHandler(WireMessageDecoder()),
-                                                                     MessageToByteHandler(WireMessageEncoder()), peer])
+                    try channel.pipeline.syncOperations.addHandlers([
+                        SecureChannelHandler(side: .client(role: .speaker, identity: identity, acceptHouse: { _ in nil })),
+                        ByteToMessageHandler(WireMessageDecoder()), MessageToByteHandler(WireMessageEncoder()), peer,
+                    ])
                 }
             }
             .connect(host: "127.0.0.1", port: port).get()
-        try await channel.writeAndFlush(WireMessage.hello(.init(role: .speaker, name: "late", codecs: ["pcm-f32le"])))
         try await ended.futureResult.get()
         // Everything from the join point (a little after the playhead) to the end, once.
         let (first, frames, _) = peer.received.withLock { $0 }

@@ -17,8 +17,9 @@ import TuttiTestSupport
         try await ControlClient.send(command, host: "127.0.0.1", port: port, token: try HouseTokens.token(port: port), group: MultiThreadedEventLoopGroup.singleton)
     }
 
+    /// The rooms' reports, once the speakers waiting are admitted.
     func rooms(_ port: Int) async throws -> [String: RoomReport] {
-        let list = try await send(.rooms, port: port).rooms?.rooms ?? []
+        let list = try await HouseControlPort.admitWaiting(port: port, token: HouseTokens.token(port: port)).rooms
         return Dictionary(uniqueKeysWithValues: list.map { ($0.name, $0) })
     }
 
@@ -56,6 +57,7 @@ import TuttiTestSupport
         let file = output ?? room.name
         return try ChildProcess(name: file, arguments: [
             "speaker", "--server", "127.0.0.1:\(port)", "--name", room.name, "--output", "virtual:" + directory.file("\(file).wav"),
+            "--state-dir", directory.file("speaker-\(room.name)"),
             "--clock-offset-ms", room.offset, "--clock-drift-ppm", room.drift, "--device-drift-ppm", room.device, "--latency-ms", room.latency,
             "--clock-truth", directory.file("\(file).truth.jsonl"),
         ], standardError: directory.file("\(file).log"))

@@ -15,6 +15,7 @@ import Testing
         .playModes(repeat: false, random: true, single: true, consume: false), .playlists, .playlistSave(name: "Party mix"),
         .playlistLoad(name: "Party mix"), .playlistRemove(name: "Ärger"), .groups, .groupCreate(name: "Kök"), .groupRename(to: "Upstairs"),
         .groupRemove, .playlistAdd(name: "Party mix", files: ["/m/a.flac", "http://radio.example/stream"]), .pairController,
+        .admit(speaker: "kitchen"), .forget(speaker: "372 737"),
     ]
 
     @Test func everyCommandReadsBackAsItself() throws {
@@ -46,6 +47,8 @@ import Testing
             (.play(files: ["a"]), .started(PlayReport(items: 1, rooms: ["kitchen"], startsInMs: 120))),
             (.pause, .paused(PauseReport(pausedAtSeconds: 3.5))),
             (.pairController, .pairing(PairingReport(code: "042917", validSeconds: 300))),
+            (.admit(speaker: "372737"), .rooms(RoomsReport(rooms: [room], waiting: [WaitingSpeakerReport(name: "den", code: "111 222", address: "10.0.0.9",
+                                                                                                        key: "mxFZD9Fi", waitingSeconds: 3.5)]))),
             (.librarySearch(query: "a"), .library(LibraryBrowseReport(tracks: [LibraryTrack(path: "/m/a.flac", title: "A", artist: "B", album: "C",
                                                                                           durationSeconds: 3.5, format: "flac 44100 Hz")]))),
             (.libraryProblems, .library(LibraryBrowseReport(problems: [LibraryProblem(path: "/m/x.mp3", reason: "invalid data")]))),

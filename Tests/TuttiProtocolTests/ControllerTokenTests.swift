@@ -19,20 +19,22 @@ import TuttiTestSupport
         #expect("\(token)" == "controller token")
     }
 
-    @Test func aProofAnswersOnlyItsChallengeUnderItsToken() {
+    @Test func aProofAnswersOnlyItsChallengeOnItsChannelUnderItsToken() {
         let token = ControllerToken.random(), other = ControllerToken.random()
         let challenge = ControllerToken.challenge(), another = ControllerToken.challenge()
+        let binding = Array(repeating: UInt8(7), count: 32), relayed = Array(repeating: UInt8(8), count: 32)
         #expect(challenge.count == 32 && challenge != another)
-        let proof = token.proof(for: challenge)
+        let proof = token.proof(for: challenge, binding: binding)
         #expect(proof.count == 32)
-        #expect(token.accepts(proof: proof, for: challenge))
-        #expect(!token.accepts(proof: proof, for: another), "a proof replayed on another connection")
-        #expect(!other.accepts(proof: proof, for: challenge))
+        #expect(token.accepts(proof: proof, for: challenge, binding: binding))
+        #expect(!token.accepts(proof: proof, for: another, binding: binding), "a proof replayed on another connection")
+        #expect(!token.accepts(proof: proof, for: challenge, binding: relayed), "a proof relayed onto another secure channel")
+        #expect(!other.accepts(proof: proof, for: challenge, binding: binding))
         var flipped = proof
         flipped[7] ^= 1
-        #expect(!token.accepts(proof: flipped, for: challenge))
-        #expect(!token.accepts(proof: Array(proof.prefix(16)), for: challenge))
-        #expect(!token.accepts(proof: [], for: challenge))
+        #expect(!token.accepts(proof: flipped, for: challenge, binding: binding))
+        #expect(!token.accepts(proof: Array(proof.prefix(16)), for: challenge, binding: binding))
+        #expect(!token.accepts(proof: [], for: challenge, binding: binding))
     }
 
     @Test func bearerAndSessionCookiesAreCheckedAgainstTheToken() {

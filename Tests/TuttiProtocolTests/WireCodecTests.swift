@@ -1,3 +1,4 @@
+import Crypto
 import NIOCore
 import NIOEmbedded
 import Testing
@@ -13,6 +14,8 @@ import Testing
         .welcome(.init(serverName: "house", clientID: 7)),
         .welcome(.init(serverName: "house", clientID: 8, challenge: Array(0..<32))),
         .authenticate(proof: Array(100..<132)),
+        .admission(.init(isAdmitted: false, code: "372 737")),
+        .admission(.init(isAdmitted: true)),
         .streamStart(.init(streamID: 3, codec: "flac", sampleRate: 48000, channelCount: 2, codecHeader: Array(0..<34))),
         .streamStart(.init(streamID: 5, codec: "pcm-f32le", sampleRate: 44100, channelCount: 1, codecHeader: [], epoch: 7)),
         .audioChunk(.init(streamID: 3, firstFrame: 1 << 40, frameCount: 2048, payload: (0..<5000).map { UInt8($0 % 251) })),
@@ -82,7 +85,7 @@ import Testing
 
     @Test(arguments: [
         (frame(type: 1, payload: [], magic: 0x4745), "not a Tutti stream (bad magic 0x4745)"),
-        (frame(type: 1, payload: [], version: 9), "protocol version 9 not supported (this build speaks 6)"),
+        (frame(type: 1, payload: [], version: 9), "protocol version 9 not supported (this build speaks 7)"),
         (frame(type: 99, payload: []), "unknown message type 99"),
         (frame(type: 4, payload: [], length: 100_000_000), "message of 100000000 bytes exceeds the limit of 4194304"),
         (frame(type: 6, payload: [0, 0, 0, 1, 0, 0]), "flush message is truncated"),
@@ -131,12 +134,32 @@ import Testing
         let bytes = packet.encoded()
         #expect(bytes.count == ClockSyncPacket.size)
         #expect(try ClockSyncPacket(decoding: bytes) == packet)
-        #expect(throws: WireError("clock-sync packet of 3 bytes (expected 34)")) { try ClockSyncPacket(decoding: [1, 2, 3]) }
+        #expect(throws: WireError("clock-sync packet of 3 bytes (expected 58)")) { try ClockSyncPacket(decoding: [1, 2, 3]) }
         var wrong = bytes
         wrong[0] = 0
         #expect(throws: WireError("not a Tutti clock-sync packet")) { try ClockSyncPacket(decoding: wrong) }
         var kind = bytes
         kind[5] = 9
         #expect(throws: WireError("clock-sync packet of unknown kind 9")) { try ClockSyncPacket(decoding: kind) }
+    }
+
+    /// A tagged packet carries its session and verifies under its key only: a forged reply (any
+    /// other key, a changed field, the tag of a request on a reply) does not pass for one.
+    @Test func clockSyncTagsVerifyUnderTheirSessionKeyOnly() throws {
+        let key = ClockSyncKey(sessionID: 0xFEED, key: SymmetricKey(size: .bits256))
+        let reply = ClockSyncPacket(isReply: true, sequence: 9, clientSend: 10, serverReceive: 20, serverSend: 30)
+        let bytes = reply.encoded(key: key)
+        #expect(try ClockSyncPacket(decoding: bytes).sessionID == 0xFEED)
+        #expect(ClockSyncPacket.isAuthentic(bytes, key: key))
+        #expect(!ClockSyncPacket.isAuthentic(reply.encoded(), key: key), "untagged")
+        #expect(!ClockSyncPacket.isAuthentic(bytes, key: ClockSyncKey(sessionID: 0xFEED, key: SymmetricKey(size: .bits256))), "another key")
+        for index in [5, 12, 30, 40, 50] {
+            var altered = bytes
+            altered[index] ^= 0x01
+            #expect(!ClockSyncPacket.isAuthentic(altered, key: key), "byte \(index) changed")
+        }
+        var asRequest = bytes
+        asRequest[5] = 1
+        #expect(!ClockSyncPacket.isAuthentic(asRequest, key: key), "a reply turned into a request")
     }
 }

@@ -42,10 +42,10 @@ import TuttiTestSupport
             control = try HouseControlPort(port: port)
             let snapcastLine = try server.waitForLine(containing: "snapclients on")
             let snapcastPort = String(snapcastLine.split(separator: " ")[4].split(separator: ":").last!)
-            a = try ChildProcess(name: "a", arguments: ["speaker", "--server", "127.0.0.1:\(port)", "--name", "a", "--output", "virtual:" + directory.file("a.wav"),
+            a = try ChildProcess(name: "a", arguments: ["speaker", "--server", "127.0.0.1:\(port)", "--name", "a", "--state-dir", directory.file("speaker-a"), "--output", "virtual:" + directory.file("a.wav"),
                                                         "--clock-drift-ppm", "35", "--device-drift-ppm", "40"], standardError: directory.file("a.log"))
             b = try ChildProcess(name: "b", executable: "/usr/bin/env",
-                                 arguments: [alsa, ChildProcess.tuttiExecutable, "speaker", "--server", "127.0.0.1:\(port)", "--name", "b",
+                                 arguments: [alsa, ChildProcess.tuttiExecutable, "speaker", "--server", "127.0.0.1:\(port)", "--name", "b", "--state-dir", directory.file("speaker-b"),
                                              "--clock-drift-ppm", "-25", "--output", "alsa:bcard"], standardError: directory.file("b.log"))
             snapclient = try Snapclient.start(hostID: "snap1", port: snapcastPort, card: "snapcard", alsa: alsa,
                                               environment: faked(ProcessInfo.processInfo.environment["TUTTI_SNAPCLIENT_CLOCK_PPM"].flatMap(Double.init) ?? 0),

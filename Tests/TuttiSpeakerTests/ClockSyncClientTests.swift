@@ -1,3 +1,4 @@
+import Crypto
 import NIOCore
 import NIOEmbedded
 import Testing
@@ -17,6 +18,8 @@ import TuttiSimulation
         let channel: EmbeddedChannel
         let client: ClockSyncClient
         let house = try! SocketAddress(ipAddress: "127.0.0.1", port: 9)
+        /// The connection's clock-sync session, as its handshake agreed it.
+        let key = ClockSyncKey(sessionID: 5, key: SymmetricKey(size: .bits256))
 
         init() throws {
             channel = EmbeddedChannel(loop: loop)
@@ -26,6 +29,11 @@ import TuttiSimulation
             configuration.seed = 3
             client = ClockSyncClient(server: house, clock: clock, configuration: configuration) { _ in }
             try client.attach(to: channel)
+            loop.run()
+            // No session, no request: the room is not yet admitted, or between connections.
+            let early = try channel.readOutbound(as: AddressedEnvelope<ByteBuffer>.self)
+            precondition(early == nil, "a request before the session")
+            client.setSession(key)
             loop.run()
         }
 
@@ -47,12 +55,34 @@ import TuttiSimulation
         }
 
         /// The house's reply to `request`, received now, held `hold` at the house.
-        func reply(to request: ClockSyncPacket, hold: Int64) throws {
+        func reply(to request: ClockSyncPacket, hold: Int64, key: ClockSyncKey? = nil) throws {
             let now = clock.now()
             let reply = ClockSyncPacket(isReply: true, sequence: request.sequence, clientSend: request.clientSend,
                                         serverReceive: now - hold - 100_000, serverSend: now - 100_000)
-            try channel.writeInbound(AddressedEnvelope(remoteAddress: house, data: ByteBuffer(bytes: reply.encoded())))
+            try channel.writeInbound(AddressedEnvelope(remoteAddress: house, data: ByteBuffer(bytes: reply.encoded(key: key ?? self.key))))
         }
+    }
+
+    /// Requests carry the session's tag; a reply without it (forged, or under another key) is
+    /// dropped and moves nothing.
+    @Test func aForgedReplyMovesNothing() throws {
+        let h = try Harness()
+        let first = try #require(try h.requests().first)
+        #expect(first.sessionID == h.key.sessionID)
+        h.advance(1_000_000)
+        try h.reply(to: first, hold: 100_000, key: ClockSyncKey(sessionID: 5, key: SymmetricKey(size: .bits256)))
+        #expect(h.client.forgedReplies == 1 && h.client.exchanges.received == 0)
+        try h.reply(to: first, hold: 100_000)
+        #expect(h.client.forgedReplies == 1 && h.client.exchanges.received == 1)
+        // Paused between connections: nothing is sent.
+        h.client.setSession(nil)
+        h.advance(100_000_000)
+        _ = try h.requests()
+        h.advance(100_000_000)
+        #expect(try h.requests().isEmpty)
+        h.client.setSession(h.key)
+        h.advance(1_000_000)
+        #expect(try h.requests().count >= 1, "the exchanges resume with a session")
     }
 
     @Test func startsFastAndBacksOffWhileTheHouseIsBehind() throws {

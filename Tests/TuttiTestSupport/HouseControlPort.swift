@@ -22,15 +22,37 @@ public struct HouseControlPort: Sendable {
         try await ControlClient.send(command, host: host, port: port, token: token, group: MultiThreadedEventLoopGroup.singleton)
     }
 
-    /// Returns once exactly `names` are connected, each with a settled clock (`hasSettledClock`).
+    /// Admits every speaker waiting at the house, by its code, as the household would its own
+    /// (a test's speakers are new to each test's house); returns the rooms as they are after.
+    @discardableResult
+    public func admitWaiting() async throws -> RoomsReport {
+        try await Self.admitWaiting(host: host, port: port, token: token)
+    }
+
+    /// The same for a house known by its port and token.
+    @discardableResult
+    public static func admitWaiting(host: String = "127.0.0.1", port: Int, token: ControllerToken) async throws -> RoomsReport {
+        let group = MultiThreadedEventLoopGroup.singleton
+        var report = try await ControlClient.send(.rooms, host: host, port: port, token: token, group: group).rooms ?? RoomsReport(rooms: [])
+        for speaker in report.waiting ?? [] {
+            do {
+                report = try await ControlClient.send(.admit(speaker: speaker.code), host: host, port: port, token: token, group: group).rooms ?? report
+            } catch let refusal as ControlRefusal where refusal.kind == .notFound {
+                // It left between the list and the admission: it comes back and is admitted then.
+            }
+        }
+        return report
+    }
+
+    /// Returns once exactly `names` are connected, each with a settled clock (`hasSettledClock`),
+    /// admitting the speakers that wait meanwhile.
     public func waitForRooms(_ names: Set<String>, timeout: Double = 30) async throws {
         let deadline = Date().addingTimeInterval(timeout)
         var seen: [String] = []
         while Date() < deadline {
-            if case .rooms(let report) = try await send(.rooms) {
-                seen = report.rooms.map { "\($0.name) \($0.state)" }
-                if Set(report.rooms.map(\.name)) == names && report.rooms.allSatisfy(\.hasSettledClock) { return }
-            }
+            let report = try await admitWaiting()
+            seen = report.rooms.map { "\($0.name) \($0.state)" }
+            if Set(report.rooms.map(\.name)) == names && report.rooms.allSatisfy(\.hasSettledClock) { return }
             try await Task.sleep(nanoseconds: 100_000_000)
         }
         throw TestFailure("rooms \(names.sorted()) not connected and settled within \(Int(timeout)) s: \(seen)")

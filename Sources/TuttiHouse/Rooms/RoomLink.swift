@@ -16,6 +16,8 @@ final class RoomLink {
     /// How long before a frame leaves its DAC the room commits it to its device (its hello).
     let outputLeadNanoseconds: Int64
     let channel: any Channel
+    /// The identity its speaker proved in the handshake.
+    let speakerKey: PeerKey?
     /// Where its audio chunks are written, framed once for every room.
     let chunkWriter: FramedChunkWriter
     var status: WireMessage.SpeakerStatus?
@@ -27,7 +29,8 @@ final class RoomLink {
     var commitmentNanoseconds: Int64 { outputLeadNanoseconds + latencyNanoseconds }
 
     init(connectionID: UInt32, roomID: RoomID, name: String, speakerName: String, latencyNanoseconds: Int64, outputLeadNanoseconds: Int64,
-         channel: any Channel, chunkWriter: FramedChunkWriter) {
+         channel: any Channel, chunkWriter: FramedChunkWriter, speakerKey: PeerKey? = nil) {
+        self.speakerKey = speakerKey
         self.connectionID = connectionID
         self.roomID = roomID
         self.name = name

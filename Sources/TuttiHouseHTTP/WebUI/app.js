@@ -219,7 +219,10 @@ function receiveStatus(group, status) {
   state.statuses.set(group, status);
   state.statusTimes.set(group, performance.now());
   // Only the default group's status lists the rooms (the others' would repeat them).
-  if (state.groups.find((candidate) => candidate.name === group)?.isDefault) receiveRooms(status.rooms);
+  if (state.groups.find((candidate) => candidate.name === group)?.isDefault) {
+    receiveRooms(status.rooms);
+    renderWaiting(status.waiting ?? []);
+  }
   if (group === selectedName()) {
     state.status = status;
     state.statusAt = performance.now();
@@ -401,6 +404,27 @@ function startRename(item, name) {
     if (event.key === "Escape") finish(false);
   });
   box.addEventListener("blur", () => finish(false));
+}
+
+/// Speakers the house does not know yet: each with the code its own log shows, and Admit.
+function renderWaiting(waiting) {
+  const list = $("waiting");
+  const key = waiting.map((speaker) => `${speaker.name}\t${speaker.code}`).join("\n");
+  if (list.dataset.key === key) return;
+  list.dataset.key = key;
+  list.replaceChildren(...waiting.map((speaker) => {
+    const item = document.createElement("li");
+    item.className = "waiting-speaker";
+    item.dataset.speaker = speaker.name;
+    const text = document.createElement("span");
+    text.textContent = `${speaker.name} waits to be admitted (from ${speaker.address}). Its log shows the code `;
+    const code = Object.assign(document.createElement("strong"), { className: "admission-code", textContent: speaker.code });
+    text.append(code, ": admit it only if they match.");
+    const admit = Object.assign(document.createElement("button"), { type: "button", className: "admit", textContent: "Admit" });
+    admit.addEventListener("click", () => command("POST", `/speakers/${encodeURIComponent(speaker.code.replace(/\s/g, ""))}/admit`));
+    item.append(text, admit);
+    return item;
+  }));
 }
 
 function renderRooms() {

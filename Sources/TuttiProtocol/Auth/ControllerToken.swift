@@ -54,13 +54,18 @@ public struct ControllerToken: Sendable, Equatable, CustomStringConvertible {
 
     /// The controller's answer to `challenge`: HMAC-SHA256 keyed by the token, over a label and
     /// the challenge (the label keeps the proof from being valid in any other use of the key).
-    public func proof(for challenge: [UInt8]) -> [UInt8] {
-        Array(HMAC<SHA256>.authenticationCode(for: Self.wireLabel + challenge, using: key))
+    ///
+    /// `binding` is the secure channel's transcript hash (`SecureHandshake.Session.binding`): a
+    /// fake house that relays a controller's handshake to the real one has a transcript of its
+    /// own on each side, so the proof it is given is worth nothing on the connection it relays.
+    public func proof(for challenge: [UInt8], binding: [UInt8]) -> [UInt8] {
+        Array(HMAC<SHA256>.authenticationCode(for: Self.wireLabel + challenge + binding, using: key))
     }
 
-    /// Whether `proof` answers `challenge` for this token, compared in constant time.
-    public func accepts(proof: [UInt8], for challenge: [UInt8]) -> Bool {
-        HMAC<SHA256>.isValidAuthenticationCode(proof, authenticating: Self.wireLabel + challenge, using: key)
+    /// Whether `proof` answers `challenge` on the channel `binding` for this token, compared in
+    /// constant time.
+    public func accepts(proof: [UInt8], for challenge: [UInt8], binding: [UInt8]) -> Bool {
+        HMAC<SHA256>.isValidAuthenticationCode(proof, authenticating: Self.wireLabel + challenge + binding, using: key)
     }
 
     // MARK: HTTP
@@ -103,7 +108,7 @@ public struct ControllerToken: Sendable, Equatable, CustomStringConvertible {
     /// Seconds since 1970 by the wall clock, which cookies' lifetimes are counted in.
     public static func wallClockSeconds() -> Int64 { Int64(Date().timeIntervalSince1970) }
 
-    private static let wireLabel = Array("tutti controller proof v1".utf8)
+    private static let wireLabel = Array("tutti controller proof v2".utf8)
 
     private var key: SymmetricKey { SymmetricKey(data: bytes) }
 

@@ -1,11 +1,7 @@
 #if canImport(Glibc)
 import Glibc
-private let systemRead = Glibc.read
-private let systemWrite = Glibc.write
 #elseif canImport(Darwin)
 import Darwin
-private let systemRead = Darwin.read
-private let systemWrite = Darwin.write
 #endif
 
 /// Where a house keeps its controller token, and how it is read and made.
@@ -44,7 +40,7 @@ public enum ControllerTokenFile {
 
     /// Reads the token at `path`.
     public static func read(_ path: String) throws(Failure) -> ControllerToken {
-        guard let text = readSmallFile(path) else {
+        guard let text = StateFile.read(path, limit: 256) else {
             throw Failure(description: "cannot read the controller token \(path): \(String(cString: strerror(errno)))")
         }
         guard let token = ControllerToken(text: text) else {
@@ -54,38 +50,20 @@ public enum ControllerTokenFile {
     }
 
     /// The token in `directory`, made there (with the directory) if there is none yet. Safe
-    /// when several houses start at once: the file appears whole or not at all (written under
-    /// a temporary name, then linked in place), and the one that loses the race reads the
-    /// winner's.
+    /// when several houses start at once (`StateFile.readOrCreate`).
     public static func readOrCreate(in directory: String) throws(Failure) -> (token: ControllerToken, created: Bool) {
-        let path = path(in: directory)
-        if access(path, F_OK) == 0 { return (try read(path), false) }
-        try makeDirectories(directory)
-        let token = ControllerToken.random()
-        // Unique per attempt: a house killed between writing and linking leaves its file behind,
-        // and in a container every start has the same pid.
-        let temporary = path + ".\(getpid())-\(UInt64.random(in: 0...UInt64.max)).new"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw Failure(description: "cannot write the controller token in \(directory): \(String(cString: strerror(errno)))") }
-        let text = Array((token.text + "\n").utf8)
-        let written = text.withUnsafeBytes { systemWrite(fd, $0.baseAddress, $0.count) }
-        let synced = fsync(fd)
-        close(fd)
-        defer { unlink(temporary) }
-        guard written == text.count, synced == 0 else {
-            throw Failure(description: "cannot write the controller token \(path): \(String(cString: strerror(errno)))")
+        let made: (text: String, created: Bool)
+        do { made = try StateFile.readOrCreate(fileName, in: directory, what: "the controller token") { ControllerToken.random().text + "\n" } }
+        catch { throw Failure(description: error.description) }
+        guard let token = ControllerToken(text: made.text) else {
+            throw Failure(description: "\(path(in: directory)) is not a controller token (43 characters of base64url)")
         }
-        if link(temporary, path) == 0 { return (token, true) }
-        guard errno == EEXIST else { throw Failure(description: "cannot write the controller token \(path): \(String(cString: strerror(errno)))") }
-        return (try read(path), false)
+        return (token, made.created)
     }
 
     /// Whether the file at `path` can be read by others than its owner: a token anyone on the
     /// machine can read protects nothing from them.
-    public static func isExposed(_ path: String) -> Bool {
-        var info = stat()
-        return stat(path, &info) == 0 && info.st_mode & 0o077 != 0
-    }
+    public static func isExposed(_ path: String) -> Bool { StateFile.isExposed(path) }
 
     public static func environmentVariables() -> [String: String] {
         var result: [String: String] = [:]
@@ -96,25 +74,5 @@ public enum ControllerTokenFile {
             entry += 1
         }
         return result
-    }
-
-    private static func makeDirectories(_ directory: String) throws(Failure) {
-        var prefix = directory.hasPrefix("/") ? "" : "."
-        for component in directory.split(separator: "/") {
-            prefix += "/" + component
-            if mkdir(prefix, 0o700) != 0 && errno != EEXIST {
-                throw Failure(description: "cannot make the state directory \(directory): \(String(cString: strerror(errno)))")
-            }
-        }
-    }
-
-    private static func readSmallFile(_ path: String) -> String? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var bytes = [UInt8](repeating: 0, count: 256)
-        let count = bytes.withUnsafeMutableBytes { systemRead(fd, $0.baseAddress, $0.count) }
-        guard count >= 0 else { return nil }
-        return String(decoding: bytes[..<count], as: UTF8.self)
     }
 }

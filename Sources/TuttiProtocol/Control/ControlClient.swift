@@ -32,15 +32,19 @@ public enum ControlClient {
         let reply = group.next().makePromise(of: WireMessage.ControlResponse.self)
         let channel: any Channel
         do {
-            // The hello, then the proof and the request as the welcome arrives, go out on the
-            // connection's event loop, not when this task next runs: a house closes a connection
-            // that has not said hello within 10 s, and a task on a busy cooperative pool can wait
-            // that long.
+            // The hello as the secure channel opens, then the proof and the request as the
+            // welcome arrives, go out on the connection's event loop, not when this task next
+            // runs: a house closes a connection that has not said hello within 10 s, and a task
+            // on a busy cooperative pool can wait that long.
             channel = try await ClientBootstrap(group: group)
                 .connectTimeout(.seconds(5))
                 .channelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
                         try channel.pipeline.syncOperations.addHandlers([
+                            // A controller takes any house's identity: its proof of the token is
+                            // bound to this channel, so a house that is not the one it meant to
+                            // reach can relay nothing with it.
+                            SecureChannelHandler(side: .client(role: .controller, identity: nil, acceptHouse: { _ in nil })),
                             ByteToMessageHandler(WireMessageDecoder()),
                             MessageToByteHandler(WireMessageEncoder()),
                             ReplyHandler(reply: reply, token: token, json: json),
@@ -48,10 +52,6 @@ public enum ControlClient {
                     }
                 }
                 .connect(host: host, port: port)
-                .map { channel in
-                    channel.writeAndFlush(WireMessage.hello(.init(role: .controller, name: "tutti ctl")), promise: nil)
-                    return channel
-                }
                 .get()
         } catch {
             reply.fail(error)
@@ -68,12 +68,25 @@ public enum ControlClient {
         return (response.ok, response.json)
     }
 
-    private final class ReplyHandler: ChannelInboundHandler, Sendable {
+    private final class ReplyHandler: ChannelInboundHandler {
         typealias InboundIn = WireMessage
         typealias OutboundOut = WireMessage
         let reply: EventLoopPromise<WireMessage.ControlResponse>
         let token: ControllerToken
         let json: String
+        /// The secure channel's transcript, which the proof is bound to.
+        private var binding: [UInt8]?
+
+        func channelActive(context: ChannelHandlerContext) {
+            context.writeAndFlush(Self.wrapOutboundOut(.hello(.init(role: .controller, name: "tutti ctl"))), promise: nil)
+            context.fireChannelActive()
+        }
+
+        func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+            if let session = event as? SecureHandshake.Session { binding = session.binding }
+            context.fireUserInboundEventTriggered(event)
+        }
+
         init(reply: EventLoopPromise<WireMessage.ControlResponse>, token: ControllerToken, json: String) {
             self.reply = reply
             self.token = token
@@ -90,7 +103,8 @@ public enum ControlClient {
                     context.close(promise: nil)
                     return
                 }
-                context.write(Self.wrapOutboundOut(.authenticate(proof: token.proof(for: welcome.challenge))), promise: nil)
+                guard let binding else { preconditionFailure("a welcome before the secure channel opened") }
+                context.write(Self.wrapOutboundOut(.authenticate(proof: token.proof(for: welcome.challenge, binding: binding))), promise: nil)
                 context.writeAndFlush(Self.wrapOutboundOut(.controlRequest(.init(requestID: 1, json: json))), promise: nil)
             case .controlResponse(let response): reply.succeed(response)
             case .goodbye(let reason): reply.fail(Failure(description: "the server refused: \(reason)"))

@@ -89,6 +89,12 @@ public enum ControlCommand: Sendable, Equatable {
     /// A single-use 6-digit code that signs a browser or phone in at the web UI's login page,
     /// valid for 5 minutes (`tutti ctl pair-controller`, the web UI's "Pair a phone").
     case pairController
+    /// Let in the speaker waiting under `speaker` (its name, or the code it shows), and keep
+    /// its key: from then on it is sent the stream (`tutti ctl admit`, the web UI's Admit).
+    case admit(speaker: String)
+    /// The speaker of room `speaker` is no longer admitted: its connection ends, and it waits
+    /// again if it comes back (`tutti ctl forget`).
+    case forget(speaker: String)
 
     /// The command's name on the wire and in `tutti ctl`.
     public var name: String {
@@ -129,6 +135,8 @@ public enum ControlCommand: Sendable, Equatable {
         case .libraryBrowse: "library-browse"
         case .libraryProblems: "library-problems"
         case .pairController: "pair-controller"
+        case .admit: "admit"
+        case .forget: "forget"
         }
     }
 
@@ -147,7 +155,7 @@ public enum ControlCommand: Sendable, Equatable {
                                "group-rename", "group-remove", "volume", "group-volume",
                                "room-latency", "room-rename", "queue", "queue-add", "queue-remove", "queue-move", "queue-clear", "queue-play", "queue-shuffle", "stop", "status",
                                "library-search", "library-browse", "library-problems", "play-modes", "playlists", "playlist-save",
-                               "playlist-load", "playlist-remove", "playlist-add", "pair-controller"]
+                               "playlist-load", "playlist-remove", "playlist-add", "pair-controller", "admit", "forget"]
 
     /// Far beyond any item (31 years), and far within what the timeline's frame arithmetic holds.
     public static let maximumSeekSeconds = 1e9
@@ -165,6 +173,10 @@ public enum ControlCommand: Sendable, Equatable {
             "group-volume needs a percentage from 0 to 100"
         case .roomLatency(_, let milliseconds) where !(milliseconds >= 0 && milliseconds <= 2000):
             "room-latency needs milliseconds from 0 to 2000"
+        case .admit(let speaker) where speaker.allSatisfy(\.isWhitespace) || speaker.utf8.count > 64:
+            "admit needs a speaker's name or code"
+        case .forget(let speaker) where speaker.allSatisfy(\.isWhitespace) || speaker.utf8.count > 64:
+            "forget needs a room's name"
         case .roomRename(_, let name) where name.allSatisfy(\.isWhitespace) || name.utf8.count > 64:
             "room-rename needs a new name of 1 to 64 bytes"
         case .roomRename(_, let name) where name.filter({ !$0.isWhitespace }).allSatisfy(\.isNumber):
@@ -203,7 +215,7 @@ public enum ControlCommand: Sendable, Equatable {
     public var actsOnAGroup: Bool {
         switch self {
         case .rooms, .groups, .groupCreate, .volume, .roomLatency, .roomRename, .playlists, .playlistRemove, .playlistAdd,
-             .librarySearch, .libraryBrowse, .libraryProblems, .pairController:
+             .librarySearch, .libraryBrowse, .libraryProblems, .pairController, .admit, .forget:
             false
         default:
             true
@@ -220,7 +232,7 @@ public enum ControlCommand: Sendable, Equatable {
 
 extension ControlCommand: Codable {
     private enum Key: String, CodingKey {
-        case command, files, rooms, seconds, room, percent, file, at, index, from, to, query, limit, artist, album, milliseconds, name, `repeat`, random, single, consume
+        case command, speaker, files, rooms, seconds, room, percent, file, at, index, from, to, query, limit, artist, album, milliseconds, name, `repeat`, random, single, consume
     }
 
     public init(from decoder: any Decoder) throws {
@@ -265,6 +277,8 @@ extension ControlCommand: Codable {
                                                       album: try c.decodeIfPresent(String.self, forKey: .album))
         case "library-problems": self = .libraryProblems
         case "pair-controller": self = .pairController
+        case "admit": self = .admit(speaker: try c.decode(String.self, forKey: .speaker))
+        case "forget": self = .forget(speaker: try c.decode(String.self, forKey: .speaker))
         default:
             throw DecodingError.dataCorruptedError(forKey: .command, in: c,
                                                    debugDescription: "unknown command \(name) (known: \(Self.names.joined(separator: ", ")))")
@@ -319,6 +333,8 @@ extension ControlCommand: Codable {
         case .playlistAdd(let name, let files):
             try c.encode(name, forKey: .name)
             try c.encode(files, forKey: .files)
+        case .admit(let speaker), .forget(let speaker):
+            try c.encode(speaker, forKey: .speaker)
         case .pause, .resume, .next, .previous, .rooms, .queue, .queueClear, .queueShuffle, .stop, .status, .libraryProblems, .playlists,
              .groups, .groupRemove, .pairController:
             break

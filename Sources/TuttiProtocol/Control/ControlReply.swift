@@ -352,8 +352,33 @@ public struct RoomsReport: Codable, Sendable, Equatable {
     public var storeProblem: String?
     /// By name.
     public var rooms: [RoomReport]
-    public init(rooms: [RoomReport]) { self.rooms = rooms }
+    /// Speakers waiting to be admitted (`admit`), in the order they came.
+    public var waiting: [WaitingSpeakerReport]?
+    public init(rooms: [RoomReport], waiting: [WaitingSpeakerReport]? = nil) {
+        self.rooms = rooms
+        self.waiting = waiting
+    }
     public subscript(name: String) -> RoomReport? { rooms.first { $0.name == name } }
+}
+
+/// A speaker the house does not know, waiting to be admitted (`tutti ctl admit NAME`).
+public struct WaitingSpeakerReport: Codable, Sendable, Equatable {
+    /// The name it says it has.
+    public var name: String
+    /// The six digits its own log shows too (`AdmissionCode`): admit it only if they match.
+    public var code: String
+    /// Where it connects from.
+    public var address: String
+    /// Its identity key's fingerprint (`PeerKey.fingerprint`).
+    public var key: String
+    public var waitingSeconds: Double
+    public init(name: String, code: String, address: String, key: String, waitingSeconds: Double) {
+        self.name = name
+        self.code = code
+        self.address = address
+        self.key = key
+        self.waitingSeconds = waitingSeconds
+    }
 }
 
 public struct RoomChange: Codable, Sendable, Equatable {
@@ -527,6 +552,8 @@ public struct StatusReport: Codable, Sendable, Equatable {
     /// a full disk, say), until the store takes writes again; nil while it does.
     public var storeProblem: String?
     public var rooms: [RoomReport]
+    /// Speakers waiting to be admitted (`admit`): the web UI's Admit buttons.
+    public var waiting: [WaitingSpeakerReport]?
     public init(server: String, state: String, roomCount: Int, queueLength: Int, serverTimeNs: Int64, stream: UInt32? = nil,
                 positionSeconds: Double? = nil, bufferedAheadSeconds: Double? = nil, item: Int? = nil, title: String? = nil,
                 itemPositionSeconds: Double? = nil, itemDurationSeconds: Double? = nil, rooms: [RoomReport] = []) {

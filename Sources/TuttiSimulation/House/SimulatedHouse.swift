@@ -166,6 +166,10 @@ public enum SimulatedHouse {
         var houseConfiguration = configuration
         houseConfiguration.stepsProductionOnLoop = true
         houseConfiguration.stateDirectory = nil
+        // The rooms are the house's own, admitted ahead (as after a first `tutti ctl admit`):
+        // every connection still runs the handshake, sealed records and tagged clock sync.
+        let identities = scenario.rooms.map { _ in IdentityKey.random() }
+        houseConfiguration.admittedSpeakers += identities.map(\.publicKey)
         let house = House(configuration: houseConfiguration, loop: loop, clock: clock, log: { events.append("house: \($0)") })
         let format = AudioFormat(sampleRate: houseConfiguration.sampleRate, channelCount: houseConfiguration.channelCount)
         // The rooms' chunks decode on a second core, ahead of need: the same samples as decoding
@@ -175,7 +179,7 @@ public enum SimulatedHouse {
         var rooms: [SimulatedRoom] = []
         for (index, spec) in scenario.rooms.enumerated() {
             let seed = scenario.seed ^ (UInt64(index + 1) &* 0x9E37_79B9_7F4A_7C15)
-            rooms.append(try SimulatedRoom(spec: spec, index: index, seed: seed, format: format, house: house, clock: clock, loop: loop,
+            rooms.append(try SimulatedRoom(spec: spec, index: index, seed: seed, identity: identities[index], format: format, house: house, clock: clock, loop: loop,
                                            keepsAudio: scenario.keepsAudio, estimator: scenario.estimator, events: events, decodeWorker: decodeWorker))
         }
         for room in rooms {
@@ -248,7 +252,7 @@ final class SimulatedRoom {
     private var covered = 0
     private var bounds: [Double] = []
 
-    init(spec: SimulatedHouse.Room, index: Int, seed: UInt64, format: AudioFormat, house: House, clock houseClock: SimulatedClock,
+    init(spec: SimulatedHouse.Room, index: Int, seed: UInt64, identity: IdentityKey, format: AudioFormat, house: House, clock houseClock: SimulatedClock,
          loop: EmbeddedEventLoop, keepsAudio: Bool, estimator: ClockEstimatorKind, events: EventLog, decodeWorker: ChunkDecodeWorker) throws {
         self.spec = spec
         clock = SkewedClock(base: houseClock, offsetNanoseconds: spec.clockOffsetNanoseconds, driftPPM: spec.clockDriftPPM,
@@ -265,6 +269,8 @@ final class SimulatedRoom {
         configuration.outputLeadNanoseconds = SimulatedRoom.cardLeadNanoseconds + Int64(playout.blockFrames) * 1_000_000_000 / Int64(format.sampleRate)
         configuration.clockSync.estimator = estimator
         configuration.clockSync.seed = seed ^ 0xA54F_F53A_5F1D_36F1
+        configuration.identity = identity
+        configuration.membership = HouseMembership(house: house.configuration.identity.publicKey)
         client = SpeakerClient(configuration: configuration, inputs: inputs, report: { confined.value.report }, clock: clock,
                                serverAddress: try SocketAddress(ipAddress: "10.0.0.1", port: 4953), log: { events.append("\(name): \($0)") })
         self.house = house
@@ -273,7 +279,7 @@ final class SimulatedRoom {
         address = try SocketAddress(ipAddress: "10.0.0.\(index + 2)", port: 40000)
         // The room's clock-sync datagrams and its TCP connection, each over the room's link.
         let houseDatagrams = EmbeddedChannel(handlers: [DatagramArrivalStamper(clock: houseClock),
-                                                        ClockSyncResponder(clock: houseClock, seed: seed ^ 0x3C6E_F372_FE94_F82B)], loop: loop)
+                                                        ClockSyncResponder(clock: houseClock, sessions: house.clockSessions, seed: seed ^ 0x3C6E_F372_FE94_F82B)], loop: loop)
         let roomDatagrams = EmbeddedChannel(loop: loop)
         try SimulatedLink.join(roomDatagrams, houseDatagrams, model: spec.link, seed: seed ^ 0xD1B5_4A32_D192_ED03, isStream: false, loop: loop, queues: queues)
         for channel in [houseDatagrams, roomDatagrams] { try channel.connect(to: address).wait() }

@@ -1,0 +1,150 @@
+import Foundation
+import NIOCore
+import TuttiProtocol
+
+/// Which speakers the house lets in: those admitted once (`tutti ctl admit`, the web UI's
+/// Admit), by their identity key, kept like ssh's authorized keys in
+/// `<state-dir>/admitted-speakers.json`; and the ones knocking now, which wait.
+///
+/// A waiting speaker holds its connection and receives nothing (no stream, no settings), and
+/// what it sends changes nothing; it is listed with the code it also logs (`AdmissionCode`),
+/// so that whoever admits it sees it is the speaker in front of them. At most
+/// `maximumWaiting` wait: one more makes the one that waited longest give way, so strangers
+/// knocking cannot hold more than that many of the house's connections.
+///
+/// Belongs to the house's event loop (a part of `HouseCore`).
+struct SpeakerAdmission {
+    /// One admitted speaker, as its file keeps it.
+    struct Admitted: Codable, Equatable, Sendable {
+        /// The speaker's name when it was admitted (a room's name may change since).
+        var name: String
+        /// Its identity key's text (`PeerKey.text`).
+        var key: String
+        /// When, by the wall clock (ISO 8601).
+        var admitted: String
+    }
+
+    private struct File: Codable {
+        var speakers: [Admitted]
+    }
+
+    /// A speaker knocking now.
+    struct Waiting {
+        var name: String
+        var key: PeerKey
+        var code: String
+        var address: String
+        var since: Int64
+        var channel: any Channel
+        /// Lets it in: called once, on the loop, when it is admitted.
+        var letIn: () -> Void
+    }
+
+    static let fileName = "admitted-speakers.json"
+    static let maximumWaiting = 16
+
+    private(set) var admitted: [Admitted]
+    private(set) var waiting: [Waiting] = []
+    /// Where the admitted are kept; nil for a house with no state directory's file (a test's).
+    let path: String?
+
+    /// Reads the admitted speakers from `path` (none when there is no file yet), plus `initial`.
+    init(path: String?, initial: [PeerKey] = []) throws(StateFile.Failure) {
+        var admitted: [Admitted] = []
+        if let path, StateFile.exists(path) { admitted = try Self.read(path) }
+        self.init(path: path, admitted: admitted, initial: initial)
+    }
+
+    /// Admitted speakers kept in memory only: `initial`.
+    static func inMemory(initial: [PeerKey]) -> SpeakerAdmission { SpeakerAdmission(path: nil, admitted: [], initial: initial) }
+
+    private init(path: String?, admitted: [Admitted], initial: [PeerKey]) {
+        self.path = path
+        self.admitted = admitted
+        for key in initial where !isAdmitted(key) {
+            self.admitted.append(Admitted(name: "", key: key.text, admitted: Self.now()))
+        }
+    }
+
+    /// The admitted speakers of the file at `path`: what `tutti server` checks before it starts.
+    static func read(_ path: String) throws(StateFile.Failure) -> [Admitted] {
+        guard let text = StateFile.read(path) else {
+            throw StateFile.Failure(description: "cannot read the admitted speakers \(path): \(String(cString: strerror(errno)))")
+        }
+        let file: File
+        do { file = try JSONDecoder().decode(File.self, from: Data(text.utf8)) } catch {
+            throw StateFile.Failure(description: "\(path) is not a list of admitted speakers (\(error)); fix or remove it (its speakers then wait to be admitted again)")
+        }
+        for speaker in file.speakers where PeerKey(text: speaker.key) == nil {
+            throw StateFile.Failure(description: "\(path): \(speaker.key.debugDescription) is not a speaker's key; fix or remove it")
+        }
+        return file.speakers
+    }
+
+    func isAdmitted(_ key: PeerKey) -> Bool { admitted.contains { $0.key == key.text } }
+
+    /// Adds a knocking speaker; returns one that must give way for it (to be closed), if any.
+    mutating func knock(_ speaker: Waiting) -> Waiting? {
+        waiting.append(speaker)
+        guard waiting.count > Self.maximumWaiting else { return nil }
+        return waiting.removeFirst()
+    }
+
+    /// Forgets a knocking speaker whose connection ended.
+    mutating func leave(channel: any Channel) {
+        waiting.removeAll { $0.channel === channel }
+    }
+
+    /// The waiting speakers that `reference` names: by code (with or without its space) when
+    /// it is one, else by name.
+    func waiting(named reference: String) -> [Waiting] {
+        let digits = reference.filter { !$0.isWhitespace }
+        if digits.count == 6, digits.allSatisfy(\.isNumber) {
+            return waiting.filter { $0.code.filter { !$0.isWhitespace } == digits }
+        }
+        return waiting.filter { $0.name == reference }
+    }
+
+    /// Admits `speaker`, keeping it in the file; its `letIn` is the caller's to call.
+    mutating func admit(_ speaker: Waiting) throws(StateFile.Failure) {
+        waiting.removeAll { $0.channel === speaker.channel }
+        guard !isAdmitted(speaker.key) else { return }
+        admitted.append(Admitted(name: speaker.name, key: speaker.key.text, admitted: Self.now()))
+        try save()
+    }
+
+    /// Forgets every admitted speaker admitted under one of `names`, or whose key is one of
+    /// `keys` (the room's connections now); returns the keys forgotten.
+    mutating func forget(names: [String], keys: [PeerKey]) throws(StateFile.Failure) -> [String] {
+        let texts = Set(keys.map(\.text))
+        let gone = admitted.filter { names.contains($0.name) || texts.contains($0.key) }.map(\.key)
+        guard !gone.isEmpty else { return [] }
+        admitted.removeAll { gone.contains($0.key) }
+        try save()
+        return gone
+    }
+
+    private func save() throws(StateFile.Failure) {
+        guard let path else { return }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        let data: Data
+        do { data = try encoder.encode(File(speakers: admitted)) } catch {
+            preconditionFailure("encoding the admitted speakers failed: \(error)")
+        }
+        try StateFile.replace(path, with: String(decoding: data, as: UTF8.self) + "\n", what: "the admitted speakers")
+    }
+
+    private static func now() -> String { ISO8601DateFormatter().string(from: Date()) }
+}
+
+extension House {
+    /// The admitted speakers' file in a state directory.
+    public static let admittedSpeakersFileName = SpeakerAdmission.fileName
+
+    /// Reads the admitted speakers' file at `path`, as a house will: `tutti server` refuses to
+    /// start on one it cannot read, rather than run on and forget every admitted speaker.
+    public static func checkAdmittedSpeakers(_ path: String) throws(StateFile.Failure) {
+        _ = try SpeakerAdmission.read(path)
+    }
+}
