@@ -6,15 +6,18 @@ import TuttiProtocol
 extension HouseCore {
     /// A speaker the house does not know said hello on `channel`: it waits. `letIn` is called
     /// (on the loop) if it is admitted while its connection lasts. Returns its code.
-    func knock(channel: any Channel, name: String, key: PeerKey, letIn: @escaping () -> Void) -> String {
+    func knock(channel: any Channel, name: String, key: PeerKey, code: String, letIn: @escaping () -> Void) {
         loop.preconditionInEventLoop()
-        let code = AdmissionCode.code(house: configuration.identity.publicKey, speaker: key)
         let address = channel.remoteAddress?.ipAddress ?? "?"
         let waiting = SpeakerAdmission.Waiting(name: name, key: key, code: code, address: address, since: now, channel: channel, letIn: letIn)
         if knocksLogged.windowStart == .min || now - knocksLogged.windowStart >= 10_000_000_000 { knocksLogged = (now, 0) }
         knocksLogged.count += 1
         let logs = knocksLogged.count <= 5
-        if let evicted = admission.knock(waiting) {
+        let (replaced, evicted) = admission.knock(waiting)
+        // Its own earlier connection (a speaker that lost power, and came back before the house
+        // noticed): one speaker, one entry.
+        for earlier in replaced { earlier.channel.close(promise: nil) }
+        if let evicted {
             if logs { log("speaker \(evicted.name) (\(evicted.address)) gave way: more than \(SpeakerAdmission.maximumWaiting) speakers wait to be admitted") }
             evicted.channel.close(promise: nil)
         }
@@ -23,7 +26,6 @@ extension HouseCore {
                 + (knocksLogged.count == 5 ? " (more speakers knocking in the next 10 s are not each logged)" : ""))
         }
         noteChange()
-        return code
     }
 
     /// A waiting speaker's connection ended.
@@ -36,12 +38,13 @@ extension HouseCore {
 
     func isAdmitted(_ key: PeerKey) -> Bool { admission.isAdmitted(key) }
 
-    /// `admit`: lets in the waiting speaker `reference` names (its name or its code).
-    func admit(_ reference: String) throws(ControlRefusal) -> RoomsReport {
-        let matches = admission.waiting(named: reference)
+    /// `admit`: lets in the waiting speaker `reference` names (its name or its code), and with
+    /// `code` only if it shows that code.
+    func admit(_ reference: String, code: String? = nil) throws(ControlRefusal) -> RoomsReport {
+        let matches = admission.waiting(named: reference, code: code)
         guard let speaker = matches.first else {
             let names = admission.waiting.map { "\($0.name) (\($0.code))" }
-            throw ControlRefusal("no speaker named \(reference) waits to be admitted (waiting: \(names.isEmpty ? "none" : names.joined(separator: ", ")))",
+            throw ControlRefusal("no speaker named \(reference)\(code.map { " with code \($0)" } ?? "") waits to be admitted (waiting: \(names.isEmpty ? "none" : names.joined(separator: ", ")))",
                                  kind: .notFound)
         }
         // Two speakers of one name waiting: a stranger's beside the household's. The codes
@@ -72,7 +75,8 @@ extension HouseCore {
         guard !forgotten.isEmpty else {
             throw ControlRefusal("no admitted speaker named \(reference)", kind: .notFound)
         }
-        for link in links where link.speakerKey.map({ forgotten.contains($0.text) }) ?? false {
+        // Every connection of a forgotten key, whatever its room is called now.
+        for link in rooms.connected where link.speakerKey.map({ forgotten.contains($0.text) }) ?? false {
             link.send(.goodbye(reason: "this speaker is no longer admitted to the house"))
             link.channel.close(promise: nil)
         }

@@ -297,8 +297,8 @@ final class HouseCore {
         switch command {
         case .rooms:
             return .rooms(RoomsReport(rooms: roomReports(), waiting: waitingReports()))
-        case .admit(let speaker):
-            return .rooms(try admit(speaker))
+        case .admit(let speaker, let code):
+            return .rooms(try admit(speaker, code: code))
         case .forget(let speaker):
             return .rooms(try forget(speaker))
         case .pairController:

@@ -83,6 +83,9 @@ extension House {
 
     /// The largest frame a peer may send the house: a command's JSON, as HTTP's largest body.
     public static let maximumInboundPayload = 1 << 20
+    /// The largest a peer that has proved nothing may send (a hello, a proof, a waiting
+    /// speaker's status): 64 strangers hold a few hundred KiB of the house, not 64 MiB.
+    public static let maximumOpeningPayload = 4096
 
     /// A request as it arrives on the wire; `reply` gets the JSON to send back (called once, on
     /// the loop). On the loop.
@@ -105,11 +108,12 @@ extension House {
     public func serve(connection channel: any Channel, budget: ConnectionBudget? = nil) throws {
         try channel.pipeline.syncOperations.addHandlers([
             // Every connection is sealed: the house proves its identity, a speaker its own.
-            SecureChannelHandler(side: .house(configuration.identity), maximumPlaintext: House.maximumInboundPayload + WireProtocol.headerSize),
+            SecureChannelHandler(side: .house(configuration.identity), maximumPlaintext: House.maximumInboundPayload + WireProtocol.headerSize,
+                                 openingPlaintext: House.maximumOpeningPayload + WireProtocol.headerSize),
             // What reaches the house is small: a hello, statuses, a command's JSON (a play of a
             // few thousand paths). The first two frames, before a peer has proved anything, must
             // be a few KiB at most.
-            ByteToMessageHandler(WireMessageDecoder(maximumPayload: House.maximumInboundPayload, openingFrames: 2)),
+            ByteToMessageHandler(WireMessageDecoder(maximumPayload: House.maximumInboundPayload, openingFrames: 2, openingMaximumPayload: House.maximumOpeningPayload)),
             FramedChunkWriter(),
             MessageToByteHandler(WireMessageEncoder()),
             HouseConnectionHandler(house: self, budget: budget),
@@ -192,8 +196,10 @@ final class HouseConnectionHandler: ChannelInboundHandler {
     }
 
     /// The connection proved it belongs to the household; false (and refused) when the port
-    /// already holds all it may.
+    /// already holds all it may. `evenIfFull` (an admitted speaker, a controller that proved the
+    /// token) is also let send records of full size.
     private func trust(_ context: ChannelHandlerContext, evenIfFull: Bool = false) -> Bool {
+        if evenIfFull { raiseRecordLimit(context) }
         guard let budget else { return true }
         switch budget.trust(context.channel, evenIfFull: evenIfFull) {
         case .trusted: return true
@@ -246,7 +252,8 @@ final class HouseConnectionHandler: ChannelInboundHandler {
                     waitingHello = hello
                     context.write(Self.wrapOutboundOut(.welcome(.init(serverName: house.configuration.name, clientID: 0))), promise: nil)
                     let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-                    let code = house.core.value.knock(channel: context.channel, name: hello.name, key: key) {
+                    let code = session.admissionCode
+                    house.core.value.knock(channel: context.channel, name: hello.name, key: key, code: code) {
                         let (handler, context) = bound.value
                         guard context.channel.isActive, let hello = handler.waitingHello else { return }
                         handler.letIn(context, hello: hello, key: key, session: session)
@@ -292,10 +299,19 @@ final class HouseConnectionHandler: ChannelInboundHandler {
     /// Requests read ahead of their answers before the connection is no longer read.
     static let maximumWaitingRequests = 256
 
+    private func raiseRecordLimit(_ context: ChannelHandlerContext) {
+        // `serve(connection:)` built the pipeline: a connection without the channel is a bug.
+        guard let secure = try? context.pipeline.syncOperations.handler(type: SecureChannelHandler.self) else {
+            preconditionFailure("a house connection's pipeline has no SecureChannelHandler: serve(connection:) builds it")
+        }
+        secure.trusted()
+    }
+
     /// An admitted speaker becomes its room: told it is admitted, its clock sync answered, sent
     /// its settings and its group's stream.
     private func letIn(_ context: ChannelHandlerContext, hello: WireMessage.Hello, key: PeerKey, session: SecureHandshake.Session) {
         waitingHello = nil
+        raiseRecordLimit(context)
         house.clockSessions.register(session.clock)
         let id = house.core.value.connect(channel: context.channel, hello: hello, speakerKey: key)
         clientID = id

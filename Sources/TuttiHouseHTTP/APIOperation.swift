@@ -78,6 +78,8 @@ struct APIOperation: Sendable {
             APIOperation(method: .post, path: "/api/speakers/{speaker}/admit", command: "admit",
                          summary: "Let in a speaker waiting to be admitted (its name, or the code its log shows); from then on it is sent the stream, encrypted.",
                          pathFields: [Field(name: "speaker", schema: .string(), summary: "The waiting speaker's name or code.")],
+                         bodyFields: [Field(name: "code", schema: .string(), required: false,
+                                            summary: "Admit it only if it shows this code (the one its own log shows).")],
                          reply: "RoomsReport", refusals: [.notFound, .conflict]),
             APIOperation(method: .post, path: "/api/speakers/{speaker}/forget", command: "forget",
                          summary: "Revoke the admission of a room's speaker: its connection ends, and it waits to be admitted again if it returns.",

@@ -21,8 +21,9 @@ public final class SnapcastStreamServer: Sendable {
         public var channelCount = 2
         public var sendAheadNanoseconds: Int64 = 250_000_000
         /// The house's own identity: each client's room is a speaker with an identity derived
-        /// from it and the client's room name (`IdentityKey.derived(for:)`, the same across
-        /// restarts), which talks to this house only. It waits to be admitted like any speaker.
+        /// from it, the client's room name and its address (`IdentityKey.derived(for:)`, the same
+        /// across restarts), which talks to this house only. It waits to be admitted like any
+        /// speaker.
         public var houseIdentity: IdentityKey
 
         public init(houseHost: String, housePort: Int, houseIdentity: IdentityKey) {
@@ -147,7 +148,11 @@ final class SnapclientConnectionHandler: ChannelInboundHandler, @unchecked Senda
             roomConfiguration.format = AudioFormat(sampleRate: configuration.sampleRate, channelCount: configuration.channelCount, sampleFormat: .int16)
             roomConfiguration.sendAheadNanoseconds = configuration.sendAheadNanoseconds
             roomConfiguration.bufferMilliseconds = settings.bufferMs
-            roomConfiguration.identity = configuration.houseIdentity.derived(for: "snapclient room " + hello.roomName)
+            // Its name is the client's word, so the identity is also bound to its address: a
+            // stranger who says an admitted snapclient's name from elsewhere is a new speaker,
+            // and waits (a snapclient whose address changes waits to be admitted again).
+            let address = context.remoteAddress?.ipAddress ?? "?"
+            roomConfiguration.identity = configuration.houseIdentity.derived(for: "snapclient room \(hello.roomName) at \(address)")
             roomConfiguration.houseKey = configuration.houseIdentity.publicKey
             do {
                 let room = try SnapclientRoom(configuration: roomConfiguration, channel: context.channel, clock: clock, log: log)

@@ -245,9 +245,10 @@ public final class SpeakerClient: Sendable {
     /// `session`.
     fileprivate func admission(_ admission: WireMessage.Admission, session: SecureHandshake.Session, houseName: String) {
         guard admission.isAdmitted else {
-            // The code is this speaker's own reckoning from both keys, not the house's word: a
-            // house that showed another would be showing another speaker.
-            let code = AdmissionCode.code(house: session.houseKey, speaker: configuration.identity.publicKey)
+            // The code is this speaker's own reckoning from the connection, not the house's
+            // word: a house that showed another would be showing another speaker, or a
+            // connection relayed by a house in the middle.
+            let code = session.admissionCode
             log("waiting to be admitted to the house '\(houseName)' (code \(code)): on the house, run tutti ctl admit \(configuration.name.contains(" ") ? "'\(configuration.name)'" : configuration.name) or press Admit in its web UI, and check it shows this code")
             return
         }

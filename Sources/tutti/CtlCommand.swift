@@ -188,35 +188,56 @@ struct CtlAdmit: AsyncParsableCommand {
         abstract: "Let a new speaker in: from then on it plays the house's stream, encrypted, and no other house's.",
         discussion: """
             A speaker the house does not know waits, and its log shows a 6-digit code; `tutti ctl rooms` lists it with \
-            the house's code for it. Admit it only if the two match: a stranger's speaker may use the same name. \
-            With two of one name waiting, give the code instead of the name.
+            the house's code for it. Admit it only if the two match: a stranger's speaker may use the same name, and a \
+            speaker that reached a fake house relaying it shows another code. At a terminal, admit shows the code and \
+            asks; in a script, give the code with --code (or admit by the code itself).
               tutti ctl admit kitchen
+              tutti ctl admit kitchen --code 123456
               tutti ctl admit 123456
             """)
     @ParentCommand var ctl: Ctl
-    @Argument(help: "The waiting speakers' names, or their codes.") var speakers: [String]
+    @Argument(help: "The waiting speaker's name, or its code.") var speaker: String
+    @Option(help: "Admit it only if it shows this code (the one its own log shows).") var code: String?
     @Option(help: "Seconds to wait for a speaker that has not knocked yet (a speaker just started).") var wait: Double = 10
     @Flag(help: "Print the reply as JSON.") var json = false
 
     func run() async throws {
-        var reply: ControlReply?
-        for speaker in speakers {
-            let deadline = Date().addingTimeInterval(wait)
-            while true {
-                do {
-                    reply = try await ctl.sendOrRefuse(.admit(speaker: speaker))
-                    break
-                } catch let refusal as ControlRefusal where refusal.kind == .notFound && Date() < deadline {
-                    // Not knocking yet: a speaker started a moment ago is still finding the house.
-                    try await Task.sleep(nanoseconds: 200_000_000)
-                } catch let refusal as ControlRefusal {
-                    Terminal.standardError("tutti ctl: \(refusal)\n")
-                    throw ExitCode(1)
-                }
+        // The one waiting under that name (or code), once it has knocked.
+        let deadline = Date().addingTimeInterval(wait)
+        var found: WaitingSpeakerReport?
+        while found == nil {
+            let waiting = try await ctl.send(.rooms).rooms?.waiting ?? []
+            let digits = speaker.filter { !$0.isWhitespace }
+            let named = waiting.filter { $0.name == speaker }
+            let matches = !named.isEmpty ? named : waiting.filter { $0.code.filter { !$0.isWhitespace } == digits }
+            if matches.count > 1 && code == nil {
+                Terminal.standardError("tutti ctl: \(matches.count) speakers named \(speaker) wait, with codes \(matches.map(\.code).joined(separator: ", ")): "
+                                       + "admit the one whose code its own log shows, with --code\n")
+                throw ExitCode(1)
             }
-            if !json { Terminal.standardOutput("admitted \(speaker)\n") }
+            found = matches.first { code == nil || $0.code.filter { !$0.isWhitespace } == code!.filter { !$0.isWhitespace } }
+            if found != nil { break }
+            guard Date() < deadline else {
+                let listed = waiting.map { "\($0.name) (\($0.code))" }
+                Terminal.standardError("tutti ctl: no speaker named \(speaker)\(code.map { " with code \($0)" } ?? "") waits to be admitted "
+                                       + "(waiting: \(listed.isEmpty ? "none" : listed.joined(separator: ", ")))\n")
+                throw ExitCode(1)
+            }
+            // Not knocking yet: a speaker started a moment ago is still finding the house.
+            try await Task.sleep(nanoseconds: 200_000_000)
         }
-        if json, let reply { printReply(reply, json: true) }
+        let chosen = found!
+        if code == nil && isatty(STDIN_FILENO) == 1 {
+            Terminal.standardError("\(chosen.name) waits from \(chosen.address) with the code \(chosen.code). Does its log show the same code? Admit it [y/N]? ")
+            guard let answer = readLine(), ["y", "yes"].contains(answer.lowercased()) else {
+                Terminal.standardError("tutti ctl: not admitted\n")
+                throw ExitCode(1)
+            }
+        }
+        // By its code: the speaker the user saw, not another that knocked meanwhile.
+        let reply = try await ctl.send(.admit(speaker: chosen.name, code: chosen.code))
+        if json { return printReply(reply, json: true) }
+        Terminal.standardOutput("admitted \(chosen.name) (code \(chosen.code))\n")
     }
 }
 

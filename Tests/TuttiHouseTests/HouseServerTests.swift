@@ -66,8 +66,8 @@ import TuttiTestSupport
 
         // Bytes that are no secure channel's hello (a browser, a client of protocol 6, which
         // sent its frames in the clear) are refused in the clear, with a goodbye saying why.
-        let oldHello = "TT\u{06}\u{01}" + String(repeating: "\0", count: 40)
-        for (garbage, expected) in [("GET / HTTP/1.1\r\nHost: x\r\nUser-Agent: stray\r\n\r\n", "not a Tutti client"),
+        let oldHello = "TT\u{06}\u{01}" + String(repeating: "\0", count: 80)
+        for (garbage, expected) in [("GET / HTTP/1.1\r\nHost: x\r\nUser-Agent: a stray tool of some kind\r\nAccept: */*\r\n\r\n", "not a Tutti client"),
                                     (oldHello, "an unencrypted client of wire protocol 6")] {
             let (channel, peer) = try await rawConnection(port: port, group: group)
             try await channel.writeAndFlush(ByteBuffer(string: garbage))
@@ -122,9 +122,16 @@ import TuttiTestSupport
         let lines = log.lock.withLock { log.lines }
         #expect(lines.contains { $0.contains("not a Tutti client") && $0.contains("connection closed") })
         #expect(lines.contains { $0.contains("a record of 200000000 bytes") })
+
         #expect(lines.contains { $0.contains("fails authentication") })
         #expect(lines.contains { $0.contains("expected hello, got controlRequest") })
         #expect(lines.allSatisfy { !$0.contains("\n") })
+        // Before it proves anything, a peer's records are a few KiB at most, however valid (the
+        // house's log has said enough for ten seconds: the peer's goodbye says it).
+        let greedy = try await SecureRawPeer.connect(port: port, role: .controller)
+        try await greedy.send(ByteBuffer(repeating: 0, count: 64 << 10))
+        try await greedy.closed.futureResult.get()
+        #expect(try greedy.messages() == ["goodbye: a record of 65552 bytes (at most 4120)"])
         #expect(try await ControlClient.sendJSON(#"{"command":"status"}"#, host: "127.0.0.1", port: port, token: token, group: group).ok)
         // Unknown commands and bad arguments are refusals, not failures.
         // Each gets one line naming the command and what is wrong with it.

@@ -141,7 +141,7 @@ import Testing
         var hello = ByteBuffer()
         WireMessage.hello(.init(role: .speaker, name: "old", codecs: ["flac"])).encode(into: &hello)
         // The house reads a hello's worth of bytes before it judges.
-        hello.writeBytes([UInt8](repeating: 0, count: 40))
+        hello.writeBytes([UInt8](repeating: 0, count: SecureHandshake.clientHelloSize))
         hello.setInteger(UInt8(6), at: 2)
         try house.writeInbound(hello)
         var reply = try #require(try house.readOutbound(as: ByteBuffer.self))
@@ -149,12 +149,36 @@ import Testing
         #expect(reason == "an unencrypted client of wire protocol 6 (this house speaks 7, encrypted: update it)")
     }
 
-    @Test func theAdmissionCodeIsBothSidesOwnReckoning() {
-        let house = IdentityKey.random().publicKey, speaker = IdentityKey.random().publicKey
-        let code = AdmissionCode.code(house: house, speaker: speaker)
-        #expect(code.count == 7 && code.filter(\.isNumber).count == 6 && code.contains(" "))
-        #expect(code == AdmissionCode.code(house: house, speaker: speaker))
-        #expect(code != AdmissionCode.code(house: IdentityKey.random().publicKey, speaker: speaker), "another house shows another code (1 in a million alike)")
+    /// Both ends of a connection reckon the same code from it; another connection of the same
+    /// two keys shows another, so a house in the middle cannot grind keys to make the code the
+    /// real house shows match the one the speaker shows.
+    @Test func theAdmissionCodeIsBothEndsOwnReckoningOfTheirConnection() throws {
+        let houseKey = IdentityKey.random(), speakerKey = IdentityKey.random()
+        var codes: Set<String> = []
+        for _ in 0..<3 {
+            let pair = try Pair(house: houseKey, speaker: speakerKey)
+            try pair.pump()
+            let house = try #require(pair.houseSide.session), speaker = try #require(pair.clientSide.session)
+            #expect(house.admissionCode == speaker.admissionCode)
+            #expect(house.admissionCode.count == 7 && house.admissionCode.filter(\.isNumber).count == 6 && house.admissionCode.contains(" "))
+            codes.insert(house.admissionCode)
+        }
+        #expect(codes.count == 3, "a code is new at every connection (1 in a million alike): \(codes)")
+    }
+
+    /// A speaker whose revealed nonce is not the one its hello committed to is refused: it
+    /// could otherwise choose its code after seeing the house's key.
+    @Test func aSpeakerMustRevealTheNonceItCommittedTo() throws {
+        let identity = IdentityKey.random()
+        let nonce = SecureHandshake.nonce(), other = SecureHandshake.nonce()
+        let hello = SecureHandshake.clientHello(role: .speaker, ephemeral: .init(), nonce: nonce)
+        let transcript = [UInt8](repeating: 3, count: 32)
+        let honest = SecureHandshake.speakerIdentity(identity, transcript: transcript, nonce: nonce)
+        #expect(try SecureHandshake.readSpeakerIdentity(honest, transcript: transcript, clientHello: hello).key == identity.publicKey)
+        let swapped = SecureHandshake.speakerIdentity(identity, transcript: transcript, nonce: other)
+        #expect(throws: SecureChannelError("the speaker's nonce is not the one its hello committed to")) {
+            try SecureHandshake.readSpeakerIdentity(swapped, transcript: transcript, clientHello: hello)
+        }
     }
 
     @Test func identitiesReadBackAndDeriveStably() throws {

@@ -83,11 +83,14 @@ struct SpeakerAdmission {
 
     func isAdmitted(_ key: PeerKey) -> Bool { admitted.contains { $0.key == key.text } }
 
-    /// Adds a knocking speaker; returns one that must give way for it (to be closed), if any.
-    mutating func knock(_ speaker: Waiting) -> Waiting? {
+    /// Adds a knocking speaker; returns its own earlier entries (the same key), which it
+    /// replaces, and one that must give way for it, if any: both to be closed.
+    mutating func knock(_ speaker: Waiting) -> (replaced: [Waiting], evicted: Waiting?) {
+        let replaced = waiting.filter { $0.key == speaker.key }
+        waiting.removeAll { $0.key == speaker.key }
         waiting.append(speaker)
-        guard waiting.count > Self.maximumWaiting else { return nil }
-        return waiting.removeFirst()
+        guard waiting.count > Self.maximumWaiting else { return (replaced, nil) }
+        return (replaced, waiting.removeFirst())
     }
 
     /// Forgets a knocking speaker whose connection ended.
@@ -95,14 +98,16 @@ struct SpeakerAdmission {
         waiting.removeAll { $0.channel === channel }
     }
 
-    /// The waiting speakers that `reference` names: by code (with or without its space) when
-    /// it is one, else by name.
-    func waiting(named reference: String) -> [Waiting] {
-        let digits = reference.filter { !$0.isWhitespace }
-        if digits.count == 6, digits.allSatisfy(\.isNumber) {
-            return waiting.filter { $0.code.filter { !$0.isWhitespace } == digits }
+    /// The waiting speakers that `reference` names: by name, else by code (with or without its
+    /// space); and with `code`, only the one that shows it.
+    func waiting(named reference: String, code: String? = nil) -> [Waiting] {
+        func digits(_ text: String) -> String { text.filter { !$0.isWhitespace } }
+        var matches = waiting.filter { $0.name == reference }
+        if matches.isEmpty, digits(reference).count == 6, digits(reference).allSatisfy(\.isNumber) {
+            matches = waiting.filter { digits($0.code) == digits(reference) }
         }
-        return waiting.filter { $0.name == reference }
+        if let code { matches = matches.filter { digits($0.code) == digits(code) } }
+        return matches
     }
 
     /// Admits `speaker`, keeping it in the file; its `letIn` is the caller's to call.

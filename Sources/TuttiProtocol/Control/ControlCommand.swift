@@ -91,7 +91,9 @@ public enum ControlCommand: Sendable, Equatable {
     case pairController
     /// Let in the speaker waiting under `speaker` (its name, or the code it shows), and keep
     /// its key: from then on it is sent the stream (`tutti ctl admit`, the web UI's Admit).
-    case admit(speaker: String)
+    /// With `code`, only if it shows that code: the one its own log shows, which tells it from a
+    /// stranger's speaker of the same name.
+    case admit(speaker: String, code: String? = nil)
     /// The speaker of room `speaker` is no longer admitted: its connection ends, and it waits
     /// again if it comes back (`tutti ctl forget`).
     case forget(speaker: String)
@@ -173,7 +175,7 @@ public enum ControlCommand: Sendable, Equatable {
             "group-volume needs a percentage from 0 to 100"
         case .roomLatency(_, let milliseconds) where !(milliseconds >= 0 && milliseconds <= 2000):
             "room-latency needs milliseconds from 0 to 2000"
-        case .admit(let speaker) where speaker.allSatisfy(\.isWhitespace) || speaker.utf8.count > 64:
+        case .admit(let speaker, _) where speaker.allSatisfy(\.isWhitespace) || speaker.utf8.count > 64:
             "admit needs a speaker's name or code"
         case .forget(let speaker) where speaker.allSatisfy(\.isWhitespace) || speaker.utf8.count > 64:
             "forget needs a room's name"
@@ -232,7 +234,7 @@ public enum ControlCommand: Sendable, Equatable {
 
 extension ControlCommand: Codable {
     private enum Key: String, CodingKey {
-        case command, speaker, files, rooms, seconds, room, percent, file, at, index, from, to, query, limit, artist, album, milliseconds, name, `repeat`, random, single, consume
+        case command, speaker, code, files, rooms, seconds, room, percent, file, at, index, from, to, query, limit, artist, album, milliseconds, name, `repeat`, random, single, consume
     }
 
     public init(from decoder: any Decoder) throws {
@@ -277,7 +279,7 @@ extension ControlCommand: Codable {
                                                       album: try c.decodeIfPresent(String.self, forKey: .album))
         case "library-problems": self = .libraryProblems
         case "pair-controller": self = .pairController
-        case "admit": self = .admit(speaker: try c.decode(String.self, forKey: .speaker))
+        case "admit": self = .admit(speaker: try c.decode(String.self, forKey: .speaker), code: try c.decodeIfPresent(String.self, forKey: .code))
         case "forget": self = .forget(speaker: try c.decode(String.self, forKey: .speaker))
         default:
             throw DecodingError.dataCorruptedError(forKey: .command, in: c,
@@ -333,7 +335,10 @@ extension ControlCommand: Codable {
         case .playlistAdd(let name, let files):
             try c.encode(name, forKey: .name)
             try c.encode(files, forKey: .files)
-        case .admit(let speaker), .forget(let speaker):
+        case .admit(let speaker, let code):
+            try c.encode(speaker, forKey: .speaker)
+            try c.encodeIfPresent(code, forKey: .code)
+        case .forget(let speaker):
             try c.encode(speaker, forKey: .speaker)
         case .pause, .resume, .next, .previous, .rooms, .queue, .queueClear, .queueShuffle, .stop, .status, .libraryProblems, .playlists,
              .groups, .groupRemove, .pairController:

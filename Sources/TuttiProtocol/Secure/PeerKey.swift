@@ -36,13 +36,15 @@ public struct PeerKey: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
-/// The six digits a waiting speaker and its house both show, so that whoever admits it can see
-/// that the speaker they admit is the one in front of them (and its log), not a stranger's of
-/// the same name. Made from both keys: a stranger cannot choose a key that shows a given code
-/// short of a million tries, and each try is a connection the house sees.
+/// The six digits a waiting speaker and its house both show for one connection, so that whoever
+/// admits it can see that the speaker they admit is the one in front of them (and its log), not a
+/// stranger's of the same name, nor a speaker that reached a fake house relaying it. Made from the
+/// connection's transcript and the speaker's committed nonce (`SecureHandshake`): neither a
+/// stranger nor a house in the middle can choose keys that show a given code; each try is a
+/// connection, and a code is new at every connection.
 public enum AdmissionCode {
-    public static func code(house: PeerKey, speaker: PeerKey) -> String {
-        let digest = Array(SHA256.hash(data: Array("tutti admission code v1".utf8) + house.bytes + speaker.bytes))
+    public static func code(transcript: [UInt8], nonce: [UInt8]) -> String {
+        let digest = Array(SHA256.hash(data: Array("tutti admission code v2".utf8) + transcript + nonce))
         let number = digest.prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) } % 1_000_000
         let digits = String(number)
         let padded = String(repeating: "0", count: 6 - digits.count) + digits

@@ -32,8 +32,8 @@ public final class SecureChannelHandler: ChannelDuplexHandler, RemovableChannelH
 
     private enum State {
         case awaitingClientHello
-        case awaitingHouseHello(ephemeral: Curve25519.KeyAgreement.PrivateKey, hello: [UInt8])
-        case awaitingIdentity(role: WireMessage.Hello.Role, houseKey: PeerKey, transcript: [UInt8], clock: ClockSyncKey)
+        case awaitingHouseHello(ephemeral: Curve25519.KeyAgreement.PrivateKey, hello: [UInt8], nonce: [UInt8])
+        case awaitingIdentity(role: WireMessage.Hello.Role, houseKey: PeerKey, transcript: [UInt8], clock: ClockSyncKey, clientHello: [UInt8])
         case open
         case failed
     }
@@ -43,17 +43,33 @@ public final class SecureChannelHandler: ChannelDuplexHandler, RemovableChannelH
     private var received: ByteBuffer?
     private var sealer: SecureRecordSealer?
     private var opener: SecureRecordOpener?
-    /// The largest plaintext a record may carry once the channel is open.
+    /// The largest plaintext a record may carry once the channel is open and the peer trusted.
     private let maximumPlaintext: Int
+    /// The largest until then (`trusted()`): a peer that has proved nothing holds a few KiB.
+    private let openingPlaintext: Int
     private var activationHeld = false
+    /// A record failed to open: nothing more is read.
+    private var inputFailed = false
 
-    /// - Parameter maximumPlaintext: the largest record to take once open: a wire frame's
-    ///   limit and its header.
-    public init(side: Side, maximumPlaintext: Int = WireProtocol.defaultMaximumPayload + WireProtocol.headerSize) {
+    /// - Parameters:
+    ///   - maximumPlaintext: the largest record to take once open: a wire frame's limit and its header.
+    ///   - openingPlaintext: on the house, the largest record from a peer not yet trusted
+    ///     (`trusted()`): its hello, a speaker's status, a controller's proof.
+    public init(side: Side, maximumPlaintext: Int = WireProtocol.defaultMaximumPayload + WireProtocol.headerSize,
+                openingPlaintext: Int? = nil) {
         self.side = side
         self.maximumPlaintext = maximumPlaintext
+        self.openingPlaintext = openingPlaintext ?? maximumPlaintext
         if case .house = side { state = .awaitingClientHello } else { state = .failed }
     }
+
+    /// The peer proved it belongs to the household (an admitted speaker, a controller that
+    /// proved the token): its records may now be as large as `maximumPlaintext`. On the loop.
+    public func trusted() {
+        opener?.maximumPlaintext = maximumPlaintext
+        isTrusted = true
+    }
+    private var isTrusted = false
 
     public func channelActive(context: ChannelHandlerContext) {
         switch side {
@@ -61,8 +77,9 @@ public final class SecureChannelHandler: ChannelDuplexHandler, RemovableChannelH
             context.fireChannelActive()
         case .client(let role, _, _):
             let ephemeral = Curve25519.KeyAgreement.PrivateKey()
-            let hello = SecureHandshake.clientHello(role: role, ephemeral: ephemeral)
-            state = .awaitingHouseHello(ephemeral: ephemeral, hello: hello)
+            let nonce = SecureHandshake.nonce()
+            let hello = SecureHandshake.clientHello(role: role, ephemeral: ephemeral, nonce: nonce)
+            state = .awaitingHouseHello(ephemeral: ephemeral, hello: hello, nonce: nonce)
             activationHeld = true
             context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(bytes: hello)), promise: nil)
         }
@@ -71,6 +88,7 @@ public final class SecureChannelHandler: ChannelDuplexHandler, RemovableChannelH
     public func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var incoming = unwrapInboundIn(data)
         if case .failed = state { return }
+        guard !inputFailed else { return }
         if received == nil { received = incoming } else { received!.writeBuffer(&incoming) }
         do {
             while try step(context) {}
@@ -82,12 +100,16 @@ public final class SecureChannelHandler: ChannelDuplexHandler, RemovableChannelH
                 WireMessage.goodbye(reason: error.reason).encode(into: &goodbye)
                 context.writeAndFlush(wrapOutboundOut(goodbye), promise: nil)
             }
-            state = .failed
+            // Once open, a bad record ends the reading only: the goodbye that says why still goes
+            // out sealed.
+            if case .open = state { inputFailed = true } else { state = .failed }
             received = nil
             context.fireErrorCaught(error)
             return
         }
-        if received?.readableBytes == 0 { received = nil }
+        // What was read is dropped: a ByteBuffer keeps its read bytes until told, and a peer
+        // whose reads never end on a record's boundary would otherwise grow it without end.
+        if received?.readableBytes == 0 { received = nil } else { received?.discardReadBytes() }
     }
 
     /// Takes the next whole message or record off `received`; false when it needs more bytes.
@@ -101,41 +123,46 @@ public final class SecureChannelHandler: ChannelDuplexHandler, RemovableChannelH
             let (hello, transcript, keys) = try SecureHandshake.houseHello(answering: bytes, clientKey: clientKey, identity: identity)
             sealer = SecureRecordSealer(key: keys.houseToClient)
             opener = SecureRecordOpener(key: keys.clientToHouse, maximumPlaintext: SecureHandshake.identityRecordSize)
-            state = .awaitingIdentity(role: role, houseKey: identity.publicKey, transcript: transcript, clock: keys.clock)
+            state = .awaitingIdentity(role: role, houseKey: identity.publicKey, transcript: transcript, clock: keys.clock, clientHello: bytes)
             context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(bytes: hello)), promise: nil)
             return true
-        case .awaitingHouseHello(let ephemeral, let clientHello):
+        case .awaitingHouseHello(let ephemeral, let clientHello, let nonce):
             guard case .client(let role, let identity, let acceptHouse) = side,
                   let bytes = buffer.readBytes(length: SecureHandshake.houseHelloSize) else { return false }
             let (houseKey, transcript, keys) = try SecureHandshake.readHouseHello(bytes, clientHello: clientHello, ephemeral: ephemeral)
             if let refusal = acceptHouse(houseKey) { throw SecureChannelError(refusal, isRefusedHouse: true) }
             sealer = SecureRecordSealer(key: keys.clientToHouse)
             opener = SecureRecordOpener(key: keys.houseToClient, maximumPlaintext: maximumPlaintext)
-            let ownIdentity = identity.map { SecureHandshake.speakerIdentity($0, transcript: transcript) } ?? []
+            let ownIdentity = identity.map { SecureHandshake.speakerIdentity($0, transcript: transcript, nonce: nonce) } ?? []
             var sealed = context.channel.allocator.buffer(capacity: ownIdentity.count + 20)
             sealer!.seal(context.channel.allocator.buffer(bytes: ownIdentity), into: &sealed)
             context.writeAndFlush(wrapOutboundOut(sealed), promise: nil)
             state = .open
-            let session = SecureHandshake.Session(role: role, houseKey: houseKey, speakerKey: identity?.publicKey, binding: transcript, clock: keys.clock)
+            let session = SecureHandshake.Session(role: role, houseKey: houseKey, speakerKey: identity?.publicKey, binding: transcript, clock: keys.clock,
+                                                  admissionCode: identity == nil ? "" : AdmissionCode.code(transcript: transcript, nonce: nonce))
             context.fireUserInboundEventTriggered(session)
             if activationHeld {
                 activationHeld = false
                 context.fireChannelActive()
             }
             return true
-        case .awaitingIdentity(let role, let houseKey, let transcript, let clock):
+        case .awaitingIdentity(let role, let houseKey, let transcript, let clock, let clientHello):
             guard let record = try opener!.open(from: &buffer) else { return false }
             let bytes = Array(record.readableBytesView)
-            let speakerKey: PeerKey?
+            var speakerKey: PeerKey?
+            var code = ""
             switch role {
-            case .speaker: speakerKey = try SecureHandshake.readSpeakerIdentity(bytes, transcript: transcript)
+            case .speaker:
+                let (key, nonce) = try SecureHandshake.readSpeakerIdentity(bytes, transcript: transcript, clientHello: clientHello)
+                speakerKey = key
+                code = AdmissionCode.code(transcript: transcript, nonce: nonce)
             case .controller:
                 guard bytes.isEmpty else { throw SecureChannelError("a controller's handshake with an identity") }
-                speakerKey = nil
             }
-            opener!.maximumPlaintext = maximumPlaintext
+            opener!.maximumPlaintext = isTrusted ? maximumPlaintext : openingPlaintext
             state = .open
-            context.fireUserInboundEventTriggered(SecureHandshake.Session(role: role, houseKey: houseKey, speakerKey: speakerKey, binding: transcript, clock: clock))
+            context.fireUserInboundEventTriggered(SecureHandshake.Session(role: role, houseKey: houseKey, speakerKey: speakerKey, binding: transcript,
+                                                                         clock: clock, admissionCode: code))
             return true
         case .open:
             guard let record = try opener!.open(from: &buffer) else { return false }

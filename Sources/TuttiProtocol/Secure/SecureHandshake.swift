@@ -7,22 +7,30 @@ import FoundationEssentials
 /// Everything after it travels in `SecureRecord`s (ChaCha20-Poly1305). docs/SECURITY.md has the
 /// picture.
 ///
-///     client → house   ClientHello:  "TTSC" · version 1 · role · client's X25519 key      (38 B)
+///     client → house   ClientHello:  "TTSC" · version 1 · role · client's X25519 key ·
+///                                    SHA-256 of a random nonce (its commitment)           (70 B)
 ///     house → client   HouseHello:   house's X25519 key · house's Ed25519 key ·
 ///                                    its signature over the transcript                    (128 B)
-///     client → house   (sealed) a speaker's Ed25519 key and its signature over the
-///                      transcript; a controller's is empty, it proves the controller token
+///     client → house   (sealed) a speaker's Ed25519 key, its signature over the transcript,
+///                      and the nonce; a controller's is empty, it proves the controller token
 ///                      later, over the same transcript (`binding`)
 ///
 /// The transcript hash binds both hellos: a relay that passes one side's messages on cannot
 /// make the other side's keys or signatures fit.
+///
+/// The admission code both sides show (`AdmissionCode`) is made from the transcript and the
+/// nonce, which the speaker committed to before it saw the house's key and revealed after: a
+/// house in the middle, a speaker to one side and a speaker to the real house on the other,
+/// cannot choose its keys to make the two codes match (it learns the speaker's nonce only after
+/// its own key is fixed, and the real house's key only after its commitment is), so the codes
+/// a user compares match by chance alone, one in a million.
 public enum SecureHandshake {
     public static let magic: [UInt8] = Array("TTSC".utf8)
     public static let version: UInt8 = 1
-    public static let clientHelloSize = 38
+    public static let clientHelloSize = 70
     public static let houseHelloSize = 128
-    /// The largest sealed identity a client sends: a key and a signature.
-    static let identityRecordSize = 96
+    /// A speaker's sealed identity: a key, a signature and the nonce.
+    static let identityRecordSize = 128
 
     /// The connection's keys and what the handshake established, handed to the handlers above
     /// the secure channel as a user event once it is open.
@@ -36,6 +44,8 @@ public enum SecureHandshake {
         public let binding: [UInt8]
         /// The key and id of this connection's clock sync (`ClockSyncPacket`).
         public let clock: ClockSyncKey
+        /// A speaker's admission code on this connection (`AdmissionCode`); empty for a controller.
+        public let admissionCode: String
     }
 
     struct Keys {
@@ -49,9 +59,12 @@ public enum SecureHandshake {
     private static let speakerSignatureLabel = Array("tutti speaker signature v1".utf8)
     private static let keysLabel = Array("tutti secure channel v1 keys".utf8)
 
-    static func clientHello(role: WireMessage.Hello.Role, ephemeral: Curve25519.KeyAgreement.PrivateKey) -> [UInt8] {
-        magic + [version, role.rawValue] + Array(ephemeral.publicKey.rawRepresentation)
+    static func clientHello(role: WireMessage.Hello.Role, ephemeral: Curve25519.KeyAgreement.PrivateKey, nonce: [UInt8]) -> [UInt8] {
+        magic + [version, role.rawValue] + Array(ephemeral.publicKey.rawRepresentation) + Array(SHA256.hash(data: nonce))
     }
+
+    /// A fresh nonce to commit to.
+    static func nonce() -> [UInt8] { SymmetricKey(size: .bits256).withUnsafeBytes { Array($0) } }
 
     /// A client's hello: its role and X25519 key, or why it is not one.
     static func parseClientHello(_ bytes: [UInt8]) throws(SecureChannelError) -> (role: WireMessage.Hello.Role, key: Curve25519.KeyAgreement.PublicKey) {
@@ -98,20 +111,26 @@ public enum SecureHandshake {
         return (houseKey, transcript, try derive(ephemeral, peer, transcript))
     }
 
-    /// A speaker's sealed identity: its key and its signature over the transcript.
-    static func speakerIdentity(_ identity: IdentityKey, transcript: [UInt8]) -> [UInt8] {
-        identity.publicKey.bytes + identity.signature(for: speakerSignatureLabel + transcript)
+    /// A speaker's sealed identity: its key, its signature over the transcript, and the nonce
+    /// its hello committed to.
+    static func speakerIdentity(_ identity: IdentityKey, transcript: [UInt8], nonce: [UInt8]) -> [UInt8] {
+        identity.publicKey.bytes + identity.signature(for: speakerSignatureLabel + transcript) + nonce
     }
 
-    /// The speaker's identity, if its signature holds.
-    static func readSpeakerIdentity(_ bytes: [UInt8], transcript: [UInt8]) throws(SecureChannelError) -> PeerKey {
+    /// The speaker's identity and nonce, if its signature holds and the nonce is the one its
+    /// hello committed to.
+    static func readSpeakerIdentity(_ bytes: [UInt8], transcript: [UInt8], clientHello: [UInt8]) throws(SecureChannelError) -> (key: PeerKey, nonce: [UInt8]) {
         guard bytes.count == identityRecordSize, let key = PeerKey(bytes: Array(bytes[0..<32])) else {
             throw SecureChannelError("a speaker's identity of \(bytes.count) bytes")
         }
-        guard key.isValidSignature(Array(bytes[32...]), for: speakerSignatureLabel + transcript) else {
+        guard key.isValidSignature(Array(bytes[32..<96]), for: speakerSignatureLabel + transcript) else {
             throw SecureChannelError("the speaker's signature does not verify")
         }
-        return key
+        let nonce = Array(bytes[96..<128])
+        guard Array(SHA256.hash(data: nonce)) == Array(clientHello[38..<70]) else {
+            throw SecureChannelError("the speaker's nonce is not the one its hello committed to")
+        }
+        return (key, nonce)
     }
 
     private static func derive(_ ephemeral: Curve25519.KeyAgreement.PrivateKey, _ peer: Curve25519.KeyAgreement.PublicKey,
