@@ -10,11 +10,13 @@ let optimizedEvenInDebug: [SwiftSetting] = [.unsafeFlags(["-O"], .when(configura
 /// libFuzzer's entry point calling `TuttiFuzzHarness`. Built instrumented by scripts/fuzz.sh
 /// (`--sanitize=fuzzer --sanitize=address --product fuzz-…`); in normal builds they are no-op
 /// executables, compiled so that API drift breaks the build.
-let fuzzTargetNames = ["wire", "clocksync", "control", "streamparser", "chunkdecoder", "hls", "lines", "mpd", "icy"]
+let fuzzTargetNames = ["wire", "clocksync", "control", "streamparser", "chunkdecoder", "hls", "lines", "mpd", "icy", "secure"]
 let fuzzTargets: [Target] = [
     // Not TuttiMediaHTTP: the instrumented build would compile AsyncHTTPClient and BoringSSL too.
     .target(name: "TuttiFuzzHarness", dependencies: ["TuttiMedia", "TuttiProtocol",
-                                                     .product(name: "NIOCore", package: "swift-nio")],
+                                                     .product(name: "NIOCore", package: "swift-nio"),
+                                                     .product(name: "NIOEmbedded", package: "swift-nio"),
+                                                     .product(name: "Crypto", package: "swift-crypto")],
             path: "Fuzz/Harness"),
 ] + fuzzTargetNames.map {
     .executableTarget(name: "fuzz-\($0)", dependencies: ["TuttiFuzzHarness"], path: "Fuzz/Targets/fuzz-\($0)")

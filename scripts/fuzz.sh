@@ -20,7 +20,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-ALL_TARGETS=(fuzz-wire fuzz-clocksync fuzz-control fuzz-streamparser fuzz-chunkdecoder fuzz-hls fuzz-lines fuzz-mpd fuzz-icy)
+ALL_TARGETS=(fuzz-wire fuzz-clocksync fuzz-control fuzz-streamparser fuzz-chunkdecoder fuzz-hls fuzz-lines fuzz-mpd fuzz-icy fuzz-secure)
 CONFIG=${FUZZ_CONFIG:-release}
 SCRATCH=${FUZZ_SCRATCH:-.build-fuzz}
 SMOKE_SECONDS=${FUZZ_SMOKE_SECONDS:-25}
@@ -43,7 +43,7 @@ max_len() {
   case "$1" in
     fuzz-clocksync) echo 64 ;;
     fuzz-control) echo 2048 ;;
-    fuzz-lines | fuzz-mpd | fuzz-icy) echo 1024 ;;
+    fuzz-lines | fuzz-mpd | fuzz-icy | fuzz-secure) echo 1024 ;;
     fuzz-streamparser | fuzz-chunkdecoder) echo 8192 ;;
     *) echo 4096 ;;
   esac

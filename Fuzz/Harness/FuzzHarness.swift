@@ -1,4 +1,6 @@
+import Crypto
 import NIOCore
+import NIOEmbedded
 import Synchronization
 import TuttiCore
 import TuttiMedia
@@ -30,6 +32,7 @@ public enum FuzzHarness {
         "fuzz-lines": { data throws(FuzzFailure) in try lines(data) },
         "fuzz-mpd": { data throws(FuzzFailure) in try mpdCommandLine(data) },
         "fuzz-icy": { data throws(FuzzFailure) in try icy(data) },
+        "fuzz-secure": { data throws(FuzzFailure) in try secure(data) },
     ]
 
     /// One libFuzzer input through `target`: a broken invariant becomes the crash libFuzzer
@@ -115,7 +118,64 @@ public enum FuzzHarness {
             throw FuzzFailure("clocksync: the read paths disagree: \(viaBuffer), \(viaArray), \(viaCopy)")
         }
         guard case .success(let packet) = viaArray else { return }
-        guard packet.encoded() == bytes else { throw FuzzFailure("clocksync: \(packet) re-encodes to different bytes") }
+        // The fields re-encode to the same bytes; the tag is the key holder's to check.
+        guard packet.encoded().prefix(ClockSyncPacket.size - 16) == bytes.prefix(ClockSyncPacket.size - 16) else {
+            throw FuzzFailure("clocksync: \(packet) re-encodes to different bytes")
+        }
+        // Under the seeds' key: a packet is authentic exactly when it is what that key makes of
+        // its fields, and a packet with any other tag is not.
+        let authentic = ClockSyncPacket.isAuthentic(bytes, key: clockSyncSeedKey)
+        guard authentic == (packet.encoded(key: clockSyncSeedKey) == bytes) else {
+            throw FuzzFailure("clocksync: isAuthentic says \(authentic) for \(packet) whose tag \(authentic ? "is not" : "is") the key's")
+        }
+    }
+
+    /// The key the clock-sync seeds are tagged with (Fuzz/Corpus/fuzz-clocksync), so that the
+    /// fuzzer starts from authentic packets.
+    public static let clockSyncSeedKey = ClockSyncKey(sessionID: 0x5EED, key: SymmetricKey(data: [UInt8](repeating: 0x42, count: 32)))
+
+    // MARK: The secure channel
+
+    /// A stranger's bytes to the house's wire port, through the house's side of the secure
+    /// channel (`SecureChannelHandler`) in an embedded pipeline; byte 0 sets the size the rest
+    /// arrives in (1–64 bytes at a time). Fed whole and in pieces, the same refusal (or none);
+    /// and no plain byte ever comes out: a record opens only under a key the handshake agreed,
+    /// which bytes chosen without seeing the house's reply cannot hold.
+    public static func secure(_ data: UnsafeRawBufferPointer) throws(FuzzFailure) {
+        guard data.count >= 1 else { return }
+        let pieceSize = Int(data[0]) % 64 + 1
+        let input = Array(data.dropFirst())
+        func run(inPiecesOf size: Int) throws(FuzzFailure) -> [String] {
+            let above = SecureFuzzPeer()
+            let channel = EmbeddedChannel(handlers: [SecureChannelHandler(side: .house(secureFuzzIdentity), openingPlaintext: 4096 + 8), above])
+            var offset = 0
+            while offset < input.count {
+                let end = min(input.count, offset + size)
+                do { try channel.writeInbound(ByteBuffer(bytes: input[offset..<end])) } catch {
+                    throw FuzzFailure("secure: the pipeline threw \(error)")
+                }
+                offset = end
+            }
+            _ = try? channel.finish()
+            guard above.plainBytes == 0 else { throw FuzzFailure("secure: \(above.plainBytes) plain bytes came out of records no key sealed") }
+            guard above.errors.count <= 1 else { throw FuzzFailure("secure: \(above.errors.count) errors, reading on after the first: \(above.errors)") }
+            return above.errors
+        }
+        let whole = try run(inPiecesOf: max(1, input.count))
+        let pieces = try run(inPiecesOf: pieceSize)
+        guard whole == pieces else { throw FuzzFailure("secure: whole \(whole), in pieces of \(pieceSize) \(pieces)") }
+    }
+
+    /// The house's identity in the secure-channel target: fixed, so a crash reproduces.
+    static let secureFuzzIdentity = IdentityKey(text: "QkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkI")!
+
+    /// Above the secure channel: what comes out of it.
+    final class SecureFuzzPeer: ChannelInboundHandler {
+        typealias InboundIn = ByteBuffer
+        var plainBytes = 0
+        var errors: [String] = []
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) { plainBytes += Self.unwrapInboundIn(data).readableBytes }
+        func errorCaught(context: ChannelHandlerContext, error: any Error) { errors.append("\(error)") }
     }
 
     // MARK: Line protocols

@@ -136,6 +136,8 @@ struct FuzzSeedWriter {
             ("hello-controller", .hello(.init(role: .controller, name: "ctl"))),
             ("welcome", .welcome(.init(serverName: "house", clientID: 42, challenge: Array(0..<32)))),
             ("authenticate", .authenticate(proof: Array(32..<64))),
+            ("admission-waiting", .admission(.init(isAdmitted: false, code: "372 737"))),
+            ("admission-admitted", .admission(.init(isAdmitted: true))),
             ("stream-start-flac", start),
             ("stream-start-pcm", .streamStart(.init(streamID: 8, codec: "pcm-f32le", sampleRate: 44100, channelCount: 1, codecHeader: []))),
             ("audio-chunk", .audioChunk(.init(streamID: 7, firstFrame: 96000, frameCount: 64, payload: chunk))),
@@ -188,6 +190,22 @@ struct FuzzSeedWriter {
         ])
     }
 
+    @Test func secure() throws {
+        // Byte 0: the pieces' size. A client hello: "TTSC", version 1, role, an X25519 key (the
+        // curve's base point, 9) and a commitment.
+        func hello(_ role: UInt8) -> [UInt8] {
+            Array("TTSC".utf8) + [1, role] + [9] + [UInt8](repeating: 0, count: 31) + (0..<32).map { UInt8($0 * 7 & 0xFF) }
+        }
+        let record: [UInt8] = [0, 0, 0, 16] + [UInt8](repeating: 0xA5, count: 16)
+        try Self.write("fuzz-secure", [
+            ("speaker-hello.bin", [7] + hello(1)),
+            ("controller-hello-record.bin", [13] + hello(2) + record),
+            ("old-client.bin", [0] + Array("TT".utf8) + [6, 1] + [UInt8](repeating: 0, count: 66)),
+            ("oversized-record.bin", [3] + hello(1) + [0x7F, 0xFF, 0xFF, 0xFF]),
+            ("two-records.bin", [63] + hello(1) + record + record),
+        ])
+    }
+
     @Test func mpd() throws {
         try Self.write("fuzz-mpd", [
             ("bare.txt", Array("setvol 50".utf8)),
@@ -203,9 +221,12 @@ struct FuzzSeedWriter {
 
     @Test func clockSync() throws {
         try Self.write("fuzz-clocksync", [
-            ("request.bin", ClockSyncPacket(isReply: false, sequence: 1, clientSend: 1_000_000).encoded()),
-            ("reply.bin", ClockSyncPacket(isReply: true, sequence: 1, clientSend: 1_000_000, serverReceive: 5_000_123, serverSend: 5_000_456).encoded()),
-            ("reply-extremes.bin", ClockSyncPacket(isReply: true, sequence: .max, clientSend: .min, serverReceive: .max, serverSend: -1).encoded()),
+            ("request.bin", ClockSyncPacket(isReply: false, sequence: 1, clientSend: 1_000_000).encoded(key: FuzzHarness.clockSyncSeedKey)),
+            ("reply.bin", ClockSyncPacket(isReply: true, sequence: 1, clientSend: 1_000_000, serverReceive: 5_000_123, serverSend: 5_000_456)
+                .encoded(key: FuzzHarness.clockSyncSeedKey)),
+            ("reply-extremes.bin", ClockSyncPacket(isReply: true, sequence: .max, clientSend: .min, serverReceive: .max, serverSend: -1)
+                .encoded(key: FuzzHarness.clockSyncSeedKey)),
+            ("untagged.bin", ClockSyncPacket(isReply: false, sequence: 7, clientSend: 9).encoded()),
         ])
     }
 
