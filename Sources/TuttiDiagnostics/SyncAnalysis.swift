@@ -43,27 +43,47 @@ public struct SyncAnalysis: Sendable {
     /// Where `room` emits timeline frame `frame` of `reference`: the device frame (fractional),
     /// searching lags around `guess`, and the room's gain there (its volume). Matching allows any
     /// gain, so volume changes do not hide a room. Returns nil if nothing there matches.
-    static func locate(_ frame: Int, in capture: VirtualCapture, reference: [Float], guess: Int, search: Int, window: Int = 1024)
-        -> (lag: Double, residual: Double, gain: Double)? {
+    ///
+    /// `ignoringSilence` leaves out the frames the room emitted as digital silence: for a room's
+    /// first match, whose window may hold the moment it started. Counted, that silence made the
+    /// true lag match worse than one where the music repeats itself (two tones back in phase
+    /// 437 frames later matched 9.1 ms off, and tracking then followed the false match). Tracking
+    /// counts every frame, so a gap is never explained away.
+    /// Frames matched at each checkpoint.
+    static let window = 1024
+
+    static func locate(_ frame: Int, in capture: VirtualCapture, reference: [Float], guess: Int, search: Int, window: Int = Self.window,
+                       ignoringSilence: Bool = false) -> (lag: Double, residual: Double, gain: Double)? {
         let channels = capture.channelCount
         let samples = capture.samples
         guard frame >= 0, (frame + window) * channels <= reference.count else { return nil }
         var energy = 0.0
         for i in 0..<(window * channels) { let r = Double(reference[frame * channels + i]); energy += r * r }
         guard energy > 1e-6 else { return nil }
-        /// Residual energy after the best gain, and that gain.
-        func error(_ lag: Int) -> (Double, Double) {
+        /// The residual energy after the best gain, relative to the reference's energy in the
+        /// frames compared, and that gain.
+        func error(_ lag: Int) -> (residual: Double, gain: Double) {
             let start = frame + lag
             guard start >= 0, (start + window) * channels <= samples.count else { return (.infinity, 0) }
-            var outEnergy = 0.0, cross = 0.0
+            var outEnergy = 0.0, cross = 0.0, compared = energy, skipped = 0
             let base = start * channels, refBase = frame * channels
-            for i in 0..<(window * channels) {
-                let o = Double(samples[base + i])
-                outEnergy += o * o
-                cross += o * Double(reference[refBase + i])
+            for f in 0..<window {
+                let i = f * channels
+                if ignoringSilence && (0..<channels).allSatisfy({ samples[base + i + $0] == 0 }) {
+                    for c in 0..<channels { let r = Double(reference[refBase + i + c]); compared -= r * r }
+                    skipped += 1
+                    continue
+                }
+                for c in 0..<channels {
+                    let o = Double(samples[base + i + c])
+                    outEnergy += o * o
+                    cross += o * Double(reference[refBase + i + c])
+                }
             }
-            let gain = cross / energy
-            return (max(0, outEnergy - cross * gain), gain)
+            // At least three quarters of the window heard, with energy to match.
+            guard skipped * 4 <= window, compared > energy * 0.25 else { return (.infinity, 0) }
+            let gain = cross / compared
+            return (max(0, outEnergy - cross * gain) / compared, gain)
         }
         var bestLag = guess, best = Double.infinity, bestGain = 0.0
         for lag in (guess - search)...(guess + search) {
@@ -71,10 +91,10 @@ public struct SyncAnalysis: Sendable {
             if e < best { best = e; bestLag = lag; bestGain = g }
         }
         // A match explains most of the output's energy with a positive gain.
-        let outputEnergy = bestGain * bestGain * energy + best
+        let outputEnergy = bestGain * bestGain + best
         guard best.isFinite, bestGain > 0.001, best < outputEnergy * 0.5 else { return nil }
         // Sub-sample refinement: the error is close to a parabola around its minimum.
-        let left = error(bestLag - 1).0, right = error(bestLag + 1).0
+        let left = error(bestLag - 1).residual, right = error(bestLag + 1).residual
         var fraction = 0.0
         let curvature = left + right - 2 * best
         if curvature > 0, left.isFinite, right.isFinite { fraction = 0.5 * (left - right) / curvature }
@@ -121,7 +141,16 @@ public struct SyncAnalysis: Sendable {
                         guess = Int((room.capture.frame(atEmissionTime: pilot - room.latencyNanoseconds) - Double(checkpoint)).rounded())
                     }
                 }
-                var located = locate(checkpoint, in: room.capture, reference: reference, guess: guess, search: search)
+                var located = locate(checkpoint, in: room.capture, reference: reference, guess: guess, search: search,
+                                     ignoringSilence: previousLag[room.name] == nil)
+                if previousLag[room.name] == nil, let first = located {
+                    // A room's first match is confirmed two windows on, where it has played all
+                    // through: a window it started inside of can match a lag where the music
+                    // repeats itself better than the true one, and tracking would follow it.
+                    // Unconfirmed, the room is looked for again at the next checkpoint.
+                    let later = locate(checkpoint + 2 * Self.window, in: room.capture, reference: reference, guess: guess, search: search)
+                    guard let later, abs(later.lag - first.lag) <= 2 else { continue }
+                }
                 if located == nil && previousLag[room.name] != nil {
                     // Lost after a jump (a resync, a latency set while playing): look again, up to
                     // 100 ms either way; the jump is counted below.

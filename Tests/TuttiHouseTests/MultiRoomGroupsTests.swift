@@ -282,12 +282,14 @@ extension MultiRoomEndToEndTests {
         // with a from a second after it; a played on with no jump.
         #expect(!bRadio.isEmpty && !bRadio.contains { $0 > moved + 250e6 }, "b played the radio after it moved")
         let joined = (bAlbum.first { $0 > moved } ?? .infinity) - moved
-        let skews = album.series.compactMap { point -> Double? in
+        let signed = album.series.compactMap { point -> (after: Double, skew: Double)? in
             guard let a = point.heard["a"], let b = point.heard["b"], b > moved + 1e9, b < stopped, a < stopped else { return nil }
-            return abs(a - b)
-        }.sorted()
+            return ((b - moved) / 1e6, b - a)
+        }
+        let skews = signed.map { abs($0.skew) }.sorted()
         let skew = nearestRankPercentile(skews, 99) / 1000
-        print("snapcast move: b heard the album \(joined / 1e6) ms after the move; then p99 \(skew) µs over \(skews.count) checkpoints")
+        let trace = signed.map { "\(Int($0.after)) ms: \(Int($0.skew / 1000)) µs" }.joined(separator: ", ")
+        print("snapcast move: b heard the album \(joined / 1e6) ms after the move; then p99 \(skew) µs over \(skews.count) checkpoints (b − a: \(trace)); b's jumps: \(album.jumps.filter { $0.room == "b" })")
         #expect(joined > 0 && joined < 1e9, "b joined the album \(joined / 1e6) ms after the move")
         #expect(skews.count >= 4 && skew <= 50, "a and b were \(skew) µs apart (p99) after the move")
         let aJumps = album.jumps.filter { jump in jump.room == "a" && (album.series.first { $0.frame == jump.frame }?.heard["a"] ?? 0) < stopped }
