@@ -106,7 +106,7 @@ fuzz-smoke: fuzz-build
 # The long runs: FUZZ_RUNS (10 million) inputs per target, two targets at a time (one per core);
 # logs and grown corpora in out/fuzz/<target>/. Slowest first (chunkdecoder runs ~2000 inputs a
 # second, clocksync ~25 000), so that the two cores finish together.
-FUZZ_TARGETS := fuzz-chunkdecoder fuzz-streamparser fuzz-hls fuzz-wire fuzz-control fuzz-clocksync fuzz-lines fuzz-mpd fuzz-icy fuzz-secure
+FUZZ_TARGETS := fuzz-chunkdecoder fuzz-streamparser fuzz-hls fuzz-wire fuzz-control fuzz-clocksync fuzz-lines fuzz-mpd fuzz-icy fuzz-secure fuzz-snapcast fuzz-jsonrpc fuzz-httpbody
 FUZZ_RUNS ?= 10000000
 fuzz: fuzz-build
 	printf '%s\n' $(FUZZ_TARGETS) | FUZZ_RUNS=$(FUZZ_RUNS) xargs -P2 -I{} scripts/fuzz.sh long {}

@@ -10,7 +10,7 @@ let optimizedEvenInDebug: [SwiftSetting] = [.unsafeFlags(["-O"], .when(configura
 /// libFuzzer's entry point calling `TuttiFuzzHarness`. Built instrumented by scripts/fuzz.sh
 /// (`--sanitize=fuzzer --sanitize=address --product fuzz-…`); in normal builds they are no-op
 /// executables, compiled so that API drift breaks the build.
-let fuzzTargetNames = ["wire", "clocksync", "control", "streamparser", "chunkdecoder", "hls", "lines", "mpd", "icy", "secure"]
+let fuzzTargetNames = ["wire", "clocksync", "control", "streamparser", "chunkdecoder", "hls", "lines", "mpd", "icy", "secure", "snapcast", "jsonrpc", "httpbody"]
 let fuzzTargets: [Target] = [
     // Not TuttiMediaHTTP: the instrumented build would compile AsyncHTTPClient and BoringSSL too.
     .target(name: "TuttiFuzzHarness", dependencies: ["TuttiMedia", "TuttiProtocol",

@@ -1,4 +1,5 @@
 import Crypto
+import FoundationEssentials
 import NIOCore
 import NIOEmbedded
 import Synchronization
@@ -33,6 +34,9 @@ public enum FuzzHarness {
         "fuzz-mpd": { data throws(FuzzFailure) in try mpdCommandLine(data) },
         "fuzz-icy": { data throws(FuzzFailure) in try icy(data) },
         "fuzz-secure": { data throws(FuzzFailure) in try secure(data) },
+        "fuzz-snapcast": { data throws(FuzzFailure) in try snapcast(data) },
+        "fuzz-jsonrpc": { data throws(FuzzFailure) in try jsonRPC(data) },
+        "fuzz-httpbody": { data throws(FuzzFailure) in try httpBody(data) },
     ]
 
     /// One libFuzzer input through `target`: a broken invariant becomes the crash libFuzzer
@@ -102,6 +106,148 @@ public enum FuzzHarness {
                 }
             }
         }
+    }
+
+    // MARK: Snapcast's stream protocol
+
+    /// The bytes a snapclient sends the house's Snapcast stream port (1704): messages read one
+    /// after another (`SnapcastMessage.read`) until it wants more bytes or refuses them. An
+    /// accepted message written again (`write`) reads back as the same message and nothing
+    /// more; the first bytes of it, short of its end, read as "not complete yet" without
+    /// consuming anything; a hello names a room. (Not "the same bytes": a body may carry bytes
+    /// after what its type reads, and JSON is written in one canonical form of many.)
+    public static func snapcast(_ data: UnsafeRawBufferPointer) throws(FuzzFailure) {
+        let bytes = Array(data)
+        var buffer = ByteBuffer(bytes: bytes)
+        while true {
+            let start = buffer.readerIndex
+            let message: SnapcastMessage?
+            do {
+                message = try SnapcastMessage.read(from: &buffer)
+            } catch {
+                _ = error.description  // the line the bridge logs before it closes the connection
+                return
+            }
+            guard let message else {
+                guard buffer.readerIndex == start else { throw FuzzFailure("snapcast: an incomplete message consumed bytes") }
+                return
+            }
+            let frame = bytes[start..<buffer.readerIndex]
+            var encoded = ByteBuffer()
+            message.write(to: &encoded)
+            let again: SnapcastMessage?
+            do {
+                again = try SnapcastMessage.read(from: &encoded)
+            } catch {
+                throw FuzzFailure("snapcast: a message of type \(message.kind) written again is refused: \(error)")
+            }
+            guard again == message, encoded.readableBytes == 0 else {
+                throw FuzzFailure("snapcast: a message of type \(message.kind) written again reads as \(String(describing: again))")
+            }
+            if case .hello(let hello) = message.payload, hello.roomName.isEmpty {
+                throw FuzzFailure("snapcast: a hello names no room: \(hello)")
+            }
+            for length in Set([frame.count - 1, SnapcastMessage.headerSize, SnapcastMessage.headerSize - 1]) where length >= 0 && length < frame.count {
+                var prefix = ByteBuffer(bytes: frame.prefix(length))
+                let partial: SnapcastMessage?
+                do {
+                    partial = try SnapcastMessage.read(from: &prefix)
+                } catch {
+                    throw FuzzFailure("snapcast: the first \(length) bytes of a valid message of type \(message.kind) are refused: \(error)")
+                }
+                guard partial == nil, prefix.readerIndex == 0 else {
+                    throw FuzzFailure("snapcast: the first \(length) bytes of a \(frame.count)-byte message read as complete")
+                }
+            }
+        }
+    }
+
+    // MARK: JSON-RPC (Snapcast's control API)
+
+    /// One message to Snapcast's control API (a line on its port, an HTTP body or a WebSocket
+    /// message at `/jsonrpc`) read as `JSONRPCInput`: a refusal is a parse error or an invalid
+    /// request; a batch holds 1 to `maximumBatchLength` entries; each request written as JSON
+    /// reads back as itself; a known method's params read as their type or are refused in one
+    /// line.
+    public static func jsonRPC(_ data: UnsafeRawBufferPointer) throws(FuzzFailure) {
+        let entries: [JSONRPCInput.Entry]
+        switch JSONRPCInput(parsing: data) {
+        case .refused(let error):
+            guard error.code == -32700 || error.code == -32600, error.id == .null else { throw FuzzFailure("jsonrpc: a message refused with \(error)") }
+            return
+        case .single(let entry): entries = [entry]
+        case .batch(let batch):
+            guard !batch.isEmpty, batch.count <= JSONRPCInput.maximumBatchLength else { throw FuzzFailure("jsonrpc: a batch of \(batch.count) taken") }
+            entries = batch
+        }
+        for entry in entries {
+            guard case .request(let request) = entry else { continue }
+            let json: Data
+            do { json = try JSONEncoder().encode(request.json) } catch {
+                throw FuzzFailure("jsonrpc: a request read from JSON cannot be written: \(error)")
+            }
+            guard case .single(.request(let again)) = JSONRPCInput(parsing: json), again.method == request.method,
+                  sameJSON(again.id, request.id), sameJSON(again.params, request.params) else {
+                throw FuzzFailure("jsonrpc: \(request) written as \(String(decoding: json, as: UTF8.self)) reads back otherwise")
+            }
+            guard let type = SnapcastParams.types[request.method] else { continue }
+            do throws(SnapcastParams.Invalid) { _ = try SnapcastParams.read(type, request.params) } catch {
+                guard !error.message.isEmpty, !error.message.contains("\n") else { throw FuzzFailure("jsonrpc: params refused with \"\(error.message)\"") }
+            }
+        }
+    }
+
+    /// JSON values alike up to how a number is held: 100 read back from 1e2 is an integer.
+    static func sameJSON(_ a: JSONValue?, _ b: JSONValue?) -> Bool {
+        switch (a, b) {
+        case (nil, nil): return true
+        case (.integer(let x)?, .number(let y)?), (.number(let y)?, .integer(let x)?): return Double(x) == y
+        case (.array(let x)?, .array(let y)?): return x.count == y.count && zip(x, y).allSatisfy { sameJSON($0, $1) }
+        case (.object(let x)?, .object(let y)?): return x.keys == y.keys && x.allSatisfy { sameJSON($0.value, y[$0.key]) }
+        default: return a == b
+        }
+    }
+
+    // MARK: HTTP API bodies
+
+    /// The commands the HTTP API's routes name (docs/HTTP-API.md), and nil for `/api/control`.
+    public static let routeCommands: [String?] = [nil, "play", "pause", "resume", "stop", "seek", "next", "previous", "volume", "join", "leave",
+                                           "admit", "forget", "group-create", "group-rename", "group-remove", "group-volume", "queue-add",
+                                           "queue-remove", "queue-move", "queue-play", "playlist-save", "playlist-load", "library-search",
+                                           "room-latency", "room-rename", "play-modes", "status"]
+
+    /// An HTTP API request's body, through `ControlJSON.decodeRequest(body:command:fields:)`
+    /// as the routes call it. Byte 0 picks the route's command (`routeCommands`), byte 1 the
+    /// fields its path gives (none, a room, an index, a group's name). A request read is the
+    /// route's command, and survives its own JSON round trip; a refusal survives its own.
+    public static func httpBody(_ data: UnsafeRawBufferPointer) throws(FuzzFailure) {
+        guard data.count >= 2 else { return }
+        let command = routeCommands[Int(data[0]) % routeCommands.count]
+        let fields: [String: JSONValue] = switch data[1] % 4 {
+        case 0: [:]
+        case 1: ["room": .string("kitchen")]
+        case 2: ["index": .integer(3)]
+        default: ["name": .string("Küche")]
+        }
+        let request: ControlRequest
+        do {
+            request = try ControlJSON.decodeRequest(body: UnsafeRawBufferPointer(rebasing: data[2...]), command: command, fields: fields)
+        } catch {
+            guard ControlJSON.decodeRefusal(ControlJSON.encode(error)) == error, !error.error.contains("\n") else {
+                throw FuzzFailure("httpbody: the refusal \"\(error)\" does not survive its JSON round trip, or is not one line")
+            }
+            return
+        }
+        if let command, request.command.name != command {
+            throw FuzzFailure("httpbody: the route of \(command) performed \(request.command.name)")
+        }
+        _ = request.command.problem
+        let json = ControlJSON.encode(request)
+        let again: ControlRequest
+        do { again = try ControlJSON.decodeRequest(json) } catch {
+            throw FuzzFailure("httpbody: \(request) encodes to \(json), which is refused: \(error)")
+        }
+        guard again == request else { throw FuzzFailure("httpbody: \(request) round-trips to \(again) through \(json)") }
     }
 
     // MARK: Clock sync

@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import NIOCore
 import TuttiCore
+import TuttiHouse
 import TuttiProtocol
 
 /// The names a browser may use to reach the house: what a `Host` header must say.
@@ -34,7 +35,7 @@ public struct HostAllowList: Sendable {
         if host == "localhost" || host.hasSuffix(".localhost") || extraNames.contains(host) || machineNames.contains(host) { return true }
         // An address literal cannot be rebound; it must still be one of this machine's.
         guard let address = try? SocketAddress(ipAddress: host, port: 0) else { return false }
-        return Self.isLoopback(address) || Self.interfaceAddresses().contains(Self.ipString(address))
+        return ThisMachine.owns(address)
     }
 
     /// The host of an authority (`[::1]:7780`, `kitchen.local:7780`, `10.0.0.5`), lowercased and
@@ -68,23 +69,6 @@ public struct HostAllowList: Sendable {
         var name = name.lowercased()
         while name.hasSuffix(".") { name.removeLast() }
         return name
-    }
-
-    private static func isLoopback(_ address: SocketAddress) -> Bool {
-        switch address {
-        case .v4(let v4): IPAddressKind(v4.address) == .loopback
-        case .v6(let v6): IPAddressKind(v6.address) == .loopback
-        case .unixDomainSocket: false
-        }
-    }
-
-    private static func ipString(_ address: SocketAddress) -> String { address.ipAddress?.lowercased() ?? "" }
-
-    /// This machine's interface addresses, read at each call: DHCP may change them.
-    private static func interfaceAddresses() -> Set<String> {
-        // A machine whose interfaces cannot be listed answers to its names only.
-        guard let devices = try? System.enumerateDevices() else { return [] }
-        return Set(devices.compactMap { $0.address.map(ipString) })
     }
 }
 

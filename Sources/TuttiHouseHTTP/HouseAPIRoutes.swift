@@ -19,7 +19,7 @@ enum HouseAPIRoutes {
     static func add(to router: Router<Context>, house: House) {
         for operation in APIOperation.all {
             router.on(RouterPath(operation.path), method: operation.method) { request, context in
-                var path: [String: Any] = [:]
+                var path: [String: JSONValue] = [:]
                 for field in operation.pathFields {
                     // Names with spaces or beyond ASCII come percent-encoded.
                     let raw = try context.parameters.require(field.name)
@@ -28,29 +28,30 @@ enum HouseAPIRoutes {
                         guard let value = Int(text) else {
                             return refusal(ControlRefusal("\(operation.command ?? "control"): the \(field.name) in the path must be a whole number"))
                         }
-                        path[field.name] = value
+                        path[field.name] = .integer(value)
                     } else {
-                        path[field.name] = text
+                        path[field.name] = .string(text)
                     }
                 }
                 // Reads (GET) take their fields from the query string, and no body.
                 if operation.method == .get, let command = operation.command {
-                    var fields: [String: Any] = ["command": command]
+                    var fields: [String: JSONValue] = [:]
                     for field in operation.queryFields {
                         guard let text = request.uri.queryParameters.get(field.name) else { continue }
                         if case .integer = field.schema {
                             guard let value = Int(text) else {
                                 return refusal(ControlRefusal("\(command): \"\(field.name)\" must be a whole number"))
                             }
-                            fields[field.name] = value
+                            fields[field.name] = .integer(value)
                         } else {
-                            fields[field.name] = text
+                            fields[field.name] = .string(text)
                         }
                     }
                     fields.merge(path) { _, fromPath in fromPath }
-                    let json = String(decoding: try! JSONSerialization.data(withJSONObject: fields), as: UTF8.self)
                     let request: ControlRequest
-                    do throws(ControlRefusal) { request = try ControlJSON.decodeRequest(json) } catch { return refusal(error) }
+                    do throws(ControlRefusal) {
+                        request = try ControlJSON.decodeRequest(body: [UInt8](), command: command, fields: fields)
+                    } catch { return refusal(error) }
                     return await answer(house, request)
                 }
                 return await run(operation.command, request, context, house, path: path)
@@ -63,32 +64,16 @@ enum HouseAPIRoutes {
 
     /// Performs the command named `name` (nil: named by the body's "command"), with the body's
     /// fields and `path`'s.
-    static func run(_ name: String?, _ request: Request, _ context: Context, _ house: House, path: [String: Any] = [:]) async -> Response {
-        var fields: [String: Any]
-        do {
-            let body = try await request.body.collect(upTo: maximumBodyBytes)
-            fields = try bodyObject(body, command: name ?? "control")
-        } catch let refused as ControlRefusal {
-            return refusal(refused)
-        } catch {
+    static func run(_ name: String?, _ request: Request, _ context: Context, _ house: House, path: [String: JSONValue] = [:]) async -> Response {
+        let body: ByteBuffer
+        do { body = try await request.body.collect(upTo: maximumBodyBytes) } catch {
             return refusal(ControlRefusal("\(name ?? "control"): the body is over \(maximumBodyBytes >> 20) MiB"))
         }
-        fields.merge(path) { _, fromPath in fromPath }
-        if let name { fields["command"] = name }
-        // Serializing what was just parsed (plus strings and integers) cannot fail.
-        let json = String(decoding: try! JSONSerialization.data(withJSONObject: fields), as: UTF8.self)
         let request: ControlRequest
-        do { request = try ControlJSON.decodeRequest(json) } catch { return refusal(error) }
+        do throws(ControlRefusal) {
+            request = try ControlJSON.decodeRequest(body: body.readableBytesView, command: name, fields: path)
+        } catch { return refusal(error) }
         return await answer(house, request)
-    }
-
-    /// The body as a JSON object; empty is `{}`.
-    static func bodyObject(_ body: ByteBuffer, command: String) throws(ControlRefusal) -> [String: Any] {
-        guard body.readableBytes > 0 else { return [:] }
-        guard let object = try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any] else {
-            throw ControlRefusal("\(command): the body is not a JSON object")
-        }
-        return object
     }
 
     static func answer(_ house: House, _ request: ControlRequest) async -> Response {

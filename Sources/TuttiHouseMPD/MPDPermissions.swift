@@ -1,5 +1,6 @@
 import NIOCore
 import TuttiCore
+import TuttiHouse
 
 /// MPD's permissions (read, add, control, admin), what each command needs, and what a
 /// connection starts with.
@@ -55,12 +56,12 @@ public struct MPDPermissions: OptionSet, Sendable, Hashable {
         return isLocal(peer) ? .all : .read
     }
 
-    /// Whether `peer` is this machine (a loopback address, IPv4-mapped or not, or a Unix socket).
+    /// Whether `peer` is on this machine: a Unix socket, or one of its addresses (loopback,
+    /// or its LAN address, which a client here may connect to as well).
     static func isLocal(_ peer: SocketAddress?) -> Bool {
         switch peer {
-        case .v4(let address): IPAddressKind(address.address) == .loopback
-        case .v6(let address): IPAddressKind(address.address) == .loopback
         case .unixDomainSocket: true
+        case let address?: ThisMachine.owns(address)
         case nil: false
         }
     }

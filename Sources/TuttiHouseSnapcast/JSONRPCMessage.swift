@@ -1,4 +1,5 @@
 import Foundation
+import TuttiProtocol
 
 /// JSON-RPC 2.0's envelopes, as Snapcast's control API uses them: a request (a notification
 /// when it has no id), a response with a result or an error, and a notification the server

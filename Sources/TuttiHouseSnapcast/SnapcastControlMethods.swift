@@ -58,22 +58,7 @@ struct SnapcastControlMethods {
 
     /// `params` read as `T`: a field missing or of the wrong type is -32602, naming the field.
     static func params<T: Decodable>(_ type: T.Type, _ params: JSONValue?) throws(Failure) -> T {
-        func field(_ path: [any CodingKey]) -> String {
-            path.isEmpty ? "params" : "\"" + path.map { $0.intValue.map(String.init) ?? $0.stringValue }.joined(separator: ".") + "\""
-        }
-        do {
-            return try JSONDecoder().decode(T.self, from: JSONEncoder().encode(params ?? .object([:])))
-        } catch DecodingError.keyNotFound(let key, let context) {
-            throw .invalidParams("\(field(context.codingPath + [key])) is missing")
-        } catch DecodingError.typeMismatch(let expected, let context) {
-            let kind = expected == String.self ? "a string" : expected == Bool.self ? "true or false"
-                : expected == Double.self || expected == Int.self ? "a number" : String(describing: expected).hasPrefix("Array") ? "a list" : "an object"
-            throw .invalidParams("\(field(context.codingPath)) must be \(kind)")
-        } catch DecodingError.valueNotFound(_, let context) {
-            throw .invalidParams("\(field(context.codingPath)) must not be null")
-        } catch {
-            throw .invalidParams("params cannot be read: \(error)")
-        }
+        do throws(SnapcastParams.Invalid) { return try SnapcastParams.read(type, params) } catch { throw .invalidParams(error.message) }
     }
 
     /// Performs `method` with `params`; its result.

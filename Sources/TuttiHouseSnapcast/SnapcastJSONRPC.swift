@@ -12,7 +12,7 @@ public struct SnapcastJSONRPC {
     var methods: SnapcastControlMethods
     private var lastNotified: String?
     /// Requests in one batch; a larger batch is refused whole with -32600, naming the limit.
-    public static let maximumBatchLength = 1000
+    public static var maximumBatchLength: Int { JSONRPCInput.maximumBatchLength }
 
     public var house: House { methods.house }
 
@@ -27,18 +27,16 @@ public struct SnapcastJSONRPC {
     /// The reply to one message (a request, or a batch), or nil when it asked for none (only
     /// notifications).
     public mutating func answer(_ message: Data) async -> Data? {
-        let parsed: JSONValue
-        do { parsed = try JSONDecoder().decode(JSONValue.self, from: message) } catch {
-            return JSONRPC.error(id: .null, code: -32700, message: "Parse error")
+        switch JSONRPCInput(parsing: message) {
+        case .refused(let error):
+            return JSONRPC.error(id: error.id, code: error.code, message: error.message)
+        case .single(let entry):
+            return await respond(to: entry)
+        case .batch(let batch):
+            var replies: [Data] = []
+            for entry in batch { if let reply = await respond(to: entry) { replies.append(reply) } }
+            return replies.isEmpty ? nil : Data("[".utf8) + Data(replies.joined(separator: Data(",".utf8))) + Data("]".utf8)
         }
-        guard case .array(let batch) = parsed else { return await respond(to: parsed) }
-        guard !batch.isEmpty else { return JSONRPC.error(id: .null, code: -32600, message: "Invalid request") }
-        guard batch.count <= Self.maximumBatchLength else {
-            return JSONRPC.error(id: .null, code: -32600, message: "Invalid request: a batch of \(batch.count) requests, over the limit of \(Self.maximumBatchLength)")
-        }
-        var replies: [Data] = []
-        for request in batch { if let reply = await respond(to: request) { replies.append(reply) } }
-        return replies.isEmpty ? nil : Data("[".utf8) + Data(replies.joined(separator: Data(",".utf8))) + Data("]".utf8)
     }
 
     /// `Server.OnUpdate` with the whole status, when it differs from what this controller was
@@ -51,18 +49,19 @@ public struct SnapcastJSONRPC {
         return JSONRPC.encode(JSONRPC.Notification(method: "Server.OnUpdate", params: SnapcastServerStatus.status(view, hostName: methods.hostName)))
     }
 
-    private mutating func respond(to request: JSONValue) async -> Data? {
-        guard case .object(let object) = request, case .string(let method)? = object["method"] else {
-            return JSONRPC.error(id: request["id"] ?? .null, code: -32600, message: "Invalid request")
+    private mutating func respond(to entry: JSONRPCInput.Entry) async -> Data? {
+        let request: JSONRPCInput.Request
+        switch entry {
+        case .invalid(let error): return JSONRPC.error(id: error.id, code: error.code, message: error.message)
+        case .request(let read): request = read
         }
-        let id = object["id"]
         do throws(SnapcastControlMethods.Failure) {
-            let result = try await methods.call(method, object["params"])
-            guard let id else { return nil }
+            let result = try await methods.call(request.method, request.params)
+            guard let id = request.id else { return nil }
             return JSONRPC.reply(id: id, result: result)
         } catch {
             // A notification is never answered, not even with an error (JSON-RPC 2.0).
-            guard let id else { return nil }
+            guard let id = request.id else { return nil }
             return JSONRPC.error(id: id, code: error.code, message: error.message)
         }
     }

@@ -1,5 +1,6 @@
-/// Any JSON value, as JSON-RPC carries ids and as a method's params arrive before they are read
-/// into their typed form (`SnapcastParams`). Integers stay integers, so an id of 1 is echoed as 1.
+/// Any JSON value: a JSON-RPC id, a method's params before they are read into their typed form
+/// (`SnapcastParams`), an HTTP API body before the route's fields are merged into it, a reply
+/// `tutti ctl` prints as lines. Integers stay integers, so an id of 1 is echoed as 1.
 public enum JSONValue: Codable, Sendable, Equatable {
     case null
     case bool(Bool)
@@ -33,7 +34,7 @@ public enum JSONValue: Codable, Sendable, Equatable {
         }
     }
 
-    subscript(key: String) -> JSONValue? {
+    public subscript(key: String) -> JSONValue? {
         if case .object(let object) = self { object[key] } else { nil }
     }
 }

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import NIOCore
 
 /// A message of Snapcast's binary stream protocol (snapclient ↔ snapserver, port 1704;

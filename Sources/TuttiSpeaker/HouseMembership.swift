@@ -31,11 +31,10 @@ public final class HouseMembership: Sendable {
     public init(path: String?) throws(StateFile.Failure) {
         self.path = path
         guard let path, StateFile.exists(path) else { return }
-        guard let text = StateFile.read(path) else {
-            throw StateFile.Failure(description: "cannot read this speaker's house \(path): \(String(cString: strerror(errno)))")
-        }
-        guard let file = try? JSONDecoder().decode(File.self, from: Data(text.utf8)), let key = PeerKey(text: file.key) else {
-            throw StateFile.Failure(description: "\(path) does not name a house (remove it, and admit the speaker to its house again)")
+        let remedy = "remove it, and admit the speaker to its house again"
+        let file = try StateFile.readJSON(File.self, from: path, what: "this speaker's house", remedy: remedy)
+        guard let key = PeerKey(text: file.key) else {
+            throw StateFile.Failure(description: "\(path): \(file.key.debugDescription) is not a house's key; \(remedy)")
         }
         house.withLock { $0 = (key, file.name) }
     }
@@ -66,12 +65,7 @@ public final class HouseMembership: Sendable {
             return (current?.key != key, current?.key != key || current?.name != name)
         }
         guard changed, let path else { return isNew }
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        guard let data = try? encoder.encode(File(name: name, key: key.text, admitted: Date.now.formatted(.iso8601))) else {
-            preconditionFailure("encoding a house's key failed")
-        }
-        try StateFile.replace(path, with: String(decoding: data, as: UTF8.self) + "\n", what: "this speaker's house")
+        try StateFile.replaceJSON(path, with: File(name: name, key: key.text, admitted: Date.now.formatted(.iso8601)), what: "this speaker's house")
         return isNew
     }
 }

@@ -126,39 +126,25 @@ func printReply(_ reply: ControlReply, json: Bool) {
         return
     }
     guard case .object(let object)? = try? JSONDecoder().decode(JSONValue.self, from: Data(text.utf8)) else { return }
-    for (key, value) in JSONValue.flattened(object, prefix: "").sorted(by: { $0.key < $1.key }) {
+    for (key, value) in flattened(object, prefix: "").sorted(by: { $0.key < $1.key }) {
         Terminal.standardOutput("\(key): \(value)\n")
     }
 }
 
-/// Any JSON value, to print a reply as lines without knowing its type.
-enum JSONValue: Decodable {
-    case object([String: JSONValue]), array([JSONValue]), string(String), number(Double), bool(Bool), null
-
-    init(from decoder: any Decoder) throws {
-        let c = try decoder.singleValueContainer()
-        if c.decodeNil() { self = .null }
-        else if let b = try? c.decode(Bool.self) { self = .bool(b) }
-        else if let d = try? c.decode(Double.self) { self = .number(d) }
-        else if let s = try? c.decode(String.self) { self = .string(s) }
-        else if let a = try? c.decode([JSONValue].self) { self = .array(a) }
-        else { self = .object(try c.decode([String: JSONValue].self)) }
-    }
-
-    /// `key: text` for every scalar, nested keys joined with dots; lists are skipped.
-    static func flattened(_ object: [String: JSONValue], prefix: String) -> [String: String] {
-        var lines: [String: String] = [:]
-        for (key, value) in object {
-            switch value {
-            case .object(let nested): lines.merge(flattened(nested, prefix: prefix + key + ".")) { $1 }
-            case .array, .null: break
-            case .string(let s): lines[prefix + key] = s
-            case .bool(let b): lines[prefix + key] = b ? "true" : "false"
-            case .number(let d): lines[prefix + key] = String(format: d.rounded() == d && abs(d) < 1e15 ? "%.0f" : "%.3f", d)
-            }
+/// `key: text` for every scalar of a reply, nested keys joined with dots; lists are skipped.
+func flattened(_ object: [String: JSONValue], prefix: String) -> [String: String] {
+    var lines: [String: String] = [:]
+    for (key, value) in object {
+        switch value {
+        case .object(let nested): lines.merge(flattened(nested, prefix: prefix + key + ".")) { $1 }
+        case .array, .null: break
+        case .string(let s): lines[prefix + key] = s
+        case .bool(let b): lines[prefix + key] = b ? "true" : "false"
+        case .integer(let i): lines[prefix + key] = String(i)
+        case .number(let d): lines[prefix + key] = String(format: d.rounded() == d && abs(d) < 1e15 ? "%.0f" : "%.3f", d)
         }
-        return lines
     }
+    return lines
 }
 
 func absolutePath(_ path: String) -> String {
@@ -207,15 +193,14 @@ struct CtlAdmit: AsyncParsableCommand {
         var found: WaitingSpeakerReport?
         while found == nil {
             let waiting = try await ctl.send(.rooms).rooms?.waiting ?? []
-            let digits = speaker.filter { !$0.isWhitespace }
             let named = waiting.filter { $0.name == speaker }
-            let matches = !named.isEmpty ? named : waiting.filter { $0.code.filter { !$0.isWhitespace } == digits }
+            let matches = !named.isEmpty || !AdmissionCode.looksLikeCode(speaker) ? named : waiting.filter { AdmissionCode.matches(speaker, $0.code) }
             if matches.count > 1 && code == nil {
                 Terminal.standardError("tutti ctl: \(matches.count) speakers named \(speaker) wait, with codes \(matches.map(\.code).joined(separator: ", ")): "
                                        + "admit the one whose code its own log shows, with --code\n")
                 throw ExitCode(1)
             }
-            found = matches.first { code == nil || $0.code.filter { !$0.isWhitespace } == code!.filter { !$0.isWhitespace } }
+            found = matches.first { code == nil || AdmissionCode.matches(code!, $0.code) }
             if found != nil { break }
             guard Date() < deadline else {
                 let listed = waiting.map { "\($0.name) (\($0.code))" }

@@ -163,6 +163,83 @@ struct FuzzSeedWriter {
         try Self.write("fuzz-wire", seeds)
     }
 
+    /// What snapclient 0.26 sends the house (hello, time probes, client info) and what the
+    /// house sends it, one message per seed, and a session.
+    @Test func snapcast() throws {
+        func bytes(_ messages: [SnapcastMessage]) -> [UInt8] {
+            var buffer = ByteBuffer()
+            for message in messages { message.write(to: &buffer) }
+            return Array(buffer.readableBytesView)
+        }
+        var hello = SnapcastHello(hostName: "kitchen-pi", id: "00:11:22:33:44:55", mac: "00:11:22:33:44:55")
+        hello.arch = "x86_64"
+        hello.os = "Debian GNU/Linux 12 (bookworm)"
+        hello.version = "0.26.0"
+        let sent = SnapcastMessage.Time(seconds: 1_700_000, microseconds: 123_456)
+        let messages: [(String, SnapcastMessage)] = [
+            ("hello", SnapcastMessage(id: 1, sent: sent, payload: .hello(hello))),
+            ("hello-host-id", SnapcastMessage(id: 1, sent: sent, payload: .hello(SnapcastHello(hostName: "pi", id: "Küche", instance: 2)))),
+            ("time", SnapcastMessage(id: 2, sent: sent, payload: .time(latency: .init(seconds: 0, microseconds: 0)))),
+            ("time-reply", SnapcastMessage(id: 3, refersTo: 2, sent: sent, received: sent, payload: .time(latency: .init(seconds: -1, microseconds: 999_000)))),
+            ("client-info", SnapcastMessage(id: 4, payload: .clientInfo(volume: 35, muted: true))),
+            ("server-settings", SnapcastMessage(id: 5, payload: .serverSettings(.init(bufferMs: 1000, latency: 20, muted: false, volume: 80)))),
+            ("codec-header-pcm", SnapcastMessage(payload: .codecHeader(codec: "pcm", header: SnapcastMessage.pcmHeader(sampleRate: 48000, channelCount: 2)))),
+            ("wire-chunk", SnapcastMessage(payload: .wireChunk(timestamp: sent, data: (0..<64).map { UInt8($0 * 5 & 0xFF) }))),
+            ("stream-tags", SnapcastMessage(payload: .other(kind: 6, bytes: Array("{\"TITLE\":\"x\"}".utf8)))),
+        ]
+        var seeds = messages.map { ("\($0.0).bin", bytes([$0.1])) }
+        let session = bytes(messages.map(\.1))
+        seeds.append(("session.bin", session))
+        seeds.append(("session-cut.bin", Array(session.prefix(session.count - 7))))
+        try Self.write("fuzz-snapcast", seeds)
+    }
+
+    /// What Snapcast's controllers send (Home Assistant's library, Snapweb): each method with
+    /// its params, a notification, a batch, and broken ones.
+    @Test func jsonRPC() throws {
+        func text(_ string: String) -> [UInt8] { Array(string.utf8) }
+        try Self.write("fuzz-jsonrpc", [
+            ("get-status.json", text(#"{"id":1,"jsonrpc":"2.0","method":"Server.GetStatus"}"#)),
+            ("rpc-version.json", text(#"{"id":"a","jsonrpc":"2.0","method":"Server.GetRPCVersion"}"#)),
+            ("client-volume.json", text(#"{"id":8,"jsonrpc":"2.0","method":"Client.SetVolume","params":{"id":"00:21:6a:7d:74:fc#2","volume":{"muted":false,"percent":74}}}"#)),
+            ("client-latency.json", text(#"{"id":7,"jsonrpc":"2.0","method":"Client.SetLatency","params":{"id":"kitchen","latency":10}}"#)),
+            ("client-name.json", text(#"{"id":6,"jsonrpc":"2.0","method":"Client.SetName","params":{"id":"kitchen","name":"Küche"}}"#)),
+            ("group-mute.json", text(#"{"id":5,"jsonrpc":"2.0","method":"Group.SetMute","params":{"id":"4dcc4e3b-c699-a04b-7f0c-8260d23c43e1","mute":true}}"#)),
+            ("group-stream.json", text(#"{"id":4,"jsonrpc":"2.0","method":"Group.SetStream","params":{"id":"4dcc4e3b","stream_id":"stream 1"}}"#)),
+            ("group-clients.json", text(#"{"id":3,"jsonrpc":"2.0","method":"Group.SetClients","params":{"clients":["a","b"],"id":"4dcc4e3b"}}"#)),
+            ("stream-control.json", text(#"{"id":2,"jsonrpc":"2.0","method":"Stream.Control","params":{"command":"seek","id":"default","params":{"offset":-10.5}}}"#)),
+            ("stream-property.json", text(#"{"id":9,"jsonrpc":"2.0","method":"Stream.SetProperty","params":{"id":"default","property":"volume","value":50}}"#)),
+            ("notification.json", text(#"{"jsonrpc":"2.0","method":"Client.SetName","params":{"id":"x","name":"y"}}"#)),
+            ("batch.json", text(#"[{"id":1,"jsonrpc":"2.0","method":"Server.GetStatus"},{"id":2,"jsonrpc":"2.0","method":"Group.GetStatus","params":{"id":"g"}},1,{"jsonrpc":"2.0"}]"#)),
+            ("empty-batch.json", text("[]")),
+            ("cut.json", text(#"{"id":1,"jsonrpc":"2.0","method":"Server.Get"#)),
+            ("numbers.json", text(#"{"id":1e2,"jsonrpc":"2.0","method":"Client.SetLatency","params":{"id":"k","latency":-0.0}}"#)),
+        ])
+    }
+
+    /// HTTP API bodies: byte 0 picks the route's command (`FuzzHarness.routeCommands`), byte 1
+    /// the path's fields, the rest is the body.
+    @Test func httpBody() throws {
+        func seed(_ command: String?, _ fields: UInt8, _ body: String) -> [UInt8] {
+            [UInt8(FuzzHarness.routeCommands.firstIndex(of: command)!), fields] + Array(body.utf8)
+        }
+        try Self.write("fuzz-httpbody", [
+            ("control-play.bin", seed(nil, 0, #"{"command":"play","files":["/music/a.flac","http://radio.example/stream"],"rooms":["kitchen"]}"#)),
+            ("control-group.bin", seed(nil, 0, #"{"command":"pause","group":"Radio"}"#)),
+            ("play.bin", seed("play", 0, #"{"files":["/music/b.flac"]}"#)),
+            ("volume-room.bin", seed("volume", 1, #"{"percent":40}"#)),
+            ("seek.bin", seed("seek", 0, #"{"seconds":12.5}"#)),
+            ("admit-code.bin", seed("admit", 0, #"{"code":"372 737","speaker":"hall"}"#)),
+            ("queue-move.bin", seed("queue-move", 0, #"{"from":1,"to":0}"#)),
+            ("queue-play-index.bin", seed("queue-play", 2, "")),
+            ("group-create.bin", seed("group-create", 3, "{}")),
+            ("library-search.bin", seed("library-search", 0, #"{"query":"bach","limit":20}"#)),
+            ("play-modes.bin", seed("play-modes", 0, #"{"repeat":true,"random":false,"single":"oneshot"}"#)),
+            ("not-an-object.bin", seed("stop", 0, "[1,2]")),
+            ("empty-body.bin", seed("status", 0, "")),
+        ])
+    }
+
     @Test func lines() throws {
         // Byte 0: the longest line less one; byte 1: the piece size.
         try Self.write("fuzz-lines", [

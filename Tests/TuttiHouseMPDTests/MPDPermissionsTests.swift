@@ -15,6 +15,10 @@ import TuttiTestSupport
         for address in ["192.0.2.5", "10.0.0.7", "fd00::5", "fe80::1"] {
             #expect(MPDPermissions.initial(for: try SocketAddress(ipAddress: address, port: 50000), defaultPermissions: nil) == .read, "\(address)")
         }
+        // A client here that connects to this machine's LAN address is on this machine too.
+        let own = try System.enumerateDevices().compactMap(\.address).filter { $0.ipAddress != nil }
+        #expect(!own.isEmpty)
+        for address in own { #expect(MPDPermissions.initial(for: address, defaultPermissions: nil) == .all, "\(address)") }
         #expect(MPDPermissions.initial(for: try SocketAddress(ipAddress: "127.0.0.1", port: 1), defaultPermissions: [.read, .add]) == [.read, .add])
         #expect(MPDPermissions.initial(for: nil, defaultPermissions: nil) == .read)
         let granted = try #require(MPDPermissions.password("pa@ss@read,admin"))

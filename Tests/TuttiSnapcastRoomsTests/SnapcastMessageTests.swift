@@ -1,6 +1,7 @@
 import NIOCore
 import Testing
 @testable import TuttiSnapcastRooms
+import TuttiProtocol
 
 /// Snapcast's binary messages: the layout snapclient 0.26 reads and writes, and bad input
 /// refused with a reason.

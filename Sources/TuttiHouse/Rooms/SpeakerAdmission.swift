@@ -68,13 +68,8 @@ struct SpeakerAdmission {
 
     /// The admitted speakers of the file at `path`: what `tutti server` checks before it starts.
     static func read(_ path: String) throws(StateFile.Failure) -> [Admitted] {
-        guard let text = StateFile.read(path) else {
-            throw StateFile.Failure(description: "cannot read the admitted speakers \(path): \(String(cString: strerror(errno)))")
-        }
-        let file: File
-        do { file = try JSONDecoder().decode(File.self, from: Data(text.utf8)) } catch {
-            throw StateFile.Failure(description: "\(path) is not a list of admitted speakers (\(error)); fix or remove it (its speakers then wait to be admitted again)")
-        }
+        let file = try StateFile.readJSON(File.self, from: path, what: "a list of admitted speakers",
+                                          remedy: "fix or remove it (its speakers then wait to be admitted again)")
         for speaker in file.speakers where PeerKey(text: speaker.key) == nil {
             throw StateFile.Failure(description: "\(path): \(speaker.key.debugDescription) is not a speaker's key; fix or remove it")
         }
@@ -101,12 +96,11 @@ struct SpeakerAdmission {
     /// The waiting speakers that `reference` names: by name, else by code (with or without its
     /// space); and with `code`, only the one that shows it.
     func waiting(named reference: String, code: String? = nil) -> [Waiting] {
-        func digits(_ text: String) -> String { text.filter { !$0.isWhitespace } }
         var matches = waiting.filter { $0.name == reference }
-        if matches.isEmpty, digits(reference).count == 6, digits(reference).allSatisfy(\.isNumber) {
-            matches = waiting.filter { digits($0.code) == digits(reference) }
+        if matches.isEmpty, AdmissionCode.looksLikeCode(reference) {
+            matches = waiting.filter { AdmissionCode.matches(reference, $0.code) }
         }
-        if let code { matches = matches.filter { digits($0.code) == digits(code) } }
+        if let code { matches = matches.filter { AdmissionCode.matches(code, $0.code) } }
         return matches
     }
 
@@ -131,13 +125,7 @@ struct SpeakerAdmission {
 
     private func save() throws(StateFile.Failure) {
         guard let path else { return }
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        let data: Data
-        do { data = try encoder.encode(File(speakers: admitted)) } catch {
-            preconditionFailure("encoding the admitted speakers failed: \(error)")
-        }
-        try StateFile.replace(path, with: String(decoding: data, as: UTF8.self) + "\n", what: "the admitted speakers")
+        try StateFile.replaceJSON(path, with: File(speakers: admitted), what: "the admitted speakers")
     }
 
     private static func now() -> String { ISO8601DateFormatter().string(from: Date()) }

@@ -31,8 +31,7 @@ public struct ControllerToken: Sendable, Equatable, CustomStringConvertible {
 
     /// Reads the text form (surrounding white space ignored); nil when it is not a token.
     public init?(text: String) {
-        let trimmed = String(text.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed())
-        guard trimmed.utf8.count == 43, let bytes = Base64URL.decode(trimmed), bytes.count == Self.byteCount else { return nil }
+        guard let bytes = Base64URL.decode(trimming: text), bytes.count == Self.byteCount else { return nil }
         self.bytes = bytes
     }
 
@@ -136,6 +135,12 @@ enum Base64URL {
         while standard.utf8.count % 4 != 0 { standard.append("=") }
         guard let bytes = Data(base64Encoded: standard).map(Array.init), encode(bytes) == text else { return nil }
         return bytes
+    }
+
+    /// The bytes of a key or token as a file or a person gives it: white space around the
+    /// text ignored.
+    static func decode(trimming text: String) -> [UInt8]? {
+        decode(String(text.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed()))
     }
 }
 

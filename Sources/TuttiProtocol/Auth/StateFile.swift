@@ -1,3 +1,4 @@
+import FoundationEssentials
 #if canImport(Glibc)
 import Glibc
 private let systemRead = Glibc.read
@@ -72,6 +73,27 @@ public enum StateFile {
             unlink(temporary)
             throw Failure(description: "cannot write \(what) \(path): \(reason)")
         }
+    }
+
+    /// The JSON file at `path` read as `T`. A failure names the file, `what` it should be and
+    /// `remedy`, what the user can do about it.
+    public static func readJSON<T: Decodable>(_ type: T.Type, from path: String, what: String, remedy: String) throws(Failure) -> T {
+        guard let text = read(path) else { throw Failure(description: "cannot read \(what) \(path): \(String(cString: strerror(errno)))") }
+        do { return try JSONDecoder().decode(T.self, from: Data(text.utf8)) } catch {
+            throw Failure(description: "\(path) is not \(what) (\(error)); \(remedy)")
+        }
+    }
+
+    /// Replaces `path` with `value` as JSON (indented, keys sorted, for a person to read).
+    public static func replaceJSON(_ path: String, with value: some Encodable, what: String) throws(Failure) {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        let data: Data
+        do { data = try encoder.encode(value) } catch {
+            // State files hold strings and numbers that JSON can carry: a broken invariant.
+            preconditionFailure("encoding \(what) failed: \(error)")
+        }
+        try replace(path, with: String(decoding: data, as: UTF8.self) + "\n", what: what)
     }
 
     /// Removes `path`; true when it is gone (or never was).

@@ -56,6 +56,30 @@ public enum ControlJSON {
         }
     }
 
+    /// An HTTP API request (docs/HTTP-API.md): the body, a JSON object or nothing; the fields
+    /// the route's path and query string give, which win over the body's; the command the route
+    /// names (nil for `/api/control`, whose body names it). A body that is not a JSON object is
+    /// refused naming the command.
+    public static func decodeRequest(body: some Collection<UInt8>, command: String?, fields: [String: JSONValue]) throws(ControlRefusal) -> ControlRequest {
+        let name = command ?? "control"
+        var object: [String: JSONValue] = [:]
+        if !body.isEmpty {
+            guard case .object(let read)? = try? JSONDecoder().decode(JSONValue.self, from: Data(body)) else {
+                throw ControlRefusal("\(name): the body is not a JSON object")
+            }
+            object = read
+        }
+        object.merge(fields) { _, fromRoute in fromRoute }
+        if let command { object["command"] = .string(command) }
+        let json: Data
+        do { json = try makeEncoder().encode(JSONValue.object(object)) } catch {
+            // Only a number JSON cannot carry (infinite, not a number) fails, and no parsed
+            // body or route field holds one; refused rather than trusted.
+            throw ControlRefusal("\(name): the request cannot be written as JSON: \(error)")
+        }
+        return try decodeRequest(String(decoding: json, as: UTF8.self))
+    }
+
     /// Reads a request's command, whatever group it names.
     public static func decodeCommand(_ json: String) throws(ControlRefusal) -> ControlCommand {
         try decodeRequest(json).command

@@ -16,8 +16,7 @@ public struct IdentityKey: Sendable, CustomStringConvertible {
 
     /// Reads the text form of the private key (32 bytes, unpadded base64url).
     public init?(text: String) {
-        let trimmed = String(text.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed())
-        guard let bytes = Base64URL.decode(trimmed), bytes.count == 32,
+        guard let bytes = Base64URL.decode(trimming: text), bytes.count == 32,
               let key = try? Curve25519.Signing.PrivateKey(rawRepresentation: bytes) else { return nil }
         privateKey = key
     }

@@ -16,8 +16,7 @@ public struct PeerKey: Sendable, Hashable, CustomStringConvertible {
 
     /// Reads the text form (unpadded base64url, white space around it ignored).
     public init?(text: String) {
-        let trimmed = String(text.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed())
-        guard let bytes = Base64URL.decode(trimmed) else { return nil }
+        guard let bytes = Base64URL.decode(trimming: text) else { return nil }
         self.init(bytes: bytes)
     }
 
@@ -50,4 +49,18 @@ public enum AdmissionCode {
         let padded = String(repeating: "0", count: 6 - digits.count) + digits
         return padded.prefix(3) + " " + padded.suffix(3)
     }
+
+    /// Whether `typed` is `code` as a person types it: with or without its space (or a dash).
+    public static func matches(_ typed: String, _ code: String) -> Bool {
+        let given = digits(typed)
+        return given.count == 6 && given == digits(code)
+    }
+
+    /// Whether `text` reads as a code rather than a name: six digits, spaced or not.
+    public static func looksLikeCode(_ text: String) -> Bool {
+        let given = digits(text)
+        return given.count == 6 && given.allSatisfy(\.isASCII) && given.allSatisfy(\.isNumber)
+    }
+
+    private static func digits(_ text: String) -> String { text.filter { !$0.isWhitespace && $0 != "-" } }
 }
