@@ -170,17 +170,46 @@ public enum FuzzHarness {
     /// reads back as itself; a known method's params read as their type or are refused in one
     /// line.
     public static func jsonRPC(_ data: UnsafeRawBufferPointer) throws(FuzzFailure) {
+        // What the message is as plain JSON, read apart from the parser under test.
+        let raw = try? JSONDecoder().decode(JSONValue.self, from: Data(data))
         let entries: [JSONRPCInput.Entry]
+        let rawEntries: [JSONValue]
         switch JSONRPCInput(parsing: data) {
         case .refused(let error):
-            guard error.code == -32700 || error.code == -32600, error.id == .null else { throw FuzzFailure("jsonrpc: a message refused with \(error)") }
+            let expected: Bool
+            switch raw {
+            case nil: expected = error.code == -32700
+            case .array(let batch)?: expected = error.code == -32600 && (batch.isEmpty || batch.count > JSONRPCInput.maximumBatchLength)
+            default: expected = false
+            }
+            guard expected, error.id == .null else { throw FuzzFailure("jsonrpc: a message refused with \(error)") }
             return
-        case .single(let entry): entries = [entry]
+        case .single(let entry):
+            guard let raw else { throw FuzzFailure("jsonrpc: a message that is not JSON read as a request") }
+            entries = [entry]
+            rawEntries = [raw]
         case .batch(let batch):
-            guard !batch.isEmpty, batch.count <= JSONRPCInput.maximumBatchLength else { throw FuzzFailure("jsonrpc: a batch of \(batch.count) taken") }
+            guard case .array(let array)? = raw, !batch.isEmpty, batch.count <= JSONRPCInput.maximumBatchLength, batch.count == array.count else {
+                throw FuzzFailure("jsonrpc: a batch of \(batch.count) taken")
+            }
             entries = batch
+            rawEntries = array
         }
-        for entry in entries {
+        for (entry, value) in zip(entries, rawEntries) {
+            // Each entry is the request its JSON holds, or invalid when it holds none.
+            let method: String?
+            if case .string(let name)? = value["method"] { method = name } else { method = nil }
+            switch entry {
+            case .invalid(let error):
+                guard method == nil, error.code == -32600, sameJSON(error.id, value["id"] ?? .null) else {
+                    throw FuzzFailure("jsonrpc: \(value) answered with \(error)")
+                }
+                continue
+            case .request(let request):
+                guard request.method == method, sameJSON(request.id, value["id"]), sameJSON(request.params, value["params"]) else {
+                    throw FuzzFailure("jsonrpc: \(value) read as \(request)")
+                }
+            }
             guard case .request(let request) = entry else { continue }
             let json: Data
             do { json = try JSONEncoder().encode(request.json) } catch {
@@ -192,7 +221,7 @@ public enum FuzzHarness {
             }
             guard let type = SnapcastParams.types[request.method] else { continue }
             do throws(SnapcastParams.Invalid) { _ = try SnapcastParams.read(type, request.params) } catch {
-                guard !error.message.isEmpty, !error.message.contains("\n") else { throw FuzzFailure("jsonrpc: params refused with \"\(error.message)\"") }
+                guard !error.message.isEmpty, !error.message.contains(where: \.isNewline) else { throw FuzzFailure("jsonrpc: params refused with \"\(error.message)\"") }
             }
         }
     }
@@ -210,11 +239,8 @@ public enum FuzzHarness {
 
     // MARK: HTTP API bodies
 
-    /// The commands the HTTP API's routes name (docs/HTTP-API.md), and nil for `/api/control`.
-    public static let routeCommands: [String?] = [nil, "play", "pause", "resume", "stop", "seek", "next", "previous", "volume", "join", "leave",
-                                           "admit", "forget", "group-create", "group-rename", "group-remove", "group-volume", "queue-add",
-                                           "queue-remove", "queue-move", "queue-play", "playlist-save", "playlist-load", "library-search",
-                                           "room-latency", "room-rename", "play-modes", "status"]
+    /// The commands the HTTP API's routes may name (docs/HTTP-API.md), and nil for `/api/control`.
+    public static let routeCommands: [String?] = [nil] + ControlCommand.names
 
     /// An HTTP API request's body, through `ControlJSON.decodeRequest(body:command:fields:)`
     /// as the routes call it. Byte 0 picks the route's command (`routeCommands`), byte 1 the
@@ -233,7 +259,7 @@ public enum FuzzHarness {
         do {
             request = try ControlJSON.decodeRequest(body: UnsafeRawBufferPointer(rebasing: data[2...]), command: command, fields: fields)
         } catch {
-            guard ControlJSON.decodeRefusal(ControlJSON.encode(error)) == error, !error.error.contains("\n") else {
+            guard ControlJSON.decodeRefusal(ControlJSON.encode(error)) == error, !error.error.contains(where: \.isNewline) else {
                 throw FuzzFailure("httpbody: the refusal \"\(error)\" does not survive its JSON round trip, or is not one line")
             }
             return

@@ -40,6 +40,9 @@ public struct SyncAnalysis: Sendable {
         public var maximum: Double { skews.max() ?? .nan }
     }
 
+    /// Frames matched at each checkpoint.
+    static let window = 1024
+
     /// Where `room` emits timeline frame `frame` of `reference`: the device frame (fractional),
     /// searching lags around `guess`, and the room's gain there (its volume). Matching allows any
     /// gain, so volume changes do not hide a room. Returns nil if nothing there matches.
@@ -49,9 +52,6 @@ public struct SyncAnalysis: Sendable {
     /// true lag match worse than one where the music repeats itself (two tones back in phase
     /// 437 frames later matched 9.1 ms off, and tracking then followed the false match). Tracking
     /// counts every frame, so a gap is never explained away.
-    /// Frames matched at each checkpoint.
-    static let window = 1024
-
     static func locate(_ frame: Int, in capture: VirtualCapture, reference: [Float], guess: Int, search: Int, window: Int = Self.window,
                        ignoringSilence: Bool = false) -> (lag: Double, residual: Double, gain: Double)? {
         let channels = capture.channelCount
@@ -69,7 +69,8 @@ public struct SyncAnalysis: Sendable {
             let base = start * channels, refBase = frame * channels
             for f in 0..<window {
                 let i = f * channels
-                if ignoringSilence && (0..<channels).allSatisfy({ samples[base + i + $0] == 0 }) {
+                if ignoringSilence && (0..<channels).allSatisfy({ samples[base + i + $0] == 0 })
+                    && (0..<channels).contains(where: { reference[refBase + i + $0] != 0 }) {
                     for c in 0..<channels { let r = Double(reference[refBase + i + c]); compared -= r * r }
                     skipped += 1
                     continue
@@ -122,6 +123,9 @@ public struct SyncAnalysis: Sendable {
         var previousLag: [String: Double] = [:]
         var previousCheckpoint: [String: Int] = [:]
         var matched: [Int] = []
+        // Per room not yet tracked: checkpoints whose first match was not confirmed. Missed if
+        // the room is never found after them; its start if it is.
+        var unconfirmed: [String: Int] = [:]
         while checkpoint + 4096 < referenceFrames - edgeFrames {
             var heard: [Double] = []
             var heardByRoom: [String: Double] = [:]
@@ -149,7 +153,12 @@ public struct SyncAnalysis: Sendable {
                     // repeats itself better than the true one, and tracking would follow it.
                     // Unconfirmed, the room is looked for again at the next checkpoint.
                     let later = locate(checkpoint + 2 * Self.window, in: room.capture, reference: reference, guess: guess, search: search)
-                    guard let later, abs(later.lag - first.lag) <= 2 else { continue }
+                    guard let later, abs(later.lag - first.lag) <= 2 else {
+                        unconfirmed[room.name, default: 0] += 1
+                        continue
+                    }
+                    // It was starting: the checkpoints before were not missed.
+                    unconfirmed[room.name] = nil
                 }
                 if located == nil && previousLag[room.name] != nil {
                     // Lost after a jump (a resync, a latency set while playing): look again, up to
@@ -198,6 +207,7 @@ public struct SyncAnalysis: Sendable {
             result.gains.append((checkpoint, gainByRoom))
             checkpoint += interval
         }
+        for (room, count) in unconfirmed { result.unmatched[room, default: 0] += count }
         result.roomsPerCheckpoint = matched
         return result
     }

@@ -50,20 +50,11 @@ public struct MPDPermissions: OptionSet, Sendable, Hashable {
         [(MPDPermissions.read, "read"), (.add, "add"), (.control, "control"), (.admin, "admin")].filter { contains($0.0) }.map(\.1).joined(separator: ",")
     }
 
-    /// The permissions a connection from `peer` starts with.
-    static func initial(for peer: SocketAddress?, defaultPermissions: MPDPermissions?) -> MPDPermissions {
+    /// The permissions a connection from `peer` to `local` (the socket's own address) starts
+    /// with.
+    static func initial(for peer: SocketAddress?, local: SocketAddress?, defaultPermissions: MPDPermissions?) -> MPDPermissions {
         if let defaultPermissions { return defaultPermissions }
-        return isLocal(peer) ? .all : .read
-    }
-
-    /// Whether `peer` is on this machine: a Unix socket, or one of its addresses (loopback,
-    /// or its LAN address, which a client here may connect to as well).
-    static func isLocal(_ peer: SocketAddress?) -> Bool {
-        switch peer {
-        case .unixDomainSocket: true
-        case let address?: ThisMachine.owns(address)
-        case nil: false
-        }
+        return ThisMachine.isConnectionFromHere(peer: peer, local: local) ? .all : .read
     }
 
     /// What a command needs (MPD's own table, src/command/AllCommands.cxx; MPD 0.24's `player`

@@ -27,7 +27,7 @@ struct MPDSession {
         // What only time changes (the next item starting) raises no change: look again.
         let peer = connection.channel.remoteAddress
         commands.passwords = configuration.passwords
-        commands.permissions = MPDPermissions.initial(for: peer, defaultPermissions: configuration.defaultPermissions)
+        commands.permissions = MPDPermissions.initial(for: peer, local: connection.channel.localAddress, defaultPermissions: configuration.defaultPermissions)
         let who = "an MPD client at \(peer.map { "\($0)" } ?? "an unknown address")"
         await house.serveLines(connection, who: who, limits: configuration.limits, lookAgain: .milliseconds(500)) { events, outbound in
             // The first look before the greeting: a change the client makes or sees after it

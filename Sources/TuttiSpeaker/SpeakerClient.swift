@@ -220,7 +220,10 @@ public final class SpeakerClient: Sendable {
             let serverNow = clockSync.mapping?.serverTime(atLocal: clock.now()) ?? m.serverTime
             inputs.apply(TimelineAnchor(timelineFrame: m.timelineFrame, serverTime: m.serverTime, isPlaying: m.isPlaying), streamID: m.streamID, now: serverNow)
             let spare = m.serverTime - serverNow - configuration.outputLeadNanoseconds - (inputs.latencyNanoseconds ?? configuration.latencyNanoseconds)
-            if spare < 0 && clockSync.mapping != nil {
+            // Late only for audio this room holds: a room joining a playing stream (or back
+            // from a reconnect) is sent the anchors in force, long past, and the audio from its
+            // join point on, which it plays in time.
+            if spare < 0 && clockSync.mapping != nil && inputs.chunks.chunk(containing: m.timelineFrame) != nil {
                 log("the anchor of timeline frame \(m.timelineFrame) arrived \(-spare / 1_000_000) ms too late for this room's output lead: its first \(-spare / 1_000_000) ms are not heard here")
             }
         case .flush(let m):

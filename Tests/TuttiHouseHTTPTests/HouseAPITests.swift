@@ -218,7 +218,7 @@ import TuttiTestSupport
             (.PUT, "/rooms/a/volume", #"{"percent":140}"#, 400, "volume needs a percentage from 0 to 100"),
             (.DELETE, "/queue/7", nil, 404, "no queue item 7"),
             (.DELETE, "/queue/x", nil, 400, "the index in the path must be a whole number"),
-            (.POST, "/control", #"{"command":"dance"}"#, 400, "unknown command dance"),
+            (.POST, "/control", #"{"command":"dance"}"#, 400, #"unknown command "dance""#),
             (.GET, "/nothing-here", nil, 404, "GET /api/nothing-here: no such endpoint"),
             // Only what is meant to be played (the default directories: home, temporary, working).
             (.POST, "/transport/play", #"{"files":["/etc/passwd"]}"#, 403, "/etc/passwd: outside the directories the house plays from"),

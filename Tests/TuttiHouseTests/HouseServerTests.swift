@@ -136,7 +136,7 @@ import TuttiTestSupport
         // Unknown commands and bad arguments are refusals, not failures.
         // Each gets one line naming the command and what is wrong with it.
         let refusals = [
-            (#"{"command":"dance"}"#, "unknown command dance"),
+            (#"{"command":"dance"}"#, #"unknown command "dance""#),
             (#"{"command":"volume","room":"attic","percent":50}"#, "no such room: attic"),
             (#"{"command":"volume","room":"attic","percent":150}"#, "volume needs a percentage from 0 to 100"),
             (#"{"command":"seek","seconds":"soon"}"#, #"seek: "seconds" must be a number"#),

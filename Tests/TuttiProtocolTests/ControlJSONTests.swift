@@ -78,7 +78,7 @@ import Testing
     @Test(arguments: [
         ("not json", #"request is not a JSON object with a "command""#),
         (#"{"files":["a"]}"#, #"request is not a JSON object with a "command""#),
-        (#"{"command":"dance"}"#, "unknown command dance (known: play, pause"),
+        (#"{"command":"dance"}"#, "unknown command \"dance\" (known: play, pause"),
         (#"{"command":"play"}"#, #"play: missing "files""#),
         (#"{"command":"play","files":"a.flac"}"#, #"play: "files" must be a list"#),
         (#"{"command":"seek","seconds":"soon"}"#, #"seek: "seconds" must be a number"#),

@@ -283,7 +283,7 @@ extension ControlCommand: Codable {
         case "forget": self = .forget(speaker: try c.decode(String.self, forKey: .speaker))
         default:
             throw DecodingError.dataCorruptedError(forKey: .command, in: c,
-                                                   debugDescription: "unknown command \(name) (known: \(Self.names.joined(separator: ", ")))")
+                                                   debugDescription: "unknown command \(String(reflecting: String(name.prefix(64)))) (known: \(Self.names.joined(separator: ", ")))")
         }
     }
 
