@@ -81,8 +81,8 @@ public struct SyncAnalysis: Sendable {
                     cross += o * Double(reference[refBase + i + c])
                 }
             }
-            // At least three quarters of the window heard, with energy to match.
-            guard skipped * 4 <= window, compared > energy * 0.25 else { return (.infinity, 0) }
+            // At least half the window heard, with energy to match.
+            guard skipped * 2 <= window, compared > energy * 0.25 else { return (.infinity, 0) }
             let gain = cross / compared
             return (max(0, outEnergy - cross * gain) / compared, gain)
         }
@@ -123,9 +123,6 @@ public struct SyncAnalysis: Sendable {
         var previousLag: [String: Double] = [:]
         var previousCheckpoint: [String: Int] = [:]
         var matched: [Int] = []
-        // Per room not yet tracked: checkpoints whose first match was not confirmed. Missed if
-        // the room is never found after them; its start if it is.
-        var unconfirmed: [String: Int] = [:]
         while checkpoint + 4096 < referenceFrames - edgeFrames {
             var heard: [Double] = []
             var heardByRoom: [String: Double] = [:]
@@ -147,19 +144,6 @@ public struct SyncAnalysis: Sendable {
                 }
                 var located = locate(checkpoint, in: room.capture, reference: reference, guess: guess, search: search,
                                      ignoringSilence: previousLag[room.name] == nil)
-                if previousLag[room.name] == nil, let first = located {
-                    // A room's first match is confirmed two windows on, where it has played all
-                    // through: a window it started inside of can match a lag where the music
-                    // repeats itself better than the true one, and tracking would follow it.
-                    // Unconfirmed, the room is looked for again at the next checkpoint.
-                    let later = locate(checkpoint + 2 * Self.window, in: room.capture, reference: reference, guess: guess, search: search)
-                    guard let later, abs(later.lag - first.lag) <= 2 else {
-                        unconfirmed[room.name, default: 0] += 1
-                        continue
-                    }
-                    // It was starting: the checkpoints before were not missed.
-                    unconfirmed[room.name] = nil
-                }
                 if located == nil && previousLag[room.name] != nil {
                     // Lost after a jump (a resync, a latency set while playing): look again, up to
                     // 100 ms either way; the jump is counted below.
@@ -207,7 +191,6 @@ public struct SyncAnalysis: Sendable {
             result.gains.append((checkpoint, gainByRoom))
             checkpoint += interval
         }
-        for (room, count) in unconfirmed { result.unmatched[room, default: 0] += count }
         result.roomsPerCheckpoint = matched
         return result
     }
