@@ -93,18 +93,7 @@ public enum FuzzHarness {
             guard let decodedAgain, decodedAgain == message || message != message, again.readableBytes == 0 else {
                 throw FuzzFailure("wire: the re-encoded \(message.kindName) decodes to something else")
             }
-            for length in Set([frame.count - 1, WireProtocol.headerSize, WireProtocol.headerSize - 1]) where length >= 0 && length < frame.count {
-                var prefix = ByteBuffer(bytes: frame.prefix(length))
-                let partial: WireMessage?
-                do {
-                    partial = try WireMessage.decode(from: &prefix)
-                } catch {
-                    throw FuzzFailure("wire: the first \(length) bytes of a valid \(message.kindName) are refused: \(error)")
-                }
-                guard partial == nil, prefix.readerIndex == 0 else {
-                    throw FuzzFailure("wire: the first \(length) bytes of a \(frame.count)-byte frame decode as complete")
-                }
-            }
+            try expectIncomplete(frame, headerSize: WireProtocol.headerSize, what: "wire: a valid \(message.kindName)") { try WireMessage.decode(from: &$0) }
         }
     }
 
@@ -147,17 +136,24 @@ public enum FuzzHarness {
             if case .hello(let hello) = message.payload, hello.roomName.isEmpty {
                 throw FuzzFailure("snapcast: a hello names no room: \(hello)")
             }
-            for length in Set([frame.count - 1, SnapcastMessage.headerSize, SnapcastMessage.headerSize - 1]) where length >= 0 && length < frame.count {
-                var prefix = ByteBuffer(bytes: frame.prefix(length))
-                let partial: SnapcastMessage?
-                do {
-                    partial = try SnapcastMessage.read(from: &prefix)
-                } catch {
-                    throw FuzzFailure("snapcast: the first \(length) bytes of a valid message of type \(message.kind) are refused: \(error)")
-                }
-                guard partial == nil, prefix.readerIndex == 0 else {
-                    throw FuzzFailure("snapcast: the first \(length) bytes of a \(frame.count)-byte message read as complete")
-                }
+            try expectIncomplete(frame, headerSize: SnapcastMessage.headerSize, what: "snapcast: a valid message of type \(message.kind)") {
+                try SnapcastMessage.read(from: &$0)
+            }
+        }
+    }
+
+    /// Every proper prefix of a valid frame that a stream decoder may see (one byte short, the
+    /// header, one byte short of it) reads as "not complete yet", consuming nothing.
+    static func expectIncomplete<Message>(_ frame: ArraySlice<UInt8>, headerSize: Int, what: String,
+                                          read: (inout ByteBuffer) throws -> Message?) throws(FuzzFailure) {
+        for length in Set([frame.count - 1, headerSize, headerSize - 1]) where length >= 0 && length < frame.count {
+            var prefix = ByteBuffer(bytes: frame.prefix(length))
+            let partial: Message?
+            do { partial = try read(&prefix) } catch {
+                throw FuzzFailure("\(what): its first \(length) bytes are refused: \(error)")
+            }
+            guard partial == nil, prefix.readerIndex == 0 else {
+                throw FuzzFailure("\(what): its first \(length) of \(frame.count) bytes read as complete")
             }
         }
     }
