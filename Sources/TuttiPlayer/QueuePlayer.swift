@@ -417,8 +417,9 @@ public final class QueuePlayer: @unchecked Sendable {
         }
     }
 
-    /// Evaluates buffering for the current item.
-    private func evaluateBuffering() -> (state: ItemBufferingState, waitingReason: WaitingReason?) {
+    /// Evaluates buffering for the current item. `firstFillFrames`: frames the device takes at
+    /// once when it starts (its whole buffer), which must be buffered on top of the preroll.
+    private func evaluateBuffering(firstFillFrames: Int = 0) -> (state: ItemBufferingState, waitingReason: WaitingReason?) {
         let rate = Double(outputFormat.sampleRate)
         let network = shared.withLock { $0.itemNetwork }
         let byteState = network.map { $0.source.bufferingState(from: $0.bytePosition) }
@@ -432,12 +433,18 @@ public final class QueuePlayer: @unchecked Sendable {
             producerFinished: engine.isFinished,
             network: byteState, bytesPerMediaSecond: network?.bytesPerMediaSecond, bytesToDownload: toDownload)
         let minimum = network == nil ? configuration.prerollDuration : configuration.networkPrerollDuration
-        return evaluation.evaluate(minimumAhead: prerollSeconds(minimum))
+        return evaluation.evaluate(minimumAhead: prerollSeconds(minimum, firstFillFrames: firstFillFrames))
     }
 
     /// A preroll in seconds, capped at half the ring so a small ring can still start.
-    private func prerollSeconds(_ duration: MediaTime) -> Double {
-        min(duration.seconds, Double(source.ring.capacityFrames) / Double(outputFormat.sampleRate) / 2)
+    ///
+    /// Before the device starts, its first fill comes on top: a card fills its whole buffer
+    /// (200 ms on ALSA's default devices) the moment it starts, faster than real time, so with
+    /// only the preroll buffered a producer slowed by a busy machine left the ring empty 160 ms
+    /// in and the player stalled, a gap in the music, before a single frame had been heard.
+    private func prerollSeconds(_ duration: MediaTime, firstFillFrames: Int = 0) -> Double {
+        let rate = Double(outputFormat.sampleRate)
+        return min(duration.seconds + Double(firstFillFrames) / rate, Double(source.ring.capacityFrames) / rate / 2)
     }
 
     /// A display-rate loop, off the audio path: starts the device when playback is likely to
@@ -470,7 +477,7 @@ public final class QueuePlayer: @unchecked Sendable {
         while true {
             let stopping = stopRequested.load(ordering: .acquiring)
             let started = shared.withLock { $0.deviceStarted }
-            let evaluation = evaluateBuffering()
+            let evaluation = evaluateBuffering(firstFillFrames: started ? 0 : device.bufferFrames)
             let now = started ? device.position() : DevicePosition(framesEmitted: 0, hostTime: device.clock.now())
             if evaluation.state.flags != lastBufferingFlags {
                 lastBufferingFlags = evaluation.state.flags
@@ -481,7 +488,7 @@ public final class QueuePlayer: @unchecked Sendable {
             if !started {
                 if stopping { return }
                 let ready = autoWait ? evaluation.state.isPlaybackLikelyToKeepUp
-                                     : (engine.isFinished || Double(source.ring.readableFrames) / rate >= prerollSeconds(configuration.prerollDuration))
+                                     : (engine.isFinished || Double(source.ring.readableFrames) / rate >= prerollSeconds(configuration.prerollDuration, firstFillFrames: device.bufferFrames))
                 let nothingToPlay = engine.isFinished && source.ring.readableFrames == 0
                 if nothingToPlay {
                     // Every item failed: report them and end without starting the device.

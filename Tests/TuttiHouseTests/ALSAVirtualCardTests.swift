@@ -39,6 +39,15 @@ import TuttiTestSupport
         let frames = min(capture.frameCount - first, reference.count / 2 - referenceFirst)
         let mismatched = (0..<frames * 2).filter { capture.samples[first * 2 + $0] != reference[referenceFirst * 2 + $0] }.count
         print("ALSA virtual card: \(frames) frames played, \(mismatched) samples differ from the file; \(capture.underruns.count) underruns")
+        // Where the music and the file part, and by how much: a stall's silence shifts the rest.
+        if mismatched > 0, let bad = (0..<frames * 2).first(where: { capture.samples[first * 2 + $0] != reference[referenceFirst * 2 + $0] }) {
+            let frame = bad / 2
+            let shift = (-48000...48000).first { d in
+                let r = referenceFirst + frame + d
+                return r >= 0 && r + 100 < reference.count / 2 && (0..<200).allSatisfy { capture.samples[(first + frame) * 2 + $0] == reference[r * 2 + $0] }
+            }
+            print("ALSA virtual card: first difference at frame \(frame) (capture first sound \(first), reference \(referenceFirst)); the capture matches the file shifted \(String(describing: shift)) frames there; play log: \((try? String(contentsOfFile: directory.file("play.log"), encoding: .utf8)) ?? "")")
+        }
         #expect(frames > 95_000 && mismatched == 0 && capture.underruns.isEmpty)
         // Each frame leaves 1 / (48000 × (1 + 150 ppm)) s after the one before: a period of
         // 480 frames, 9 998 500.2 ns (the last point, where the card stopped, is a part period).
