@@ -10,7 +10,7 @@ let optimizedEvenInDebug: [SwiftSetting] = [.unsafeFlags(["-O"], .when(configura
 /// libFuzzer's entry point calling `TuttiFuzzHarness`. Built instrumented by scripts/fuzz.sh
 /// (`--sanitize=fuzzer --sanitize=address --product fuzz-…`); in normal builds they are no-op
 /// executables, compiled so that API drift breaks the build.
-let fuzzTargetNames = ["wire", "clocksync", "control", "streamparser", "chunkdecoder", "hls", "lines", "mpd", "icy", "secure", "snapcast", "jsonrpc", "httpbody"]
+let fuzzTargetNames = ["wire", "clocksync", "control", "streamparser", "chunkdecoder", "hls", "lines", "mpd", "icy", "secure", "snapcast", "jsonrpc", "httpbody", "rtsp", "raop"]
 let fuzzTargets: [Target] = [
     // Not TuttiMediaHTTP: the instrumented build would compile AsyncHTTPClient and BoringSSL too.
     .target(name: "TuttiFuzzHarness", dependencies: ["TuttiMedia", "TuttiProtocol",
@@ -43,6 +43,7 @@ let package = Package(
         .library(name: "TuttiDiscovery", targets: ["TuttiDiscovery"]),
         .library(name: "TuttiHouseMPD", targets: ["TuttiHouseMPD"]),
         .library(name: "TuttiHouseSnapcast", targets: ["TuttiHouseSnapcast"]),
+        .library(name: "TuttiHouseAirPlay", targets: ["TuttiHouseAirPlay"]),
         .library(name: "TuttiSnapcastRooms", targets: ["TuttiSnapcastRooms"]),
         .library(name: "TuttiSimulation", targets: ["TuttiSimulation"]),
     ],
@@ -146,6 +147,14 @@ let package = Package(
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
         ]),
+        // The house as an AirPlay 1 receiver (docs/AIRPLAY.md): senders stream into a group.
+        // Its parsers of untrusted bytes (RTSP, SDP, RAOP packets, DMAP) are in TuttiProtocol,
+        // where the fuzz harness reaches them.
+        .target(name: "TuttiHouseAirPlay", dependencies: [
+            "TuttiCore", "TuttiProtocol",
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+        ]),
         // Snapcast's clients as rooms (docs/SNAPCAST.md): Snapcast's binary stream protocol, each
         // snapclient a speaker of the house whose sound card is the client.
         .target(name: "TuttiSnapcastRooms", dependencies: [
@@ -235,6 +244,7 @@ let package = Package(
         .testTarget(name: "TuttiSnapcastRoomsTests", dependencies: ["TuttiSnapcastRooms", "TuttiProtocol", "TuttiSimulation", "TuttiTestSupport", "TuttiDiagnostics",
                                                                     .product(name: "NIOCore", package: "swift-nio"),
                                                                     .product(name: "NIOPosix", package: "swift-nio")]),
+        .testTarget(name: "TuttiHouseAirPlayTests", dependencies: ["TuttiHouseAirPlay", "TuttiProtocol", "TuttiSimulation", "TuttiTestSupport"]),
         .testTarget(name: "TuttiHouseMPDTests", dependencies: ["TuttiHouseMPD", "TuttiSimulation", "TuttiTestSupport", "TuttiDiagnostics"]),
         .testTarget(name: "TuttiDiscoveryTests", dependencies: ["TuttiDiscovery", "TuttiProtocol", "TuttiSimulation", "TuttiTestSupport"]),
         .testTarget(name: "TuttiCLITests", dependencies: ["TuttiSimulation", "TuttiTestSupport", "TuttiProtocol"]),

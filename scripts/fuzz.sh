@@ -20,7 +20,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-ALL_TARGETS=(fuzz-wire fuzz-clocksync fuzz-control fuzz-streamparser fuzz-chunkdecoder fuzz-hls fuzz-lines fuzz-mpd fuzz-icy fuzz-secure fuzz-snapcast fuzz-jsonrpc fuzz-httpbody)
+ALL_TARGETS=(fuzz-wire fuzz-clocksync fuzz-control fuzz-streamparser fuzz-chunkdecoder fuzz-hls fuzz-lines fuzz-mpd fuzz-icy fuzz-secure fuzz-snapcast fuzz-jsonrpc fuzz-httpbody fuzz-rtsp fuzz-raop)
 CONFIG=${FUZZ_CONFIG:-release}
 SCRATCH=${FUZZ_SCRATCH:-.build-fuzz}
 SMOKE_SECONDS=${FUZZ_SMOKE_SECONDS:-25}
@@ -44,7 +44,7 @@ max_len() {
     fuzz-clocksync) echo 64 ;;
     fuzz-control | fuzz-jsonrpc | fuzz-httpbody) echo 2048 ;;
     fuzz-lines | fuzz-mpd | fuzz-icy | fuzz-secure) echo 1024 ;;
-    fuzz-streamparser | fuzz-chunkdecoder) echo 8192 ;;
+    fuzz-streamparser | fuzz-chunkdecoder | fuzz-raop) echo 8192 ;;
     *) echo 4096 ;;
   esac
 }

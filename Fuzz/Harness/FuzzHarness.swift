@@ -37,6 +37,8 @@ public enum FuzzHarness {
         "fuzz-snapcast": { data throws(FuzzFailure) in try snapcast(data) },
         "fuzz-jsonrpc": { data throws(FuzzFailure) in try jsonRPC(data) },
         "fuzz-httpbody": { data throws(FuzzFailure) in try httpBody(data) },
+        "fuzz-rtsp": { data throws(FuzzFailure) in try rtsp(data) },
+        "fuzz-raop": { data throws(FuzzFailure) in try raop(data) },
     ]
 
     /// One libFuzzer input through `target`: a broken invariant becomes the crash libFuzzer
@@ -49,6 +51,83 @@ public enum FuzzHarness {
             fatalError(error.description)
         }
         return 0
+    }
+
+    // MARK: AirPlay
+
+    /// The bytes of an AirPlay sender's RTSP connection. Read whole and read in two parts (split
+    /// where the first byte says), the parser gives the same requests and the same refusal; each
+    /// request written out again reads back as itself; every body goes through the SDP and DMAP
+    /// readers, and an accepted announcement is within AirPlay's ranges.
+    public static func rtsp(_ data: UnsafeRawBufferPointer) throws(FuzzFailure) {
+        let bytes = Array(data)
+        func readAll(_ parts: [ArraySlice<UInt8>]) -> (requests: [RTSPRequest], refusal: RTSPRequestParser.Refusal?) {
+            var parser = RTSPRequestParser()
+            var requests: [RTSPRequest] = []
+            for part in parts {
+                parser.append(part)
+                do throws(RTSPRequestParser.Refusal) {
+                    while let request = try parser.next() { requests.append(request) }
+                } catch {
+                    return (requests, error)
+                }
+            }
+            return (requests, nil)
+        }
+        let whole = readAll([bytes[...]])
+        let split = bytes.isEmpty ? 0 : Int(bytes[0]) % (bytes.count + 1)
+        let parts = readAll([bytes[..<split], bytes[split...]])
+        guard whole.requests == parts.requests, whole.refusal == parts.refusal else {
+            throw FuzzFailure("rtsp: read whole, \(whole.requests.count) requests and \(String(describing: whole.refusal)); split at \(split), \(parts.requests.count) and \(String(describing: parts.refusal))")
+        }
+        for request in whole.requests {
+            var parser = RTSPRequestParser()
+            parser.append(request.encoded)
+            let again: RTSPRequest?
+            do throws(RTSPRequestParser.Refusal) { again = try parser.next() } catch {
+                throw FuzzFailure("rtsp: \(request.method) \(request.uri) written out again is refused: \(error.message)")
+            }
+            guard again == request, parser.bufferedCount == 0 else { throw FuzzFailure("rtsp: \(request.method) \(request.uri) written out again reads as \(String(describing: again))") }
+            _ = DMAPTags(request.body)
+            if let announcement = try? RAOPAnnouncement(sdp: request.body) {
+                guard (8000...192_000).contains(announcement.sampleRate), (1...2).contains(announcement.channelCount),
+                      (1...4096).contains(announcement.framesPerPacket), announcement.bitsPerSample == 16 else {
+                    throw FuzzFailure("rtsp: an announcement out of range accepted: \(announcement)")
+                }
+            }
+        }
+    }
+
+    /// A run of datagrams to a receiver (each a 16-bit big-endian length, then that many bytes). Each that
+    /// parses writes out to a datagram that parses the same; every audio payload goes through
+    /// both decoders, whose frame counts match the samples they append; the audio packets go
+    /// through the reorder buffer, which releases each sequence number once, consecutively.
+    public static func raop(_ data: UnsafeRawBufferPointer) throws(FuzzFailure) {
+        let bytes = Array(data)
+        let l16 = RAOPAudioDecoder(announcement: RAOPAnnouncement(encoding: .l16, sampleRate: 44100, channelCount: 2))
+        let alac = RAOPAudioDecoder(announcement: RAOPAnnouncement(encoding: .appleLossless, sampleRate: 44100, channelCount: 2, framesPerPacket: 352))
+        var reorder = RAOPReorderBuffer(patience: 8)
+        var nextReleased: UInt16?
+        var index = 0
+        while index < bytes.count {
+            guard index + 2 <= bytes.count else { break }
+            let length = Int(bytes[index]) << 8 | Int(bytes[index + 1])
+            let datagram = Array(bytes[(index + 2)..<min(bytes.count, index + 2 + length)])
+            index += 2 + length
+            guard let packet = RAOPPacket(datagram) else { continue }
+            guard RAOPPacket(packet.encoded) == packet else { throw FuzzFailure("raop: \(packet) written out reads as \(String(describing: RAOPPacket(packet.encoded)))") }
+            guard case .audio(let audio) = packet else { continue }
+            for decoder in [l16, alac] {
+                var samples: [Int16] = [1]
+                if let frames = try? decoder.decode(audio.payload, into: &samples), samples.count != 1 + frames * 2 {
+                    throw FuzzFailure("raop: \(decoder.announcement.encoding) says \(frames) frames and appended \(samples.count - 1) samples")
+                }
+            }
+            for (sequence, _) in reorder.receive(audio).released {
+                if let expected = nextReleased, sequence != expected { throw FuzzFailure("raop: released \(sequence) after \(expected &- 1)") }
+                nextReleased = sequence &+ 1
+            }
+        }
     }
 
     // MARK: Wire protocol

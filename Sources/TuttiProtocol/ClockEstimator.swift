@@ -127,6 +127,14 @@ public final class ClockEstimator {
         /// that fell back and those that did not differed by their lines' raise, and the bound
         /// that measures their wander stayed over 100 µs); a late stretch, by thousands.
         public var maximumPathTrend: Double = 1e-3
+        /// An outage: no exchange for this long. Until the exchanges after it span
+        /// `rateSpanAfterGapNanoseconds`, the rate is kept and the lines go through each
+        /// envelope's lowest point at that rate. A free fit's chord then crosses the gap: its
+        /// far end sits on the first few exchanges after it, as high above the floor as they
+        /// happen to be (0.3–1 ms under 0–2 ms of jitter), and a room whose clock had held to
+        /// 20 µs through a 12 s outage was moved 0.9 ms off by it, and back 2 s later.
+        public var exchangeGapNanoseconds: Int64 = 2_000_000_000
+        public var rateSpanAfterGapNanoseconds: Int64 = 3_000_000_000
         /// The least uncertainty of a fitted rate, as a fraction (2e-6 is 2 ppm): what the bound
         /// allows per second between an exchange and now, beyond what the fit's slack and how
         /// far the recent fits' rates spread allow. A fit over minutes on a clean path was seen 0.5 ppm off for tens of
@@ -262,6 +270,20 @@ public final class ClockEstimator {
     /// Refits whose lines tilted together (`maximumPathTrend`) and that kept the known rate.
     public private(set) var implausibleFits = 0
 
+    /// Whether the window's exchanges since its latest outage (`exchangeGapNanoseconds` with
+    /// none) span less than `rateSpanAfterGapNanoseconds`. Looks back that far at most.
+    private func recoversFromGap(_ window: ArraySlice<ClockSample>) -> Bool {
+        guard let last = window.last else { return false }
+        var index = window.endIndex - 1
+        while index > window.startIndex {
+            let here = window[index].clientSend
+            if last.clientSend - here >= configuration.rateSpanAfterGapNanoseconds { return false }
+            if here - window[index - 1].clientSend >= configuration.exchangeGapNanoseconds { return true }
+            index -= 1
+        }
+        return false
+    }
+
     private func refit() {
         restartAtFloorStep()
         let window = samples[head...]
@@ -285,7 +307,8 @@ public final class ClockEstimator {
         }
         let span = Double(last.clientSend - first.clientSend)
         if keepsRateAfterStep && span >= Double(configuration.rateSpanAfterFloorStepNanoseconds) { keepsRateAfterStep = false }
-        let fitSlope = span >= Double(configuration.minimumRateSpanNanoseconds) && !keepsRateAfterStep
+        let keepsRate = keepsRateAfterStep || (mapping != nil && hasFittedRate && recoversFromGap(window))
+        let fitSlope = span >= Double(configuration.minimumRateSpanNanoseconds) && !keepsRate
         // Unfitted, the rate known so far: the way out's delay grows with it, the way back's shrinks.
         let known = mapping?.skew ?? 0
         var lineOut = outward.fit(slope: fitSlope ? nil : known)
@@ -339,7 +362,7 @@ public final class ClockEstimator {
         // While the window restarted at a floor step keeps the rate fitted before it, the rate
         // is that fit's, and so is its uncertainty (this window's lines are not fitted).
         if fitSlope { hasFittedRate = true }
-        if keepsRateAfterStep, let before = mapping {
+        if keepsRate, let before = mapping {
             estimate.rateUncertainty = before.rateUncertainty
         } else if hasFittedRate {
             let fitUncertainty = span > 0 ? 2 * (lineOut.slack + lineBack.slack) / span : 1e-3

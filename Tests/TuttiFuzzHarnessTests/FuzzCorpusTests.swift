@@ -124,6 +124,68 @@ struct FuzzSeedWriter {
         }
     }
 
+    /// pyatv's RTSP session, request by request as it sends them, and the session whole.
+    @Test func rtsp() throws {
+        let sdp = "v=0\r\no=iTunes 3413821438 0 IN IP4 127.0.0.1\r\ns=iTunes\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\nm=audio 0 RTP/AVP 96\r\n"
+            + "a=rtpmap:96 L16/44100/2\r\na=fmtp:96 352 0 16 40 10 14 2 255 0 0 44100\r\n"
+        func request(_ method: String, _ uri: String, _ cseq: Int, _ headers: [(String, String)] = [], body: [UInt8] = []) -> RTSPRequest {
+            var all: [(name: String, value: String)] = [("CSeq", "\(cseq)"), ("DACP-ID", "A851074254310A45"), ("Active-Remote", "4019753970"),
+                                                        ("Client-Instance", "A851074254310A45"), ("User-Agent", "AirPlay/550.10")]
+            all += headers.map { (name: $0.0, value: $0.1) }
+            if !body.isEmpty { all.append((name: "Content-Length", value: "\(body.count)")) }
+            return RTSPRequest(method: method, uri: uri, headers: all, body: body)
+        }
+        let dmap = Array("minm".utf8) + [0, 0, 0, 4] + Array("Song".utf8) + Array("asar".utf8) + [0, 0, 0, 6] + Array("Artist".utf8)
+        let session: [(String, RTSPRequest)] = [
+            ("info", request("GET", "/info", 0)),
+            ("announce", request("ANNOUNCE", "rtsp://127.0.0.1/3413821438", 1, [("Content-Type", "application/sdp")], body: Array(sdp.utf8))),
+            ("setup", request("SETUP", "rtsp://127.0.0.1/3413821438", 2, [("Transport", "RTP/AVP/UDP;unicast;interleaved=0-1;mode=record;control_port=49152;timing_port=49153")])),
+            ("record", request("RECORD", "rtsp://127.0.0.1/3413821438", 3, [("Range", "npt=0-"), ("Session", "1"), ("RTP-Info", "seq=1234;rtptime=5678")])),
+            ("volume", request("SET_PARAMETER", "rtsp://127.0.0.1/3413821438", 4, [("Content-Type", "text/parameters")], body: Array("volume: -11.5".utf8))),
+            ("metadata", request("SET_PARAMETER", "rtsp://127.0.0.1/3413821438", 5, [("Content-Type", "application/x-dmap-tagged")], body: Array("mlit".utf8) + [0, 0, 0, UInt8(dmap.count)] + dmap)),
+            ("progress", request("SET_PARAMETER", "rtsp://127.0.0.1/3413821438", 6, [("Content-Type", "text/parameters")], body: Array("progress: 1000/45100/133300".utf8))),
+            ("flush", request("FLUSH", "rtsp://127.0.0.1/3413821438", 7, [("Session", "1"), ("RTP-Info", "seq=1300;rtptime=30000")])),
+            ("feedback", request("POST", "/feedback", 8)),
+            ("teardown", request("TEARDOWN", "rtsp://127.0.0.1/3413821438", 9, [("Session", "1")])),
+        ]
+        var seeds = session.map { ("\($0.0).bin", $0.1.encoded) }
+        seeds.append(("session.bin", session.flatMap { $0.1.encoded }))
+        seeds.append(("alac-announce.bin", request("ANNOUNCE", "rtsp://10.0.0.3/1", 1, [("Content-Type", "application/sdp")],
+                                                   body: Array(sdp.replacingOccurrences(of: "L16/44100/2", with: "AppleLossless").utf8)).encoded))
+        try Self.write("fuzz-rtsp", seeds)
+    }
+
+    /// A receiver's datagrams from pyatv: audio (L16, and an uncompressed ALAC frame), a
+    /// resend, sync and timing, each with its 16-bit length, and a run of them out of order.
+    @Test func raop() throws {
+        func framed(_ packets: [RAOPPacket]) -> [UInt8] {
+            packets.flatMap { packet -> [UInt8] in let bytes = packet.encoded; return [UInt8(bytes.count >> 8), UInt8(bytes.count & 0xFF)] + bytes }
+        }
+        let l16 = (0..<352 * 2).flatMap { i -> [UInt8] in let value = UInt16(bitPattern: Int16(truncatingIfNeeded: i * 37)); return [UInt8(value >> 8), UInt8(value & 0xFF)] }
+        // CPE (001), tag 0, 12 unused bits, no size, no shift, the escape bit; the samples; END.
+        var bits: [Bool] = [false, false, true] + [Bool](repeating: false, count: 4 + 12 + 1 + 2) + [true]
+        for sample in 0..<(352 * 2) { for bit in (0..<16).reversed() { bits.append((UInt16(bitPattern: Int16(truncatingIfNeeded: sample * 91)) >> UInt16(bit)) & 1 == 1) } }
+        bits += [true, true, true]
+        while bits.count % 8 != 0 { bits.append(false) }
+        let alac = stride(from: 0, to: bits.count, by: 8).map { start in bits[start..<start + 8].reduce(UInt8(0)) { $0 << 1 | ($1 ? 1 : 0) } }
+        let short = Array(l16.prefix(16 * 4))
+        func audio(_ sequence: UInt16, _ payload: [UInt8], resent: Bool = false) -> RAOPPacket {
+            .audio(RAOPAudioPacket(sequence: sequence, timestamp: UInt32(sequence) &* 352, ssrc: 0x0BAD_CAFE, marker: sequence == 65534, payload: payload, resent: resent))
+        }
+        let sync = RAOPPacket.sync(RAOPSync(rtpTimeWithoutLatency: 1_000, ntpTime: NTPTimestamp(0xE8F0_0000_4000_0000), rtpTime: 67_150, isFirst: true))
+        let timing = RAOPPacket.timingReply(RAOPTimingReply(originate: NTPTimestamp(0x1234_0000_0000), receive: NTPTimestamp(0xE8F0_0000_0000_0000), transmit: NTPTimestamp(0xE8F0_0000_0001_0000)))
+        try Self.write("fuzz-raop", [
+            ("audio-l16.bin", framed([audio(7, l16)])),
+            ("audio-alac.bin", framed([audio(8, alac)])),
+            ("resent.bin", framed([audio(9, l16, resent: true)])),
+            ("sync.bin", framed([sync])),
+            ("timing.bin", framed([timing, .timingRequest(sendTime: NTPTimestamp(99))])),
+            ("resend-request.bin", framed([.resendRequest(sequence: 65535, count: 2)])),
+            // Short payloads (16 frames), so the run stays within the corpus's 8 KiB a seed.
+            ("out-of-order.bin", framed([audio(65534, short), audio(1, short), sync, audio(65535, short, resent: true), audio(2, short), audio(0, short), audio(2, short)])),
+        ])
+    }
+
     @Test func wire() throws {
         let flac = try ChunkEncoder(codec: .flac, sampleRate: 48000, channelCount: 2)
         let chunk = try flac.encode(Self.tone(frames: 64, channels: 2), frames: 64)

@@ -501,12 +501,15 @@ import TuttiTestSupport
         #expect(proxy.statistics.toUpstream.udpDatagramsDroppedByOutage > 0, "the outage dropped nothing: \(proxy.statistics)")
         // The proxy's relay runs on this test's threads (see aConnectionResetMidPlayIsSurvivedWithNoGap),
         // and a loaded machine may slow the room's first exchanges (a house that holds replies
-        // late makes it back off). Nine runs on an idle machine (2026-11-27, before and after
-        // that day's changes): p99 133, 226, 266, 271, 292, 375, 446, 859 and 869 µs. The tail
-        // is b's rate, 8 s into a cold start under 0–2 ms of jitter, still ~70 ppm off when its
-        // link drops for 12 s: issue 33's open estimator work, whose target is 100 µs. Until
-        // then this guards against what it was (1.46 ms) without failing on that tail.
-        try expectWholeTrackInSync(music, rooms: rooms, in: directory, label: "cold start and outage", skewLimitMicroseconds: 1000)
+        // late makes it back off). Nine runs on an idle machine (2026-11-27): p99 133–869 µs,
+        // and CI's of 2026-11-28 1054 µs. The tail was not the outage (b's clock held within
+        // 30 µs through it) but its end: the first exchanges after it, a few, sat 0.3–1 ms above
+        // the floor, and the fit's chord across the gap moved b's clock 0.9 ms off, back 2 s
+        // later. The estimator now keeps the rate for 3 s after an outage
+        // (`ClockEstimator.Configuration.rateSpanAfterGapNanoseconds`): eight runs, p99 85–189 µs.
+        // What is left is the cold start's own rate, 3–5 ppm off after 8 s (issue 33's target
+        // is 100 µs); the limit leaves room for a loaded machine, not for the jump.
+        try expectWholeTrackInSync(music, rooms: rooms, in: directory, label: "cold start and outage", skewLimitMicroseconds: 400)
         let truth = try ClockTruth(files: ["b": directory.file("b.truth.jsonl")]).summary(over: Int64.min...Int64.max)
         print("cold start and outage: b's clock error p99 \((truth.worstErrors["b"] ?? .nan) / 1000) µs, bound covered \((truth.coverage["b"] ?? 0) * 100) %")
         #expect((truth.coverage["b"] ?? 0) >= 0.99, "b's bound covered its true error in \((truth.coverage["b"] ?? 0) * 100) % of samples")

@@ -1,0 +1,77 @@
+/// What RTSP requests and responses share: headers, whose names are matched without regard to
+/// case, the first of a repeated one counting.
+public protocol RTSPMessage {
+    var headers: [(name: String, value: String)] { get }
+}
+
+extension RTSPMessage {
+    public subscript(header name: String) -> String? {
+        headers.first { $0.name.lowercased() == name.lowercased() }?.value
+    }
+}
+
+/// One RTSP request, as AirPlay senders send them (RTSP/1.0 over TCP, HTTP-like): a request
+/// line, headers, and a body of `Content-Length` bytes.
+public struct RTSPRequest: RTSPMessage, Sendable, Equatable {
+    public var method: String
+    public var uri: String
+    /// `RTSP/1.0`, or `HTTP/1.1` for the few requests AirPlay sends as HTTP on the same
+    /// connection (`POST /auth-setup`).
+    public var version: String
+    public var headers: [(name: String, value: String)]
+    public var body: [UInt8]
+
+    public init(method: String, uri: String, version: String = "RTSP/1.0", headers: [(name: String, value: String)] = [], body: [UInt8] = []) {
+        self.method = method
+        self.uri = uri
+        self.version = version
+        self.headers = headers
+        self.body = body
+    }
+
+    /// The bytes on the wire (what a sender writes; `RTSPRequestParser` reads them back).
+    public var encoded: [UInt8] {
+        var text = "\(method) \(uri) \(version)\r\n"
+        for header in headers { text += "\(header.name): \(header.value)\r\n" }
+        text += "\r\n"
+        return Array(text.utf8) + body
+    }
+
+    /// The `CSeq` the reply must echo; nil if absent.
+    public var sequence: String? { self[header: "CSeq"] }
+
+    public static func == (lhs: RTSPRequest, rhs: RTSPRequest) -> Bool {
+        lhs.method == rhs.method && lhs.uri == rhs.uri && lhs.version == rhs.version && lhs.body == rhs.body
+            && lhs.headers.map(\.name) == rhs.headers.map(\.name) && lhs.headers.map(\.value) == rhs.headers.map(\.value)
+    }
+}
+
+/// A reply to an `RTSPRequest`.
+public struct RTSPResponse: RTSPMessage, Sendable, Equatable {
+    public var status: Int
+    public var reason: String
+    public var version: String
+    public var headers: [(name: String, value: String)]
+    public var body: [UInt8]
+
+    public init(status: Int, reason: String, version: String = "RTSP/1.0", headers: [(name: String, value: String)] = [], body: [UInt8] = []) {
+        self.status = status
+        self.reason = reason
+        self.version = version
+        self.headers = headers
+        self.body = body
+    }
+
+    /// The bytes on the wire; `Content-Length` is added for a body.
+    public var encoded: [UInt8] {
+        var text = "\(version) \(status) \(reason)\r\n"
+        for header in headers { text += "\(header.name): \(header.value)\r\n" }
+        if !body.isEmpty && self[header: "Content-Length"] == nil { text += "Content-Length: \(body.count)\r\n" }
+        text += "\r\n"
+        return Array(text.utf8) + body
+    }
+
+    public static func == (lhs: RTSPResponse, rhs: RTSPResponse) -> Bool {
+        lhs.encoded == rhs.encoded
+    }
+}
