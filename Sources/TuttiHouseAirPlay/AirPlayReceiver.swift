@@ -21,6 +21,9 @@ public final class AirPlayReceiver: Sendable {
         public var port: Int
         /// The clock the sink's schedule is given in (the house's).
         public var clock: any HostClock
+        /// Drops every audio packet whose sequence number is a multiple of this on arrival at the
+        /// audio port (0: none), so that tests on a lossless loopback exercise resends.
+        @_spi(Testing) public var dropsEveryNthAudioPacket = 0
         public init(host: String, port: Int, clock: any HostClock = MonotonicClock()) {
             self.host = host
             self.port = port
@@ -38,7 +41,20 @@ public final class AirPlayReceiver: Sendable {
 
     final class StreamingSlot {
         var owner: ObjectIdentifier?
+        /// RTSP connections open now.
+        var connections = 0
     }
+
+    /// RTSP connections served at once; one more is answered `503 Service Unavailable`.
+    public static let maximumConnections = 16
+    /// A connection that has not completed a request for this long, and does not hold the
+    /// stream, is closed: strangers' idle connections cannot keep the places (trickled bytes do
+    /// not count, whole requests do).
+    public static let idleTimeout: TimeAmount = .seconds(30)
+    /// The stream's connection is closed, and the stream ended, after this long with neither a
+    /// request nor an audio datagram: a phone that left the network without a word, or a
+    /// stranger that announced and went quiet, does not keep every other sender out (453).
+    public static let sessionTimeout: TimeAmount = .seconds(60)
 
     public init(configuration: Configuration, sink: any AirPlaySink, log: @escaping @Sendable (String) -> Void) {
         self.configuration = configuration
@@ -53,8 +69,20 @@ public final class AirPlayReceiver: Sendable {
         let server = try await ServerBootstrap(group: loop)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            // Requests are read one at a time (`RAOPConnectionHandler` reads on when the last is
+            // answered): a sender that never reads its replies cannot queue requests without bound.
+            .childChannelOption(.autoRead, value: false)
             .childChannelInitializer { [self] channel in
                 channel.eventLoop.makeCompletedFuture {
+                    let slot = streaming.value
+                    guard slot.connections < Self.maximumConnections else {
+                        emit("AirPlay: \(channel.remoteAddress?.ipAddress ?? "?"): refused, \(Self.maximumConnections) connections are open")
+                        let refusal = RTSPResponse(status: 503, reason: "Service Unavailable", headers: [("Server", "AirTunes/105.1 (Tutti)")])
+                        channel.writeAndFlush(channel.allocator.buffer(bytes: refusal.encoded)).whenComplete { _ in channel.close(promise: nil) }
+                        return
+                    }
+                    slot.connections += 1
+                    channel.closeFuture.whenComplete { [self] _ in streaming.value.connections -= 1 }
                     try channel.pipeline.syncOperations.addHandler(RAOPConnectionHandler(receiver: self))
                 }
             }
@@ -83,39 +111,107 @@ final class RAOPConnectionHandler: ChannelInboundHandler {
     private var session: RAOPStream?
     private var announcement: RAOPAnnouncement?
     private var peer = "?"
-    /// Requests are answered in order: one that binds sockets (SETUP) finishes before the next.
-    private var queue: EventLoopFuture<Void>?
+    /// What was read and not yet answered; the next read waits until nothing is left.
+    private enum Input {
+        case request(RTSPRequest)
+        /// A malformed request: answered, then the connection is closed (its framing is lost).
+        case refusal(RTSPRequestParser.Refusal)
+    }
+    private var pending: [Input] = []
+    private var answering = false
+    /// Set once the connection is gone: work still queued then does nothing.
+    private var closed = false
+    private var lastRequest = NIODeadline.now()
+    private var watch: RepeatedTask?
 
     init(receiver: AirPlayReceiver) {
         self.receiver = receiver
     }
 
+    private var isOwner: Bool { receiver.streaming.value.owner == ObjectIdentifier(self) }
+
     func channelActive(context: ChannelHandlerContext) {
         peer = context.remoteAddress?.ipAddress ?? "?"
+        lastRequest = .now()
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        watch = context.eventLoop.scheduleRepeatedTask(initialDelay: .seconds(5), delay: .seconds(5)) { _ in
+            let (handler, context) = bound.value
+            handler.checkIdle(context: context)
+        }
+        context.read()
         context.fireChannelActive()
+    }
+
+    /// Closes an idle connection, or the stream's after its session timeout.
+    private func checkIdle(context: ChannelHandlerContext) {
+        let now = NIODeadline.now()
+        if isOwner {
+            let active = max(lastRequest, session?.lastAudio ?? lastRequest)
+            guard now - active > AirPlayReceiver.sessionTimeout else { return }
+            receiver.emit("AirPlay: \(peer): no request and no audio for \(AirPlayReceiver.sessionTimeout.nanoseconds / 1_000_000_000) s; ending its stream")
+        } else {
+            guard now - lastRequest > AirPlayReceiver.idleTimeout else { return }
+            receiver.emit("AirPlay: \(peer): no request for \(AirPlayReceiver.idleTimeout.nanoseconds / 1_000_000_000) s; closing the connection")
+        }
+        context.close(promise: nil)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var buffer = unwrapInboundIn(data)
         if let bytes = buffer.readBytes(length: buffer.readableBytes) { parser.append(bytes) }
-        while true {
+        while !closed {
             let request: RTSPRequest?
             do {
                 request = try parser.next()
             } catch {
                 receiver.emit("AirPlay: \(peer): \(error.message); closing the connection")
-                let response = RTSPResponse(status: error.status, reason: error.reason, headers: [("Server", "Tutti")])
-                let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-                enqueue(context) { bound.value.0.write(response, context: bound.value.1, close: true) }
-                return
+                pending.append(.refusal(error))
+                closed = true
+                break
             }
-            guard let request else { return }
-            let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-            enqueue(context) { bound.value.0.handle(request, context: bound.value.1) }
+            guard let request else { break }
+            pending.append(.request(request))
+        }
+        answerNext(context: context)
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        if pending.isEmpty && !answering && !closed { context.read() }
+        context.fireChannelReadComplete()
+    }
+
+    /// Answers the pending requests in order, one at a time (SETUP binds sockets before the next
+    /// is read); reads on when all are answered.
+    private func answerNext(context: ChannelHandlerContext) {
+        guard !answering else { return }
+        guard !pending.isEmpty else {
+            if !closed { context.read() }
+            return
+        }
+        let input = pending.removeFirst()
+        answering = true
+        lastRequest = .now()
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        let work: EventLoopFuture<Void>
+        switch input {
+        case .request(let request):
+            work = closed ? context.eventLoop.makeSucceededVoidFuture() : handle(request, context: context)
+        case .refusal(let refusal):
+            pending.removeAll()
+            work = write(RTSPResponse(status: refusal.status, reason: refusal.reason, headers: [("Server", "AirTunes/105.1 (Tutti)")]),
+                         context: context, close: true, evenIfClosing: true)
+        }
+        work.whenComplete { _ in
+            let (handler, context) = bound.value
+            handler.answering = false
+            handler.answerNext(context: context)
         }
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        closed = true
+        pending.removeAll()
+        watch?.cancel()
         end("the sender's connection closed")
         context.fireChannelInactive()
     }
@@ -125,14 +221,8 @@ final class RAOPConnectionHandler: ChannelInboundHandler {
         context.close(promise: nil)
     }
 
-    private func enqueue(_ context: ChannelHandlerContext, _ work: @escaping () -> EventLoopFuture<Void>) {
-        let loop = context.eventLoop
-        let unchecked = NIOLoopBound(work, eventLoop: loop)
-        let previous = queue ?? loop.makeSucceededVoidFuture()
-        queue = previous.flatMap { unchecked.value() }
-    }
-
-    private func write(_ response: RTSPResponse, context: ChannelHandlerContext, close: Bool = false) -> EventLoopFuture<Void> {
+    private func write(_ response: RTSPResponse, context: ChannelHandlerContext, close: Bool = false, evenIfClosing: Bool = false) -> EventLoopFuture<Void> {
+        guard !closed || evenIfClosing else { return context.eventLoop.makeSucceededVoidFuture() }
         let buffer = context.channel.allocator.buffer(bytes: response.encoded)
         let written = context.writeAndFlush(wrapOutboundOut(buffer))
         if close {
@@ -188,7 +278,8 @@ final class RAOPConnectionHandler: ChannelInboundHandler {
             }
             let stream = RAOPStream(announcement: announcement, sender: senderAddress, controlPort: controlPort, timingPort: timingPort,
                                     info: AirPlayStreamInfo(announcement: announcement, sender: peer, senderName: request[header: "X-Apple-Client-Name"]),
-                                    sink: receiver.sinkForStreams, clock: receiver.configuration.clock, log: { [receiver] in receiver.emit($0) }, eventLoop: loop)
+                                    sink: receiver.sinkForStreams, clock: receiver.configuration.clock, log: { [receiver] in receiver.emit($0) }, eventLoop: loop,
+                                    dropsEveryNthAudioPacket: receiver.configuration.dropsEveryNthAudioPacket)
             session = stream
             let bound = NIOLoopBound((self, context), eventLoop: loop)
             return stream.bind(host: local).flatMap { ports in
@@ -200,6 +291,9 @@ final class RAOPConnectionHandler: ChannelInboundHandler {
             }.flatMapError { error in
                 let (handler, context) = bound.value
                 handler.receiver.emit("AirPlay: \(handler.peer): cannot open the stream's ports: \(error)")
+                // A SETUP may be tried again.
+                handler.session?.end("its ports could not be opened")
+                handler.session = nil
                 return handler.write(handler.reply(request, 500, "Internal Server Error"), context: context)
             }
         case "RECORD":
@@ -207,7 +301,9 @@ final class RAOPConnectionHandler: ChannelInboundHandler {
             session.record()
             return answer(200, "OK", headers: [("Audio-Latency", "0")])
         case "FLUSH":
-            session?.flush()
+            // `RTP-Info: seq=S;rtptime=T`: packets before S are void, even ones still on their way.
+            let info = Self.transportOptions(request[header: "RTP-Info"] ?? "")
+            session?.flush(from: info["seq"].flatMap { UInt16($0) })
             return answer(200, "OK")
         case "SET_PARAMETER":
             session?.setParameter(contentType: request[header: "Content-Type"] ?? "", body: request.body)

@@ -5,7 +5,8 @@ import TuttiProtocol
 /// Calls come in the order things happened, from the receiver's tasks, never two at once for
 /// one stream; they must return quickly (no blocking I/O).
 public protocol AirPlaySink: Sendable {
-    /// A sender started streaming (`RECORD`).
+    /// A sender set a stream up (`SETUP`); metadata, volume and its schedule may come before
+    /// its first audio (pyatv sends them before `RECORD`). Every stream begun is ended.
     func airPlayBegan(_ stream: AirPlayStreamInfo)
     /// The next frames, interleaved, in order; `rtpTimestamp` is the first's. A packet lost for
     /// good comes as its frames of silence, at its place.

@@ -32,14 +32,25 @@ final class RAOPStream {
     private var senderEpochSeconds: UInt64?
     private var recording = false
     private var ended = false
-    private var lastSSRC: UInt32?
+    /// The audio's source, taken from its first packet: its address and port, and SSRC.
+    private var audioSource: (address: SocketAddress, ssrc: UInt32)?
+    /// When the last audio datagram of the stream came (the session's liveness).
+    private(set) var lastAudio: NIODeadline?
+    private var began = false
+    /// Our last timing requests' stamps: a reply counts only if it echoes one of them.
+    private var sentStamps: [UInt64] = []
+    private var staleSyncs = 0
     private var undecodable = 0
+    private var foreignSSRC = 0
     private var samples: [Int16] = []
+    private let dropsEveryNthAudioPacket: Int
     /// The RTP time of the frame after the last one handed on.
     private var nextTimestamp: UInt32 = 0
 
     init(announcement: RAOPAnnouncement, sender: SocketAddress, controlPort: Int, timingPort: Int, info: AirPlayStreamInfo,
-         sink: any AirPlaySink, clock: any HostClock, log: @escaping @Sendable (String) -> Void, eventLoop: any EventLoop) {
+         sink: any AirPlaySink, clock: any HostClock, log: @escaping @Sendable (String) -> Void, eventLoop: any EventLoop,
+         dropsEveryNthAudioPacket: Int = 0) {
+        self.dropsEveryNthAudioPacket = dropsEveryNthAudioPacket
         self.announcement = announcement
         self.info = info
         self.sender = sender
@@ -64,25 +75,36 @@ final class RAOPStream {
                 }
                 .bind(host: host, port: 0)
         }
-        return open(.audio).and(open(.control)).and(open(.timing)).map { opened in
-            let ((audio, control), timing) = opened
+        let opened = [open(.audio), open(.control), open(.timing)]
+        // If one fails, the others that opened are closed: nothing is left bound.
+        return EventLoopFuture.whenAllComplete(opened, on: eventLoop).flatMapThrowing { results in
             let stream = bound.value
-            stream.channels = [audio, control, timing]
-            if stream.ended { stream.closeChannels() }
+            let channels = results.compactMap { try? $0.get() }
+            guard channels.count == 3 else {
+                for channel in channels { channel.close(promise: nil) }
+                for case .failure(let error) in results { throw error }
+                throw ChannelError.ioOnClosedChannel
+            }
+            stream.channels = channels
+            guard !stream.ended else {
+                stream.closeChannels()
+                throw ChannelError.ioOnClosedChannel
+            }
             stream.startTiming()
-            return Ports(audio: audio.localAddress?.port ?? 0, control: control.localAddress?.port ?? 0, timing: timing.localAddress?.port ?? 0)
+            stream.began = true
+            stream.sink.airPlayBegan(stream.info)
+            return Ports(audio: channels[0].localAddress?.port ?? 0, control: channels[1].localAddress?.port ?? 0, timing: channels[2].localAddress?.port ?? 0)
         }
     }
 
     func record() {
-        guard !recording else { return }
         recording = true
-        sink.airPlayBegan(info)
     }
 
-    func flush() {
-        reorder.reset()
-        sink.airPlayFlushed()
+    /// A flush: what was held is dropped, and packets before `sequence` (when given) are void.
+    func flush(from sequence: UInt16?) {
+        reorder.reset(next: sequence)
+        if began { sink.airPlayFlushed() }
     }
 
     func end(_ reason: String) {
@@ -90,10 +112,11 @@ final class RAOPStream {
         ended = true
         timingTask?.cancel()
         closeChannels()
-        if reorder.givenUp > 0 || reorder.resendsAsked > 0 || undecodable > 0 {
-            log("AirPlay: \(info.sender): \(reorder.resendsAsked) packets asked for again, \(reorder.givenUp) lost for good, \(undecodable) not decodable")
+        if reorder.givenUp > 0 || reorder.resendsAsked > 0 || undecodable > 0 || reorder.farAhead > 0 || foreignSSRC > 0 || staleSyncs > 0 {
+            log("AirPlay: \(info.sender): \(reorder.resendsAsked) packets asked for again, \(reorder.givenUp) lost for good, \(undecodable) not decodable, "
+                + "\(reorder.farAhead) far ahead of the order (\(reorder.jumps) jumps), \(foreignSSRC) from another source, \(staleSyncs) syncs before its clock's epoch")
         }
-        if recording { sink.airPlayEnded(reason) }
+        if began { sink.airPlayEnded(reason) }
     }
 
     private func closeChannels() {
@@ -142,22 +165,47 @@ final class RAOPStream {
 
     // MARK: Datagrams
 
+    /// Each port takes only what its peer sends: audio from the source its first packet came
+    /// from; sync and resent audio from the sender's control port, timing replies from its
+    /// timing port (the ports it gave in SETUP). A stranger's datagram with the sender's address
+    /// but another port is dropped.
     func received(_ bytes: [UInt8], on kind: RAOPDatagramHandler.Kind, from address: SocketAddress) {
         guard !ended, address.ipAddress == sender.ipAddress, let packet = RAOPPacket(bytes) else { return }
         switch (kind, packet) {
-        case (.audio, .audio(let audio)), (.control, .audio(let audio)):
-            receiveAudio(audio)
-        case (.control, .sync(let sync)):
+        case (.audio, .audio(let audio)):
+            if let source = audioSource?.address, source != address { return foreign(audio) }
+            if dropsEveryNthAudioPacket > 0, audioSource != nil, Int(audio.sequence) % dropsEveryNthAudioPacket == 0 { return }
+            receiveAudio(audio, from: address)
+        case (.control, .audio(let audio)) where address == senderControl:
+            receiveAudio(audio, from: nil)
+        case (.control, .sync(let sync)) where address == senderControl:
             receiveSync(sync)
-        case (.timing, .timingReply(let reply)):
+        case (.timing, .timingReply(let reply)) where address == senderTiming:
             receiveTiming(reply)
         default:
             return
         }
     }
 
-    private func receiveAudio(_ packet: RAOPAudioPacket) {
+    private func foreign(_ packet: RAOPAudioPacket) {
+        foreignSSRC += 1
+        if foreignSSRC == 1 { log("AirPlay: \(info.sender): audio from another source than the stream's (SSRC \(packet.ssrc)); dropped, and any more") }
+    }
+
+    /// `source`: the datagram's, for audio on the audio port (nil for a resend on the control
+    /// port, whose source was checked there).
+    private func receiveAudio(_ packet: RAOPAudioPacket, from source: SocketAddress?) {
         guard recording else { return }
+        // The stream's source is its first packet's, address, port and SSRC: anything else is a
+        // stranger's (AirPlay 1 without encryption has no other integrity; docs/AIRPLAY.md).
+        if let known = audioSource {
+            guard known.ssrc == packet.ssrc else { return foreign(packet) }
+        } else if let source {
+            audioSource = (source, packet.ssrc)
+        } else {
+            return
+        }
+        lastAudio = .now()
         let output = reorder.receive(packet)
         for request in output.resend {
             send(RAOPPacket.resendRequest(sequence: request.sequence, count: request.count).encoded, to: senderControl, on: 1)
@@ -188,13 +236,21 @@ final class RAOPStream {
 
     private func receiveSync(_ sync: RAOPSync) {
         guard let mapping = estimator.mapping, let epoch = senderEpochSeconds else { return }
-        let senderNanoseconds = NTPTimestamp(sync.ntpTime.rawValue &- (epoch << 32)).nanoseconds
+        guard sync.ntpTime.rawValue >= epoch << 32 else {
+            staleSyncs += 1
+            if staleSyncs == 1 { log("AirPlay: \(info.sender): a sync packet from before its clock's first timing reply; ignored") }
+            return
+        }
+        let senderNanoseconds = NTPTimestamp(sync.ntpTime.rawValue - (epoch << 32)).nanoseconds
         let hostTime = mapping.localTime(atServer: senderNanoseconds)
         sink.airPlaySchedule(rtpTime: sync.rtpTimeWithoutLatency, hostTime: hostTime, errorNanoseconds: mapping.bound(atLocal: hostTime))
     }
 
     private func receiveTiming(_ reply: RAOPTimingReply) {
         let now = clock.now()
+        // Only a reply to a request of ours (its stamp echoed) is an exchange.
+        guard let index = sentStamps.firstIndex(of: reply.originate.rawValue) else { return }
+        sentStamps.remove(at: index)
         if senderEpochSeconds == nil { senderEpochSeconds = reply.receive.rawValue >> 32 }
         let epoch = senderEpochSeconds! << 32
         // A reply from before the epoch (a sender's clock stepped back) tells nothing usable.
@@ -212,7 +268,10 @@ final class RAOPStream {
             let stream = bound.value
             stream.timingTicks += 1
             guard stream.timingTicks <= 10 || stream.timingTicks % 5 == 0 else { return }
-            stream.send(RAOPPacket.timingRequest(sendTime: NTPTimestamp(nanoseconds: stream.clock.now())).encoded, to: stream.senderTiming, on: 2)
+            let stamp = NTPTimestamp(nanoseconds: stream.clock.now())
+            if stream.sentStamps.count == 16 { stream.sentStamps.removeFirst() }
+            stream.sentStamps.append(stamp.rawValue)
+            stream.send(RAOPPacket.timingRequest(sendTime: stamp).encoded, to: stream.senderTiming, on: 2)
         }
     }
 

@@ -8,6 +8,8 @@ public final class ChildProcess: @unchecked Sendable {
     private let lock = NSLock()
     private var lines: [String] = []
     private var partial = ""
+    /// Set when stdout reached its end: every line the process wrote is in `lines` then.
+    private var reachedEnd = false
     public let name: String
 
     /// The `tutti` executable built next to the tests.
@@ -34,7 +36,12 @@ public final class ChildProcess: @unchecked Sendable {
         }
         output.fileHandleForReading.readabilityHandler = { [weak self] handle in
             let data = handle.availableData
-            guard let self, !data.isEmpty else { return }
+            guard let self else { return }
+            guard !data.isEmpty else {
+                handle.readabilityHandler = nil
+                self.lock.withLock { self.reachedEnd = true }
+                return
+            }
             self.lock.withLock {
                 self.partial += String(decoding: data, as: UTF8.self)
                 while let newline = self.partial.firstIndex(of: "\n") {
@@ -84,6 +91,11 @@ public final class ChildProcess: @unchecked Sendable {
         let deadline = Date().addingTimeInterval(timeout)
         while process.isRunning && Date() < deadline { try? await Task.sleep(nanoseconds: 20_000_000) }
         if process.isRunning { process.send(SIGKILL); process.waitUntilExit() }
+        // Its last lines may still be in the pipe, read on another thread: a CI run on a loaded
+        // machine read a script's output before any of it, though the script had printed it all.
+        // The pipe's end is awaited (a grandchild could hold it open: 5 s at most).
+        let drained = Date().addingTimeInterval(5)
+        while !lock.withLock({ reachedEnd }) && Date() < drained { try? await Task.sleep(nanoseconds: 5_000_000) }
         return process.terminationStatus
     }
 

@@ -3,10 +3,11 @@ import NIOCore
 import NIOPosix
 import Synchronization
 import Testing
+import TuttiCore
 import TuttiProtocol
 import TuttiSimulation
 import TuttiTestSupport
-@testable import TuttiHouseAirPlay
+@_spi(Testing) @testable import TuttiHouseAirPlay
 
 /// What a receiver's sink was given, in order.
 final class CollectingSink: AirPlaySink {
@@ -14,6 +15,9 @@ final class CollectingSink: AirPlaySink {
         var began: [AirPlayStreamInfo] = []
         var samples: [Int16] = []
         var timestamps: [UInt32] = []
+        /// When each packet's frames were handed on (the monotonic clock), by RTP time.
+        var arrivals: [(rtpTime: UInt32, hostTime: Int64)] = []
+        var events: [String] = []
         var schedules: [(rtpTime: UInt32, hostTime: Int64, error: Double)] = []
         var volumes: [Double] = []
         var metadata: [AirPlayMetadata] = []
@@ -22,17 +26,23 @@ final class CollectingSink: AirPlaySink {
     }
     let state = Mutex(State())
 
-    func airPlayBegan(_ stream: AirPlayStreamInfo) { state.withLock { $0.began.append(stream) } }
+    func airPlayBegan(_ stream: AirPlayStreamInfo) { state.withLock { $0.began.append(stream); $0.events.append("began") } }
     func airPlayAudio(_ samples: [Int16], frameCount: Int, rtpTimestamp: UInt32) {
-        state.withLock { $0.samples += samples; $0.timestamps.append(rtpTimestamp) }
+        let now = MonotonicClock().now()
+        state.withLock {
+            $0.samples += samples
+            $0.timestamps.append(rtpTimestamp)
+            $0.arrivals.append((rtpTimestamp, now))
+            if $0.events.last != "audio" { $0.events.append("audio") }
+        }
     }
     func airPlaySchedule(rtpTime: UInt32, hostTime: Int64, errorNanoseconds: Double) {
-        state.withLock { $0.schedules.append((rtpTime, hostTime, errorNanoseconds)) }
+        state.withLock { $0.schedules.append((rtpTime, hostTime, errorNanoseconds)); $0.events.append("schedule") }
     }
-    func airPlayVolume(_ decibels: Double) { state.withLock { $0.volumes.append(decibels) } }
-    func airPlayMetadata(_ metadata: AirPlayMetadata) { state.withLock { $0.metadata.append(metadata) } }
-    func airPlayFlushed() { state.withLock { $0.flushes += 1 } }
-    func airPlayEnded(_ reason: String) { state.withLock { $0.ended.append(reason) } }
+    func airPlayVolume(_ decibels: Double) { state.withLock { $0.volumes.append(decibels); $0.events.append("volume") } }
+    func airPlayMetadata(_ metadata: AirPlayMetadata) { state.withLock { $0.metadata.append(metadata); $0.events.append("metadata") } }
+    func airPlayFlushed() { state.withLock { $0.flushes += 1; $0.events.append("flushed") } }
+    func airPlayEnded(_ reason: String) { state.withLock { $0.ended.append(reason); $0.events.append("ended") } }
 }
 
 /// The receiver with real senders: pyatv (`atvremote`, in the venv `make test` makes) streams
@@ -55,7 +65,11 @@ final class CollectingSink: AirPlaySink {
                               "-ar", "44100", "-c:a", "pcm_s16le", "-metadata", "title=Pink Noise", "-metadata", "artist=Tutti Tests", music])
         let sink = CollectingSink()
         let lines = Lines()
-        let receiver = AirPlayReceiver(configuration: .init(host: "127.0.0.1", port: 0), sink: sink, log: { lines.append($0) })
+        // Every 50th packet is lost on its way: the receiver asks for it again, and pyatv
+        // resends it from its backlog.
+        var configuration = AirPlayReceiver.Configuration(host: "127.0.0.1", port: 0)
+        configuration.dropsEveryNthAudioPacket = 50
+        let receiver = AirPlayReceiver(configuration: configuration, sink: sink, log: { lines.append($0) })
         let port = try await receiver.start()
         defer { Task { await receiver.stop() } }
 
@@ -73,6 +87,11 @@ final class CollectingSink: AirPlaySink {
               + "\(state.schedules.count) schedules, volumes \(state.volumes), metadata \(state.metadata.map { "\($0.title ?? "-")/\($0.artist ?? "-")" }); log: \(lines.all.withLock { $0 })")
         #expect(state.began.count == 1 && state.began.first?.announcement.encoding == .l16)
         #expect(state.ended.count == 1, "\(state.ended)")
+        // Begun first, ended last, whatever pyatv sends before RECORD.
+        #expect(state.events.first == "began" && state.events.last == "ended", "\(state.events)")
+        let log = lines.all.withLock { $0 }
+        let asked = log.first { $0.contains("packets asked for again") } ?? ""
+        #expect(asked.contains(" 0 lost for good") && !asked.hasPrefix("AirPlay: 127.0.0.1: 0 packets"), "the lost packets were not all asked for and resent: \(log)")
         // Every frame of the file, in order, from the first packet; then the silence pyatv pads with.
         #expect(state.samples.count >= reference.count)
         let mismatched = zip(state.samples, reference).filter { $0 != $1 }.count
@@ -80,8 +99,19 @@ final class CollectingSink: AirPlaySink {
         #expect(state.samples.dropFirst(reference.count).allSatisfy { $0 == 0 })
         // Consecutive packets, 352 frames apart.
         #expect(zip(state.timestamps, state.timestamps.dropFirst()).allSatisfy { $1 &- $0 == 352 })
-        // The sender's schedule was read through a fitted clock: its sync packets came each second.
+        // The sender's schedule, through the fitted clock: each sync's frame is heard 1 s of host
+        // time after the previous one's per 44 100 frames (pyatv's sync time advances with its
+        // frames), and about pyatv's latency (66 150 frames, 1.5 s) after that frame arrived.
         #expect(state.schedules.count >= 2)
+        for (earlier, later) in zip(state.schedules, state.schedules.dropFirst()) {
+            let expected = Double(later.rtpTime &- earlier.rtpTime) / 44100 * 1e9
+            #expect(abs(Double(later.hostTime - earlier.hostTime) - expected) < 2e6, "schedules \(earlier) → \(later)")
+        }
+        for schedule in state.schedules {
+            guard let arrival = state.arrivals.first(where: { Int32(bitPattern: $0.rtpTime &- schedule.rtpTime) > -352 && Int32(bitPattern: $0.rtpTime &- schedule.rtpTime) <= 0 }) else { continue }
+            let ahead = Double(schedule.hostTime - arrival.hostTime) / 1e9
+            #expect(ahead > 1.0 && ahead < 1.7, "frame \(schedule.rtpTime) arrived \(ahead) s before it is to be heard")
+        }
         #expect(state.metadata.contains { $0.title == "Pink Noise" && $0.artist == "Tutti Tests" }, "\(state.metadata)")
         #expect(state.metadata.contains { $0.progress != nil })
         #expect(!state.volumes.isEmpty && state.volumes.allSatisfy { (-30...0).contains($0) }, "\(state.volumes)")
@@ -122,4 +152,170 @@ final class CollectingSink: AirPlaySink {
         #expect(log.contains { $0.contains("is not METHOD URI VERSION") } && log.contains { $0.contains("the stream is encrypted (rsaaeskey)") }, "\(log)")
         #expect(sink.state.withLock { $0.began.isEmpty })
     }
+}
+
+/// The receiver against a sender written here, datagram by datagram, on real sockets: what a
+/// stranger on the LAN can and cannot do to a stream, a resend, a flush, the one-sender slot.
+@Suite struct AirPlayRawSenderTests {
+    /// A UDP socket on loopback that keeps what it receives.
+    final class Socket: Sendable {
+        final class Inbox: Sendable { let datagrams = Mutex<[[UInt8]]>([]) }
+        final class Collector: ChannelInboundHandler {
+            typealias InboundIn = AddressedEnvelope<ByteBuffer>
+            let inbox: Inbox
+            init(_ inbox: Inbox) { self.inbox = inbox }
+            func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+                var buffer = unwrapInboundIn(data).data
+                let bytes = buffer.readBytes(length: buffer.readableBytes) ?? []
+                inbox.datagrams.withLock { $0.append(bytes) }
+            }
+        }
+
+        let inbox = Inbox()
+        let channel: any Channel
+
+        init() async throws {
+            let inbox = self.inbox
+            channel = try await DatagramBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .channelInitializer { channel in channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(Collector(inbox)) } }
+                .bind(host: "127.0.0.1", port: 0).get()
+        }
+
+        var port: Int { channel.localAddress?.port ?? 0 }
+        var received: [[UInt8]] { inbox.datagrams.withLock { $0 } }
+
+        func send(_ packet: RAOPPacket, to port: Int) async throws {
+            let address = try SocketAddress(ipAddress: "127.0.0.1", port: port)
+            try await channel.writeAndFlush(AddressedEnvelope(remoteAddress: address, data: ByteBuffer(bytes: packet.encoded)))
+        }
+    }
+
+    /// An RTSP connection that sends a request and reads its reply.
+    final class Connection: Sendable {
+        final class Inbox: Sendable { let text = Mutex("") }
+        final class Collector: ChannelInboundHandler {
+            typealias InboundIn = ByteBuffer
+            let inbox: Inbox
+            init(_ inbox: Inbox) { self.inbox = inbox }
+            func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+                var buffer = unwrapInboundIn(data)
+                let text = buffer.readString(length: buffer.readableBytes) ?? ""
+                inbox.text.withLock { $0 += text }
+            }
+        }
+
+        let inbox = Inbox()
+        let channel: any Channel
+
+        init(port: Int) async throws {
+            let inbox = self.inbox
+            channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .channelInitializer { channel in channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(Collector(inbox)) } }
+                .connect(host: "127.0.0.1", port: port).get()
+        }
+
+        /// Sends `request` and returns the reply's head (what the receiver sends, up to its blank line).
+        func exchange(_ request: RTSPRequest) async throws -> String {
+            try await channel.writeAndFlush(ByteBuffer(bytes: request.encoded))
+            let deadline = ContinuousClock.now + .seconds(10)
+            while true {
+                let reply = inbox.text.withLock { text -> String? in
+                    guard let end = text.range(of: "\r\n\r\n") else { return nil }
+                    defer { text = String(text[end.upperBound...]) }
+                    return String(text[..<end.upperBound])
+                }
+                if let reply { return reply }
+                guard ContinuousClock.now < deadline else { throw TestFailure("no reply to \(request.method) within 10 s") }
+                try await Task.sleep(for: .milliseconds(2))
+            }
+        }
+
+        func close() async { try? await channel.close() }
+    }
+
+    func waitFor(_ what: String, _ condition: () -> Bool) async throws {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !condition() {
+            guard ContinuousClock.now < deadline else { throw TestFailure("\(what) did not happen within 10 s") }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+    }
+
+    func audio(_ sequence: UInt16, ssrc: UInt32 = 7) -> RAOPPacket {
+        // Each packet's 4 frames hold its sequence number, so the order shows in the samples.
+        let value = UInt8(truncatingIfNeeded: sequence)
+        return .audio(RAOPAudioPacket(sequence: sequence, timestamp: UInt32(sequence) * 4, ssrc: ssrc, payload: [UInt8](repeating: 0, count: 16).enumerated().map { $0.offset % 2 == 1 ? value : 0 }))
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aStrangerCannotTakeOrDisturbTheStream() async throws {
+        let sink = CollectingSink()
+        let lines = AirPlayReceiverTests.Lines()
+        let receiver = AirPlayReceiver(configuration: .init(host: "127.0.0.1", port: 0), sink: sink, log: { lines.append($0) })
+        let port = try await receiver.start()
+        defer { Task { await receiver.stop() } }
+        let (audioOut, control, timing, stranger) = (try await Socket(), try await Socket(), try await Socket(), try await Socket())
+
+        let sender = try await Connection(port: port)
+        // L16 in packets of 4 frames.
+        let body = Array(AirPlayParsingTestsSDP.l16.replacingOccurrences(of: "352 0 16", with: "4 0 16").utf8)
+        let sdp = RTSPRequest(method: "ANNOUNCE", uri: "rtsp://127.0.0.1/1", headers: [("CSeq", "1"), ("Content-Type", "application/sdp"), ("Content-Length", "\(body.count)")], body: body)
+        #expect(try await sender.exchange(sdp).hasPrefix("RTSP/1.0 200 OK"))
+        // A second sender is refused while the first holds the stream.
+        let other = try await Connection(port: port)
+        #expect(try await other.exchange(sdp).hasPrefix("RTSP/1.0 453 Not Enough Bandwidth"))
+        let setup = try await sender.exchange(RTSPRequest(method: "SETUP", uri: "rtsp://127.0.0.1/1", headers: [("CSeq", "2"),
+            ("Transport", "RTP/AVP/UDP;unicast;interleaved=0-1;mode=record;control_port=\(control.port);timing_port=\(timing.port)")]))
+        let transport = setup.split(separator: "\r\n").first { $0.hasPrefix("Transport: ") }.map { AirPlayReceiverTestsTransport.options(String($0.dropFirst(11))) } ?? [:]
+        let (serverPort, controlPort) = (try #require(transport["server_port"].flatMap(Int.init)), try #require(transport["control_port"].flatMap(Int.init)))
+        #expect(try await sender.exchange(RTSPRequest(method: "RECORD", uri: "rtsp://127.0.0.1/1", headers: [("CSeq", "3")])).hasPrefix("RTSP/1.0 200 OK"))
+
+        // 0, 1, 3: 2 is asked for at the sender's control port, once; resent from there, it takes its place.
+        for sequence: UInt16 in [0, 1, 3] { try await audioOut.send(audio(sequence), to: serverPort) }
+        try await waitFor("a resend request") { !control.received.isEmpty }
+        #expect(control.received.compactMap(RAOPPacket.init) == [.resendRequest(sequence: 2, count: 1)])
+        guard case .audio(let two) = audio(2) else { return }
+        var resent = two
+        resent.resent = true
+        try await control.send(.audio(resent), to: controlPort)
+        try await waitFor("four packets") { sink.state.withLock { $0.timestamps.count } == 4 }
+
+        // A stranger with the sender's address but its own port: its audio (even with the
+        // stream's SSRC), its resent audio and its sync are all dropped.
+        try await stranger.send(audio(4), to: serverPort)
+        try await stranger.send(.audio(RAOPAudioPacket(sequence: 5, timestamp: 20, ssrc: 7, payload: [UInt8](repeating: 9, count: 16), resent: true)), to: controlPort)
+        try await stranger.send(.sync(RAOPSync(rtpTimeWithoutLatency: 0, ntpTime: NTPTimestamp(1 << 40), rtpTime: 100)), to: controlPort)
+        // The sender's own audio with another SSRC is a stranger's too.
+        try await audioOut.send(audio(4, ssrc: 8), to: serverPort)
+        try await audioOut.send(audio(4), to: serverPort)
+        try await waitFor("packet 4") { sink.state.withLock { $0.timestamps.count } == 5 }
+
+        // A flush from 20: packet 5, late, is void; 20 plays.
+        #expect(try await sender.exchange(RTSPRequest(method: "FLUSH", uri: "rtsp://127.0.0.1/1", headers: [("CSeq", "4"), ("RTP-Info", "seq=20;rtptime=80")])).hasPrefix("RTSP/1.0 200 OK"))
+        try await audioOut.send(audio(5), to: serverPort)
+        try await audioOut.send(audio(20), to: serverPort)
+        try await waitFor("packet 20") { sink.state.withLock { $0.timestamps.count } == 6 }
+        let state = sink.state.withLock { $0 }
+        #expect(state.timestamps == [0, 4, 8, 12, 16, 80], "\(state.timestamps)")
+        #expect(stride(from: 1, to: state.samples.count, by: 8).map { state.samples[$0] } == [0, 1, 2, 3, 4, 20].map { Int16($0) }, "\(state.samples)")
+        #expect(state.schedules.isEmpty && state.flushes == 1)
+
+        // The sender goes: the stream ends, and the next sender may announce.
+        await sender.close()
+        try await waitFor("the stream's end") { sink.state.withLock { $0.ended.count } == 1 }
+        #expect(try await other.exchange(sdp).hasPrefix("RTSP/1.0 200 OK"))
+        await other.close()
+        let log = lines.all.withLock { $0 }
+        #expect(log.contains { $0.contains("another sender is streaming") } && log.contains { $0.contains("audio from another source") }, "\(log)")
+        for socket in [audioOut, control, timing, stranger] { try? await socket.channel.close() }
+    }
+}
+
+enum AirPlayParsingTestsSDP {
+    static let l16 = "v=0\r\no=iTunes 1 0 IN IP4 127.0.0.1\r\ns=iTunes\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\nm=audio 0 RTP/AVP 96\r\n"
+        + "a=rtpmap:96 L16/44100/2\r\na=fmtp:96 352 0 16 40 10 14 2 255 0 0 44100\r\n"
+}
+
+enum AirPlayReceiverTestsTransport {
+    static func options(_ header: String) -> [String: String] { RAOPConnectionHandler.transportOptions(header) }
 }

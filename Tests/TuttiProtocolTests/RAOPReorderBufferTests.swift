@@ -9,9 +9,9 @@ import TuttiProtocol
     @Test func reordersAsksOnceAndGivesUp() {
         var buffer = RAOPReorderBuffer(patience: 3)
         #expect(buffer.receive(packet(65534)).released.map(\.sequence) == [65534])
-        // 65535 and 0 missing: asked for together, once.
+        // 65535 and 0 missing: asked for once, in two ranges (a range does not wrap).
         let out = buffer.receive(packet(1))
-        #expect(out.released.isEmpty && out.resend.map(\.sequence) == [65535] && out.resend.map(\.count) == [2])
+        #expect(out.released.isEmpty && out.resend.map(\.sequence) == [65535, 0] && out.resend.map(\.count) == [1, 1])
         #expect(buffer.receive(packet(2)).resend.isEmpty)
         // The resend of 65535 arrives: released with nothing after it yet (0 still missing).
         #expect(buffer.receive(packet(65535)).released.map(\.sequence) == [65535])
@@ -21,5 +21,35 @@ import TuttiProtocol
         // A duplicate, and one from before: dropped.
         #expect(buffer.receive(packet(2)).released.isEmpty && buffer.receive(packet(65000)).released.isEmpty)
         #expect(buffer.duplicates == 2 && buffer.givenUp == 1 && buffer.resendsAsked == 2)
+    }
+
+    /// A forged number far ahead (a stranger's datagram) asks for nothing and changes nothing; a
+    /// run of them, each the next, is a sender that moved on, and the order starts there.
+    @Test func farAheadIsAForgeryUntilARunMakesItAJump() {
+        var buffer = RAOPReorderBuffer(patience: 4)
+        _ = buffer.receive(packet(100))
+        let forged = buffer.receive(packet(30_000))
+        #expect(forged.released.isEmpty && forged.resend.isEmpty)
+        #expect(buffer.receive(packet(101)).released.map(\.sequence) == [101])
+        // 102 held (103 missing), then the sender's numbers move on by 5000.
+        _ = buffer.receive(packet(103))
+        var released: [UInt16] = []
+        for sequence in UInt16(5000)..<5008 {
+            let out = buffer.receive(packet(sequence))
+            #expect(out.resend.isEmpty)
+            released += out.released.map(\.sequence)
+        }
+        #expect(released == [102, 103] + Array(5000..<5008), "\(released)")
+        #expect(buffer.jumps == 1 && buffer.farAhead == 9)
+        #expect(buffer.receive(packet(5008)).released.map(\.sequence) == [5008])
+    }
+
+    /// After a flush from a sequence number, packets before it (late, or resent) are void.
+    @Test func aFlushVoidsWhatCameBefore() {
+        var buffer = RAOPReorderBuffer()
+        _ = buffer.receive(packet(10))
+        buffer.reset(next: 500)
+        #expect(buffer.receive(packet(11)).released.isEmpty)
+        #expect(buffer.receive(packet(500)).released.map(\.sequence) == [500])
     }
 }
