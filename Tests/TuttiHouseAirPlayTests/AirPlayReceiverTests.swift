@@ -101,12 +101,15 @@ final class CollectingSink: AirPlaySink {
         #expect(zip(state.timestamps, state.timestamps.dropFirst()).allSatisfy { $1 &- $0 == 352 })
         // The sender's schedule, through the fitted clock: each sync's frame is heard 1 s of host
         // time after the previous one's per 44 100 frames (pyatv's sync time advances with its
-        // frames), and about pyatv's latency (66 150 frames, 1.5 s) after that frame arrived.
+        // frames), within the two schedules' own error bounds (the first, on a clock fitted over
+        // its first second, said ±3 ms on CI's loaded machine, and was 2.5 ms off) and 1 ms;
+        // and about pyatv's latency (66 150 frames, 1.5 s) after that frame arrived.
         #expect(state.schedules.count >= 2)
         for (earlier, later) in zip(state.schedules, state.schedules.dropFirst()) {
             let expected = Double(later.rtpTime &- earlier.rtpTime) / 44100 * 1e9
-            #expect(abs(Double(later.hostTime - earlier.hostTime) - expected) < 2e6, "schedules \(earlier) → \(later)")
+            #expect(abs(Double(later.hostTime - earlier.hostTime) - expected) < 1e6 + earlier.error + later.error, "schedules \(earlier) → \(later)")
         }
+        #expect(state.schedules.last.map { $0.error < 1e6 } == true, "the fit of pyatv's clock still said \(state.schedules.last?.error ?? -1) ns at the end")
         for schedule in state.schedules {
             guard let arrival = state.arrivals.first(where: { Int32(bitPattern: $0.rtpTime &- schedule.rtpTime) > -352 && Int32(bitPattern: $0.rtpTime &- schedule.rtpTime) <= 0 }) else { continue }
             let ahead = Double(schedule.hostTime - arrival.hostTime) / 1e9
