@@ -38,7 +38,8 @@ public final class ChildProcess: @unchecked Sendable {
             let data = handle.availableData
             guard let self else { return }
             guard !data.isEmpty else {
-                handle.readabilityHandler = nil
+                // The handler is left in place: cancelling its dispatch source here, with the
+                // pipe closed soon after, crashed libdispatch's event loop in a CI run.
                 self.lock.withLock { self.reachedEnd = true }
                 return
             }
