@@ -127,10 +127,7 @@ final class RAOPStream {
     func setParameter(contentType: String, body: [UInt8]) {
         let type = contentType.lowercased()
         if type.hasPrefix("text/parameters") {
-            let text = String(decoding: body, as: UTF8.self)
-            for line in text.split(whereSeparator: { $0 == "\r" || $0 == "\n" }) {
-                let parts = line.split(separator: ":", maxSplits: 1).map { $0.trimmingCharacters(in: " \t") }
-                guard parts.count == 2 else { continue }
+            for parts in RTSPRequest.textParameters(body).map({ [$0.name, $0.value] }) {
                 switch parts[0].lowercased() {
                 case "volume":
                     if let decibels = Double(parts[1]), decibels.isFinite, decibels == -144 || (-30...0).contains(decibels) {
@@ -299,14 +296,5 @@ final class RAOPDatagramHandler: ChannelInboundHandler {
         var buffer = envelope.data
         guard let bytes = buffer.readBytes(length: buffer.readableBytes) else { return }
         stream.value.received(bytes, on: kind, from: envelope.remoteAddress)
-    }
-}
-
-extension Substring {
-    func trimmingCharacters(in set: String) -> String {
-        var slice = self
-        while let first = slice.first, set.contains(first) { slice.removeFirst() }
-        while let last = slice.last, set.contains(last) { slice.removeLast() }
-        return String(slice)
     }
 }

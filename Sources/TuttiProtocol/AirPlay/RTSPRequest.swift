@@ -37,6 +37,15 @@ public struct RTSPRequest: RTSPMessage, Sendable, Equatable {
         return Array(text.utf8) + body
     }
 
+    /// A `text/parameters` body (`volume: -11.5`, `progress: a/b/c`), one `name: value` a
+    /// line, each trimmed of spaces; a line without a colon is skipped.
+    public static func textParameters(_ body: [UInt8]) -> [(name: String, value: String)] {
+        String(decoding: body, as: UTF8.self).split(whereSeparator: { $0 == "\r" || $0 == "\n" }).compactMap { line in
+            guard let colon = line.firstIndex(of: ":") else { return nil }
+            return (String(line[..<colon]).trimmingSpaces, String(line[colon...].dropFirst()).trimmingSpaces)
+        }
+    }
+
     /// The `CSeq` the reply must echo; nil if absent.
     public var sequence: String? { self[header: "CSeq"] }
 
