@@ -151,7 +151,7 @@ let package = Package(
         // Its parsers of untrusted bytes (RTSP, SDP, RAOP packets, DMAP) are in TuttiProtocol,
         // where the fuzz harness reaches them.
         .target(name: "TuttiHouseAirPlay", dependencies: [
-            "TuttiCore", "TuttiProtocol",
+            "TuttiCore", "TuttiProtocol", "TuttiHouse",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
         ]),
@@ -196,7 +196,7 @@ let package = Package(
         .executableTarget(name: "tutti", dependencies: [
             "TuttiCommandLine",
             "TuttiCore", "TuttiMedia", "TuttiMediaHTTP", "TuttiDevices", "TuttiEngine", "TuttiPlayer",
-            "TuttiProtocol", "TuttiSpeaker", "TuttiHouse", "TuttiHouseHTTP", "TuttiHouseMPD", "TuttiHouseSnapcast", "TuttiSnapcastRooms", "TuttiDiscovery", "TuttiImpairment",
+            "TuttiProtocol", "TuttiSpeaker", "TuttiHouse", "TuttiHouseHTTP", "TuttiHouseMPD", "TuttiHouseSnapcast", "TuttiHouseAirPlay", "TuttiSnapcastRooms", "TuttiDiscovery", "TuttiImpairment",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "NIOCore", package: "swift-nio"),
@@ -244,7 +244,7 @@ let package = Package(
         .testTarget(name: "TuttiSnapcastRoomsTests", dependencies: ["TuttiSnapcastRooms", "TuttiProtocol", "TuttiSimulation", "TuttiTestSupport", "TuttiDiagnostics",
                                                                     .product(name: "NIOCore", package: "swift-nio"),
                                                                     .product(name: "NIOPosix", package: "swift-nio")]),
-        .testTarget(name: "TuttiHouseAirPlayTests", dependencies: ["TuttiHouseAirPlay", "TuttiProtocol", "TuttiSimulation", "TuttiTestSupport"]),
+        .testTarget(name: "TuttiHouseAirPlayTests", dependencies: ["TuttiHouseAirPlay", "TuttiHouse", "TuttiProtocol", "TuttiSimulation", "TuttiTestSupport", "TuttiDiagnostics"]),
         .testTarget(name: "TuttiHouseMPDTests", dependencies: ["TuttiHouseMPD", "TuttiSimulation", "TuttiTestSupport", "TuttiDiagnostics"]),
         .testTarget(name: "TuttiDiscoveryTests", dependencies: ["TuttiDiscovery", "TuttiProtocol", "TuttiSimulation", "TuttiTestSupport"]),
         .testTarget(name: "TuttiCLITests", dependencies: ["TuttiSimulation", "TuttiTestSupport", "TuttiProtocol"]),

@@ -48,3 +48,15 @@ struct ChangeObservers {
         for observer in observers.values { observer() }
     }
 }
+
+extension House {
+    /// Where group `group`'s AirPlay receiver listens ("HOST:PORT"), or nil for none: what the
+    /// group's report says (`GroupReport.airplay`). Any thread.
+    public func setAirPlayAddress(_ address: String?, group: UInt32) {
+        let core = self.core
+        loop.execute {
+            core.value.airPlayAddresses[group] = address
+            core.value.noteChange()
+        }
+    }
+}

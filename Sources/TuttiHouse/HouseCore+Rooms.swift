@@ -234,6 +234,13 @@ extension HouseCore {
         report.stream = stream.id
         report.positionSeconds = group.seconds(head)
         report.bufferedAheadSeconds = group.seconds(max(0, stream.producedEnd - head))
+        if let source = group.liveReport {
+            report.source = source
+            report.title = source.title ?? source.description
+            report.artist = source.artist
+            report.album = source.album
+            return report
+        }
         if let item = group.currentItem {
             report.item = item.index
             report.title = item.start.title ?? item.start.path

@@ -23,6 +23,8 @@ final class HouseCore {
     private(set) var storeProblem: String?
     let rooms: RoomRegistry
     private(set) var groups: [GroupID: GroupSession] = [:]
+    /// Where each group's AirPlay receiver listens, as its front end said (`House.setAirPlayAddress`).
+    var airPlayAddresses: [GroupID: String] = [:]
     /// The group new rooms join, and that cannot be removed (MPD's "default" partition).
     let defaultGroupID: GroupID = 1
     private var nextGroupID: GroupID = 2

@@ -85,6 +85,11 @@ enum APISchemas {
                 property("storeProblem", string, required: false),
                 property("rooms", .array(of: .reference("RoomReport"))),
                 property("waiting", .array(of: .reference("WaitingSpeakerReport")), required: false),
+                property("source", .reference("LiveSourceReport"), required: false),
+            ]),
+            "LiveSourceReport": .object([
+                property("kind", string), property("sender", string), property("senderName", string, required: false),
+                property("title", string, required: false), property("artist", string, required: false), property("album", string, required: false),
             ]),
             "GroupReport": .object([
                 property("id", .integer(minimum: 1)), property("name", string), property("isDefault", .boolean),
@@ -92,6 +97,7 @@ enum APISchemas {
                 property("state", .string(oneOf: ["stopped", "starting", "playing", "paused"])), property("queueLength", integer),
                 property("stream", integer, required: false), property("title", string, required: false),
                 property("positionSeconds", number, required: false), property("volume", .integer(minimum: 0, maximum: 100), required: false),
+                property("source", .reference("LiveSourceReport"), required: false), property("airplay", string, required: false),
             ]),
             "GroupsReport": .object([property("groups", .array(of: .reference("GroupReport")))]),
             "PlayModes": .object([property("repeat", .boolean), property("random", .boolean), property("single", .boolean), property("consume", .boolean)]),

@@ -172,6 +172,14 @@ struct MPDCommands {
             let now = try await current()
             if let item = now.status.item, let entry = now.queue.items.first(where: { $0.index == item }) {
                 song(entry, status: now.status, tags: await house.libraryTracks(atPaths: [entry.path])[entry.path], into: &out)
+            } else if let source = now.status.source {
+                // A live source (an AirPlay sender) has no place in the queue: MPD describes
+                // such a song as it does a radio stream, by a URI, its name and its tags.
+                out.add("file", "\(source.kind)://\(source.sender)")
+                if let artist = source.artist { out.add("Artist", artist) }
+                if let album = source.album { out.add("Album", album) }
+                if let title = source.title { out.add("Title", title) }
+                out.add("Name", source.description)
             }
         case "stats":
             let now = try await current()

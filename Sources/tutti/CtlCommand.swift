@@ -355,7 +355,8 @@ func printGroups(_ reply: ControlReply, json: Bool) {
     for group in reply.groups?.groups ?? [] {
         let rooms = group.rooms.isEmpty ? "no room connected" : group.rooms.joined(separator: ", ")
         let playing = group.title.map { "  \(group.state): \($0)" } ?? "  \(group.state)"
-        Terminal.standardOutput("\(group.name)\(group.isDefault ? " (default)" : "")  [\(rooms)]\(playing)  queue \(group.queueLength)\n")
+        let airplay = group.airplay.map { "  AirPlay \($0)" } ?? ""
+        Terminal.standardOutput("\(group.name)\(group.isDefault ? " (default)" : "")  [\(rooms)]\(playing)  queue \(group.queueLength)\(airplay)\n")
     }
 }
 

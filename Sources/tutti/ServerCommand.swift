@@ -10,6 +10,7 @@ import TuttiHouseHTTP
 import TuttiDiscovery
 import TuttiHouseMPD
 import TuttiHouseSnapcast
+import TuttiHouseAirPlay
 import TuttiSnapcastRooms
 import TuttiMediaHTTP
 import TuttiEngine
@@ -61,6 +62,10 @@ struct Server: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Address of the Snapcast stream port (default: the --listen host, port 1704), or `off`.",
                                discussion: "snapclient (Debian's, a Raspberry Pi's, the Android app) connects there as it would to snapserver and becomes a room: listed, grouped and given a volume like Tutti's own, in sync with them. If the default address is taken (a real snapserver), the house runs without it and says so."))
     var snapcast: String?
+
+    @Option(help: ArgumentHelp("Address of the default group's AirPlay receiver (default: the --listen host, port 5000), or `off`. Each further group receives on the next free port.",
+                               discussion: "An AirPlay 1 sender (PipeWire's raop sink, pyatv's atvremote, iTunes and others that need no pairing) streams to a group's receiver, and every room of the group plays it in sync, in place of the queue, which comes back paused when the sender stops. `tutti ctl groups` lists each group's address. If the default address is taken (shairport-sync), the house runs without them and says so."))
+    var airplay: String?
 
     @Option(name: .customLong("music"), help: ArgumentHelp(
         "A directory of music for the library (repeatable): scanned at start (again only what changed), searchable from ctl, the API and the web UI."))
@@ -133,7 +138,7 @@ struct Server: AsyncParsableCommand {
         for host in httpHosts where host.isEmpty || host.contains(where: { $0 == "/" || $0 == " " || $0 == "@" }) {
             throw ValidationError("--http-host '\(host)': give a host name, such as music.home.arpa")
         }
-        for (option, value, example) in [("--mpd", mpd, "0.0.0.0:6600"), ("--snapcast", snapcast, "0.0.0.0:1704"), ("--snapcast-control", snapcastControl, "0.0.0.0:1705")] {
+        for (option, value, example) in [("--mpd", mpd, "0.0.0.0:6600"), ("--snapcast", snapcast, "0.0.0.0:1704"), ("--snapcast-control", snapcastControl, "0.0.0.0:1705"), ("--airplay", airplay, "0.0.0.0:5000")] {
             if let value, value != "off", HostPort(argument: value) == nil {
                 throw ValidationError("\(option) \(value): use HOST:PORT (\(example)) or off")
             }
@@ -189,9 +194,11 @@ struct Server: AsyncParsableCommand {
         let mpdServer = try await startMPD(house: server.house)
         let snapcastControlServer = try await startSnapcastControl(house: server.house)
         let snapcastStreamServer = try await startSnapcastStream(house: server.house, housePort: port, clock: clock)
+        let airPlayReceiver = try await startAirPlay(house: server.house, clock: clock)
         let announcer = startAnnouncing(port: port, httpPort: http?.port)
         await waitForTermination()
         announcer?.stop()
+        await airPlayReceiver?.stop()
         await mpdServer?.stop()
         await snapcastControlServer?.stop()
         await snapcastStreamServer?.stop()
@@ -316,6 +323,19 @@ struct Server: AsyncParsableCommand {
                 Terminal.standardError("tutti server: \(line)\n")
             }
             return (server, { try await server.start(host: address.host, port: address.port) }, { await server.stop() })
+        }
+    }
+
+    /// The groups' AirPlay receivers, unless `--airplay off`: the default group's at the address
+    /// given, the others' on the next free ports. Their schedules are on the house's clock,
+    /// which the groups' anchors are.
+    private func startAirPlay(house: House, clock: any HostClock) async throws -> AirPlayGroupReceivers? {
+        try await startFrontEnd("AirPlay senders", option: "--airplay", value: airplay, defaultAddress: defaultAddress(port: 5000),
+                                hint: { _ in "the default group; the others on the next ports: tutti ctl groups" }) { address in
+            let receivers = AirPlayGroupReceivers(house: house, host: address.host, port: address.port, clock: clock) { line in
+                Terminal.standardError("tutti server: \(line)\n")
+            }
+            return (receivers, { try await receivers.start() }, { await receivers.stop() })
         }
     }
 

@@ -31,11 +31,19 @@ import TuttiProtocol
         status.groupId = 1
         let waiting = WaitingSpeakerReport(name: "den", code: "372 737", address: "10.0.0.7", key: "mxFZD9Fi", waitingSeconds: 4.5)
         status.waiting = [waiting]
+        var source = LiveSourceReport(kind: "airplay", sender: "10.0.0.9")
+        source.senderName = "Phone"
+        source.title = "T"
+        source.artist = "B"
+        source.album = "C"
+        status.source = source
         var group = GroupReport(id: 2, name: "Kitchen", isDefault: false, rooms: ["kitchen"], knownRooms: ["kitchen", "pantry"], state: "playing", queueLength: 2)
         group.stream = 9
         group.title = "A"
         group.positionSeconds = 1.5
         group.volume = 40
+        group.airplay = "0.0.0.0:5001"
+        group.source = source
         return [
             ("PlayReport", .started(play)),
             ("PauseReport", .paused(PauseReport(pausedAtSeconds: 3.5))),

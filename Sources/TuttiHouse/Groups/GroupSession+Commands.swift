@@ -13,6 +13,7 @@ extension GroupSession {
     /// Performs `command`; returns the reply, or nil when `respond` will be called later.
     func perform(_ command: ControlCommand, _ respond: @escaping House.Respond) throws -> ControlReply? {
         loop.preconditionInEventLoop()
+        if let reply = try takeBackFromLive(for: command) { return reply }
         switch command {
         case .pause, .resume, .seek, .next, .previous, .queueAdd, .queueRemove, .queueMove, .queueClear, .queueShuffle, .playModes, .playlistLoad:
             // A play still waiting for its rooms starts now: this command acts on what plays.
@@ -300,9 +301,14 @@ extension GroupSession {
                                  knownRooms: core.rooms.members(of: id).map(\.name), state: state, queueLength: queue.count)
         report.stream = stream?.id
         report.volume = volume
+        report.airplay = core.airPlayAddresses[id]
         if stream != nil {
             report.positionSeconds = seconds(playhead())
             if let item = currentItem { report.title = item.start.title ?? item.start.path }
+        }
+        if let source = liveReport {
+            report.source = source
+            report.title = source.title ?? source.description
         }
         return report
     }

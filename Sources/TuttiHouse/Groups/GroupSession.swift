@@ -67,6 +67,13 @@ final class GroupSession {
     /// looked up to.
     var consumeWatch: RepeatedTask?
     var consumedUntil: (stream: UInt32, frame: Int64)?
+    /// The live source the group plays in place of its queue (`GroupSession+Live`), and its
+    /// stream, which outlives it while what it sent plays out; where the queue comes back to;
+    /// and the task that brings it back once the end is heard.
+    var live: LiveSession?
+    var liveStream: ServerStream?
+    var queueBeforeLive: QueueReturn?
+    var liveRestore: Scheduled<Void>?
 
     init(core: HouseCore, stored: HouseStore.StoredGroup) {
         house = core
@@ -322,8 +329,9 @@ final class GroupSession {
     func apply(_ anchor: TimelineAnchor) {
         guard let stream else { return }
         stream.schedule.apply(anchor, now: now)
-        // Stored before any room hears of it: a restarted house plays the timeline its rooms play.
-        stored(store?.saveAnchors(stream.schedule.anchors, streamID: stream.id))
+        // Stored before any room hears of it: a restarted house plays the timeline its rooms
+        // play. A live stream is not stored: a house restarted under it cannot take it up.
+        if stream !== liveStream { stored(store?.saveAnchors(stream.schedule.anchors, streamID: stream.id)) }
         publishListening()
         for room in rooms where room.sender.streamID == stream.id {
             room.send(.anchor(wire(anchor, stream)))

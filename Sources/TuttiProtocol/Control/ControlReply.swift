@@ -554,6 +554,9 @@ public struct StatusReport: Codable, Sendable, Equatable {
     public var rooms: [RoomReport]
     /// Speakers waiting to be admitted (`admit`): the web UI's Admit buttons.
     public var waiting: [WaitingSpeakerReport]?
+    /// The live source the group plays in place of its queue (an AirPlay sender), if one does;
+    /// `title`, `artist` and `album` then describe what it plays.
+    public var source: LiveSourceReport?
     public init(server: String, state: String, roomCount: Int, queueLength: Int, serverTimeNs: Int64, stream: UInt32? = nil,
                 positionSeconds: Double? = nil, bufferedAheadSeconds: Double? = nil, item: Int? = nil, title: String? = nil,
                 itemPositionSeconds: Double? = nil, itemDurationSeconds: Double? = nil, rooms: [RoomReport] = []) {
@@ -571,6 +574,25 @@ public struct StatusReport: Codable, Sendable, Equatable {
         self.itemDurationSeconds = itemDurationSeconds
         self.rooms = rooms
     }
+}
+
+/// A live source a group plays in place of its queue: who sends it and what it says it plays.
+public struct LiveSourceReport: Codable, Sendable, Equatable, CustomStringConvertible {
+    /// "airplay".
+    public var kind: String
+    /// The sender's address, and the name it gives, if any.
+    public var sender: String
+    public var senderName: String?
+    public var title: String?
+    public var artist: String?
+    public var album: String?
+    public init(kind: String, sender: String) {
+        self.kind = kind
+        self.sender = sender
+    }
+
+    /// "AirPlay from NAME" (or the address), what a status shows when the sender names no title.
+    public var description: String { "\(kind == "airplay" ? "AirPlay" : kind) from \(senderName ?? sender)" }
 }
 
 /// One group of the house: its rooms and what it plays.
@@ -592,6 +614,10 @@ public struct GroupReport: Codable, Sendable, Equatable {
     public var positionSeconds: Double?
     /// The mean volume of its connected rooms.
     public var volume: Int?
+    /// The live source it plays in place of its queue, if one does.
+    public var source: LiveSourceReport?
+    /// Where its AirPlay receiver listens ("HOST:PORT"), if the house has one for it.
+    public var airplay: String?
     public init(id: UInt32, name: String, isDefault: Bool, rooms: [String], knownRooms: [String], state: String, queueLength: Int) {
         self.id = id
         self.name = name
