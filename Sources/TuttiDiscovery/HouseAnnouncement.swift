@@ -18,6 +18,8 @@ public struct HouseAnnouncement: Sendable, Equatable {
     public var httpPort: Int?
     /// The wire protocol it speaks (`WireProtocol.version`).
     public var protocolVersion: Int
+    /// Its groups' AirPlay receivers, announced beside it (`_raop._tcp`).
+    public var airPlay: [AirPlayAnnouncement] = []
 
     public init(name: String, port: Int, httpPort: Int?, protocolVersion: Int) {
         self.name = name

@@ -2,7 +2,8 @@ import CAvahi
 import Glibc
 
 /// Announces a house on the network through the Avahi daemon (over D-Bus): `_tutti._tcp` on its
-/// port, with protocol and HTTP port in TXT, and `_http._tcp` for its web UI.
+/// port, with protocol and HTTP port in TXT, `_http._tcp` for its web UI, and `_raop._tcp` for
+/// each group's AirPlay receiver (`update(airPlay:)` as groups come and go).
 ///
 /// Avahi runs its own thread (`AvahiThreadedPoll`); every callback runs there, and `start` and
 /// `stop` take its lock, so this object's state is only ever touched under that lock. The house
@@ -46,6 +47,19 @@ public final class HouseAnnouncer: @unchecked Sendable {
         avahi_threaded_poll_unlock(poll)
         guard avahi_threaded_poll_start(poll) >= 0 else { throw DiscoveryError("cannot start Avahi's poll thread") }
         started = true
+    }
+
+    /// Announces these AirPlay receivers in place of those announced before (the house's own
+    /// services stay). Any thread but Avahi's.
+    public func update(airPlay: [AirPlayAnnouncement]) {
+        avahi_threaded_poll_lock(poll)
+        defer { avahi_threaded_poll_unlock(poll) }
+        guard airPlay != announcement.airPlay else { return }
+        announcement.airPlay = airPlay
+        // Published again whole: an entry group is committed once. Without a client yet, the
+        // connection publishes what is here when it comes.
+        if let group { avahi_entry_group_reset(group) }
+        publish()
     }
 
     /// Withdraws the announcement and stops Avahi's thread. Not from Avahi's thread.
@@ -130,7 +144,8 @@ public final class HouseAnnouncer: @unchecked Sendable {
         case AVAHI_ENTRY_GROUP_ESTABLISHED:
             let a = announcer.announcement
             announcer.log("announced on the network as '\(a.name)' (\(HouseAnnouncement.serviceType) port \(a.port)"
-                          + (a.httpPort.map { ", \(HouseAnnouncement.webServiceType) port \($0)" } ?? "") + ")")
+                          + (a.httpPort.map { ", \(HouseAnnouncement.webServiceType) port \($0)" } ?? "")
+                          + a.airPlay.map { ", AirPlay '\($0.name)' port \($0.port)" }.joined() + ")")
         case AVAHI_ENTRY_GROUP_COLLISION:
             announcer.rename()
             if let group { avahi_entry_group_reset(group) }
@@ -186,6 +201,13 @@ public final class HouseAnnouncer: @unchecked Sendable {
         if error == 0, let httpPort = announcement.httpPort {
             error = avahi_entry_group_add_service_strlst(group, Int32(AVAHI_IF_UNSPEC), Int32(AVAHI_PROTO_UNSPEC), noFlags, announcement.name,
                                                          HouseAnnouncement.webServiceType, nil, nil, UInt16(httpPort), nil)
+        }
+        for receiver in announcement.airPlay where error == 0 {
+            var raop: UnsafeMutablePointer<AvahiStringList>?
+            for entry in receiver.textRecord { raop = avahi_string_list_add(raop, entry) }
+            defer { avahi_string_list_free(raop) }
+            error = avahi_entry_group_add_service_strlst(group, Int32(AVAHI_IF_UNSPEC), Int32(AVAHI_PROTO_UNSPEC), noFlags, receiver.serviceName,
+                                                         AirPlayAnnouncement.serviceType, nil, nil, UInt16(receiver.port), raop)
         }
         return error
     }

@@ -226,7 +226,10 @@ final class HouseCore {
 
     func stop() {
         loop.preconditionInEventLoop()
-        for group in groups.values { group.stopStream() }
+        for group in groups.values {
+            group.stopStream()
+            group.stopLive()
+        }
         libraryWatcher?.stop()
     }
 

@@ -11,11 +11,36 @@ import TuttiProtocol
 /// group's address (`GroupReport.airplay`, `tutti ctl groups --json`).
 public actor AirPlayGroupReceivers {
     private let house: House
-    private let host: String
+    /// The address the receivers listen on.
+    public nonisolated let host: String
     private let port: Int
     private let clock: any HostClock
     private let log: @Sendable (String) -> Void
-    private var receivers: [UInt32: (receiver: AirPlayReceiver, port: Int, name: String)] = [:]
+    private var receivers: [UInt32: (receiver: AirPlayReceiver, port: Int, name: String, isDefault: Bool)] = [:]
+    private var changed: (@Sendable ([Listening]) -> Void)?
+
+    /// A group's receiver, as the house's announcement names it.
+    public struct Listening: Sendable, Equatable {
+        public var group: UInt32
+        public var name: String
+        public var isDefault: Bool
+        public var port: Int
+    }
+
+    /// Every receiver listening now, the default group's first.
+    public var listening: [Listening] {
+        receivers.map { Listening(group: $0.key, name: $0.value.name, isDefault: $0.value.isDefault, port: $0.value.port) }
+            .sorted { ($0.isDefault ? 0 : 1, $0.group) < ($1.isDefault ? 0 : 1, $1.group) }
+    }
+
+    /// Calls `handler` with every receiver listening whenever they change (a group made,
+    /// renamed or removed), and once now.
+    public func onChange(_ handler: @escaping @Sendable ([Listening]) -> Void) {
+        changed = handler
+        handler(listening)
+    }
+
+    private func noteChange() { changed?(listening) }
     private var observer: Int?
     private var stopped = false
     /// A look at the groups is running, and another was asked for meanwhile.
@@ -77,13 +102,23 @@ public actor AirPlayGroupReceivers {
             guard !stopped else { return }
             let groups: [GroupReport]
             do { groups = try await currentGroups() } catch { return log("AirPlay: \(error); the groups' receivers are left as they are") }
+            let before = listening
             let ids = Set(groups.map(\.id))
             for (id, entry) in receivers where !ids.contains(id) {
                 receivers[id] = nil
+                house.setAirPlayAddress(nil, group: id)
                 await entry.receiver.stop()
                 log("AirPlay: the receiver of group \(entry.name) (port \(entry.port)) stopped: the group was removed")
             }
-            for group in groups where receivers[group.id] == nil && !stopped { await startReceiverOnNextFreePort(for: group) }
+            for group in groups {
+                if receivers[group.id] == nil {
+                    if !stopped { await startReceiverOnNextFreePort(for: group) }
+                } else {
+                    // Renamed: the same receiver, announced under the new name.
+                    receivers[group.id]?.name = group.name
+                }
+            }
+            if listening != before { noteChange() }
         } while again
     }
 
@@ -107,15 +142,21 @@ public actor AirPlayGroupReceivers {
                                            sink: GroupAirPlaySink(input: LiveInput(house: house, group: String(group.id)))) { line in
                 log(group.isDefault ? line : "group \(name): \(line)")
             }
-            do {
-                let bound = try await receiver.start()
-                receivers[group.id] = (receiver, bound, group.name)
-                house.setAirPlayAddress("\(host):\(bound)", group: group.id)
-                return bound
-            } catch {
+            let bound: Int
+            do { bound = try await receiver.start() } catch {
                 await receiver.stop()
                 lastError = error
+                continue
             }
+            // Stopped, or the group given a receiver, while this one started (an actor's state
+            // may change across an await).
+            guard !stopped, receivers[group.id] == nil else {
+                await receiver.stop()
+                throw AirPlayReceiverError(stopped ? "the receivers were stopped" : "the group has a receiver already")
+            }
+            receivers[group.id] = (receiver, bound, group.name, group.isDefault)
+            house.setAirPlayAddress("\(host):\(bound)", group: group.id)
+            return bound
         }
         throw lastError
     }

@@ -194,11 +194,12 @@ struct Server: AsyncParsableCommand {
         let mpdServer = try await startMPD(house: server.house)
         let snapcastControlServer = try await startSnapcastControl(house: server.house)
         let snapcastStreamServer = try await startSnapcastStream(house: server.house, housePort: port, clock: clock)
-        let airPlayReceiver = try await startAirPlay(house: server.house, clock: clock)
+        let airPlayReceivers = try await startAirPlay(house: server.house, clock: clock)
         let announcer = startAnnouncing(port: port, httpPort: http?.port)
+        if let announcer, let airPlayReceivers { await announce(airPlayReceivers, with: announcer, identity: server.house.configuration.identity) }
         await waitForTermination()
         announcer?.stop()
-        await airPlayReceiver?.stop()
+        await airPlayReceivers?.stop()
         await mpdServer?.stop()
         await snapcastControlServer?.stop()
         await snapcastStreamServer?.stop()
@@ -383,6 +384,26 @@ struct Server: AsyncParsableCommand {
         } catch {
             Terminal.standardError("tutti server: not announced on the network: \(error)\n")
             return nil
+        }
+    }
+
+    /// Announces each group's AirPlay receiver beside the house, as groups come and go: named
+    /// after its group (the default group after the house), under a device id derived from the
+    /// house's identity key and the group's id, so a sender knows it again after a restart. Not
+    /// when the receivers listen on loopback only.
+    private func announce(_ receivers: AirPlayGroupReceivers, with announcer: HouseAnnouncer, identity: IdentityKey) async {
+        if ["127.0.0.1", "::1", "localhost"].contains(receivers.host) || receivers.host.hasPrefix("127.") {
+            Terminal.standardError("tutti server: AirPlay receivers not announced: they listen on loopback only\n")
+            return
+        }
+        let houseName = announcer.name
+        await receivers.onChange { listening in
+            announcer.update(airPlay: listening.map { receiver in
+                var id = Array(identity.derived(for: "airplay group \(receiver.group)").publicKey.bytes.prefix(6))
+                // A locally administered unicast address, as a MAC address it stands for would be.
+                id[0] = (id[0] & 0xFC) | 0x02
+                return AirPlayAnnouncement(deviceID: id, name: receiver.isDefault ? houseName : receiver.name, port: receiver.port)
+            })
         }
     }
 

@@ -205,5 +205,86 @@ extension DiscoveryTests {
         let houses = try JSONDecoder().decode([DiscoveredHouse].self, from: Data(listed.output.utf8))
         #expect(houses.map(\.name) == ["Steady"] && houses.first?.port == house.port, "\(listed.output) \(listed.errors)")
     }
+
+    /// One `_raop._tcp` service as `avahi-browse -rpt` resolves it.
+    struct RAOPService: Equatable {
+        var name: String
+        var port: Int
+        var text: [String]
+    }
+
+    /// The AirPlay receivers the sandbox's avahi-daemon knows now, through its own client.
+    func browseRAOP(in directory: TemporaryDirectory) throws -> [RAOPService] {
+        let output = String(decoding: try TestMedia.run("avahi-browse", ["-rpt", "_raop._tcp"], timeout: 20), as: UTF8.self)
+        return output.split(separator: "\n").compactMap { line -> RAOPService? in
+            let fields = line.split(separator: ";", omittingEmptySubsequences: false)
+            guard fields.first == "=", fields.count >= 10, let port = Int(fields[8]) else { return nil }
+            // avahi-browse -p writes a name's unsafe characters as \DDD (decimal): '@' is \064.
+            var name = "", rest = Substring(fields[3])
+            while let slash = rest.firstIndex(of: "\\") {
+                name += rest[..<slash]
+                let digits = rest[rest.index(after: slash)...].prefix(3)
+                if digits.count == 3, let code = UInt8(digits) { name.append(Character(Unicode.Scalar(code))) }
+                rest = rest[rest.index(slash, offsetBy: 1 + digits.count)...]
+            }
+            name += rest
+            let text = fields[9...].joined(separator: ";").split(separator: "\"").filter { !$0.trimmingCharacters(in: .whitespaces).isEmpty }.map(String.init)
+            return RAOPService(name: name, port: port, text: text)
+        }
+    }
+
+    /// Waits (guarded) until the AirPlay receivers browsed satisfy `condition`.
+    func waitForRAOP(in directory: TemporaryDirectory, _ what: String, _ condition: ([RAOPService]) -> Bool) async throws -> [RAOPService] {
+        let deadline = Date().addingTimeInterval(30)
+        while true {
+            let services = try browseRAOP(in: directory)
+            if condition(services) { return services }
+            guard Date() < deadline else { throw TestFailure("\(what): avahi-browse found \(services)") }
+            try await Task.sleep(nanoseconds: 100_000_000)
+        }
+    }
+
+    /// Each group's AirPlay receiver is announced as `_raop._tcp`, found by Avahi's own browser:
+    /// the default group's under the house's name, a group made later under its own, with the
+    /// port `groups` gives and the TXT a sender reads; a removed group's is withdrawn.
+    @Test(.timeLimit(.minutes(2)))
+    func eachGroupsAirPlayReceiverIsAnnounced() async throws {
+        let directory = try TemporaryDirectory("discovery-airplay")
+        defer { directory.preserveLogs(as: "discovery-airplay"); directory.remove() }
+        let house = try startHouse(named: "Airy", in: directory, http: false)
+        defer { house.process.interrupt() }
+        let line = try house.process.waitForLine(containing: "AirPlay senders on")
+        let port = try #require(line.components(separatedBy: "AirPlay senders on ").last?.split(separator: " ").first?.split(separator: ":").last.flatMap { Int($0) }, "\(line)")
+        let first = try await waitForRAOP(in: directory, "the default group's receiver") { $0.contains { $0.name.hasSuffix("@Airy") && $0.port == port } }
+        let airy = try #require(first.first { $0.name.hasSuffix("@Airy") })
+        #expect(airy.name.prefix(while: { $0 != "@" }).allSatisfy(\.isHexDigit) && airy.name.prefix(while: { $0 != "@" }).count == 12, "\(airy.name)")
+        for entry in ["et=0", "cn=0,1", "tp=UDP", "sr=44100", "ss=16", "ch=2", "pw=false", "md=0,1,2"] {
+            #expect(airy.text.contains(entry), "\(entry) not in \(airy.text)")
+        }
+
+        let server = ["--server", "127.0.0.1:\(house.port)"]
+        let made = try tutti(["ctl"] + server + ["group", "create", "Kitchen"], in: directory, token: house.token)
+        #expect(made.status == 0, "\(made.errors)")
+        var kitchenPort: Int?
+        let deadline = Date().addingTimeInterval(10)
+        while kitchenPort == nil, Date() < deadline {
+            let groups = try tutti(["ctl"] + server + ["groups", "--json"], in: directory, token: house.token)
+            kitchenPort = try JSONDecoder().decode(GroupsReport.self, from: Data(groups.output.utf8))["Kitchen"]?.airplay
+                .flatMap { $0.split(separator: ":").last.flatMap { Int($0) } }
+            if kitchenPort == nil { try await Task.sleep(nanoseconds: 50_000_000) }
+        }
+        let kitchen = try #require(kitchenPort, "the Kitchen group has no AirPlay address in groups --json")
+        #expect(kitchen != port)
+        let both = try await waitForRAOP(in: directory, "the Kitchen group's receiver") { $0.contains { $0.name.hasSuffix("@Kitchen") && $0.port == kitchen } }
+        // Two receivers, two device ids: a sender tells them apart.
+        let ids = Set(both.map { $0.name.prefix(while: { $0 != "@" }) })
+        #expect(ids.count == 2, "\(both)")
+
+        let removed = try tutti(["ctl"] + server + ["group", "remove", "Kitchen"], in: directory, token: house.token)
+        #expect(removed.status == 0, "\(removed.errors)")
+        _ = try await waitForRAOP(in: directory, "the removed group's receiver withdrawn") { services in
+            !services.contains { $0.name.hasSuffix("@Kitchen") } && services.contains { $0.name.hasSuffix("@Airy") }
+        }
+    }
 }
 

@@ -322,3 +322,20 @@ enum AirPlayParsingTestsSDP {
 enum AirPlayReceiverTestsTransport {
     static func options(_ header: String) -> [String: String] { RAOPConnectionHandler.transportOptions(header) }
 }
+
+/// The sender's volume as the group's: the level heard is the level sent (the rooms' scale is
+/// 0.6 dB a percent below 100 %).
+@Suite struct GroupAirPlaySinkTests {
+    @Test func aSendersDecibelsAreTheGroupsPercentAtTheSameLevel() {
+        #expect(GroupAirPlaySink.percent(decibels: 0) == 100)
+        #expect(GroupAirPlaySink.percent(decibels: -15) == 75)
+        #expect(GroupAirPlaySink.percent(decibels: -20) == 67)
+        #expect(GroupAirPlaySink.percent(decibels: -30) == 50)
+        #expect(GroupAirPlaySink.percent(decibels: -144) == 0)
+        #expect(GroupAirPlaySink.percent(decibels: 3) == 100)
+        for percent in 50...100 {
+            let decibels = Double(percent - 100) * 0.6
+            #expect(GroupAirPlaySink.percent(decibels: decibels) == percent)
+        }
+    }
+}

@@ -52,7 +52,7 @@ public final class LiveInput: Sendable {
         let key = self.key, core = house.core
         house.loop.execute {
             let house = core.value
-            guard let group = house.groups.values.first(where: { $0.live?.key == key }) else { return }
+            guard let group = house.groups.values.first(where: { $0.live.map { $0.key == key && !$0.ended } ?? false }) else { return }
             group.whileAttached { body(group) }
         }
     }

@@ -59,13 +59,16 @@ final class LiveStreamWriter {
 
     /// Where the next section starts: its first source frame is written at `frame`, and is
     /// heard when its schedule says.
-    func startSection(at frame: Int64) throws(MediaError) {
+    /// A jump the source did not announce keeps its schedule (`keepingSchedule`): its clock
+    /// still maps its frames to house times. A flush does not (a sender's frames after a pause
+    /// are scheduled anew).
+    func startSection(at frame: Int64, keepingSchedule: Bool = false) throws(MediaError) {
         converter = sourceRate == rate ? nil : try Resampler(inputRate: sourceRate, outputRate: rate, channelCount: channelCount)
         drift.reset(firstInputFrame: 0, position: FramePosition(frame: 0))
         converted.removeAll(keepingCapacity: true)
         sectionStart = frame
         firstSourceFrame = nil
-        schedule = nil
+        if !keepingSchedule { schedule = nil }
         startTime = nil
         step = 1
         correcting = false
