@@ -151,7 +151,7 @@ let package = Package(
         // Its parsers of untrusted bytes (RTSP, SDP, RAOP packets, DMAP) are in TuttiProtocol,
         // where the fuzz harness reaches them.
         .target(name: "TuttiHouseAirPlay", dependencies: [
-            "TuttiCore", "TuttiProtocol", "TuttiHouse",
+            "TuttiCore", "TuttiProtocol", "TuttiHouse", "TuttiMedia",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
         ]),

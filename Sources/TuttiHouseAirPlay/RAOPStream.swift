@@ -1,6 +1,7 @@
 import NIOCore
 import NIOPosix
 import TuttiCore
+import TuttiMedia
 import TuttiProtocol
 
 /// One sender's stream after SETUP: its three datagram channels (audio in; control: sync
@@ -21,6 +22,11 @@ final class RAOPStream {
     private let log: @Sendable (String) -> Void
     private let eventLoop: any EventLoop
     private let decoder: RAOPAudioDecoder
+    /// Compressed ALAC (iTunes' and most senders that have an encoder): libavcodec's decoder,
+    /// made at the first such frame from the announcement's magic cookie. The frames senders
+    /// without an encoder send (escaped, verbatim) are read by `decoder`.
+    private var alacDecoder: ParsedPacketDecoder?
+    private var decoded: [Float] = []
     private var reorder = RAOPReorderBuffer()
     private var channels: [any Channel] = []
     private var timingTask: RepeatedTask?
@@ -66,8 +72,14 @@ final class RAOPStream {
     /// Opens the three ports on `host` (the address the sender reached us at).
     func bind(host: String) -> EventLoopFuture<Ports> {
         let bound = NIOLoopBound(self, eventLoop: eventLoop)
+        // A datagram is read into a buffer of this size, and what does not fit is cut off
+        // (NIO's default is 2048 bytes): room for the largest packet the announcement allows
+        // (up to 4096 frames of 16-bit samples; a compressed or escaped ALAC frame is at most a
+        // few bytes more than its samples), resent audio's extra header, and more.
+        let datagramCapacity = max(2048, announcement.framesPerPacket * announcement.channelCount * 2 + 256)
         func open(_ kind: RAOPDatagramHandler.Kind) -> EventLoopFuture<any Channel> {
             DatagramBootstrap(group: eventLoop)
+                .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: datagramCapacity))
                 .channelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
                         try channel.pipeline.syncOperations.addHandler(RAOPDatagramHandler(kind: kind, stream: bound))
@@ -218,7 +230,10 @@ final class RAOPStream {
                 continue
             }
             do {
-                let frames = try decoder.decode(released.payload, into: &samples)
+                let frames: Int
+                do { frames = try decoder.decode(released.payload, into: &samples) } catch .compressedALAC {
+                    frames = try decodeCompressedALAC(released.payload)
+                }
                 sink.airPlayAudio(samples, frameCount: frames, rtpTimestamp: released.timestamp)
                 nextTimestamp = released.timestamp &+ UInt32(frames)
             } catch {
@@ -229,6 +244,24 @@ final class RAOPStream {
                 nextTimestamp = released.timestamp &+ UInt32(frames)
             }
         }
+    }
+
+    /// A compressed ALAC frame through libavcodec, into `samples`; returns its frames.
+    private func decodeCompressedALAC(_ payload: [UInt8]) throws(RAOPAudioDecoder.Failure) -> Int {
+        if alacDecoder == nil {
+            do {
+                alacDecoder = try ParsedPacketDecoder(codecName: "alac", sampleRate: announcement.sampleRate, channelCount: announcement.channelCount,
+                                                      decoderConfiguration: announcement.alacMagicCookie)
+            } catch {
+                throw .malformedALAC("libavcodec's ALAC decoder cannot be opened for this stream: \(error)")
+            }
+        }
+        decoded.removeAll(keepingCapacity: true)
+        let frames = alacDecoder!.decode(payload, appendingTo: &decoded)
+        guard frames > 0 else { throw RAOPAudioDecoder.Failure.malformedALAC("libavcodec's ALAC decoder took nothing from the frame") }
+        // 16-bit samples come out as n / 32768, so this gives them back exactly.
+        samples = decoded.map { Int16(clamping: Int(($0 * 32768).rounded())) }
+        return frames
     }
 
     private func receiveSync(_ sync: RAOPSync) {

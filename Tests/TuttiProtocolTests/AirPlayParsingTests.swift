@@ -48,7 +48,9 @@ import Testing
 
     @Test func announcementsOfRealSenders() throws {
         let pyatv = try RAOPAnnouncement(sdp: Array(Self.pyatvAnnounce.utf8))
-        #expect(pyatv == RAOPAnnouncement(encoding: .l16, sampleRate: 44100, channelCount: 2, framesPerPacket: 352, payloadType: 96, sessionName: "iTunes"))
+        var expected = RAOPAnnouncement(encoding: .l16, sampleRate: 44100, channelCount: 2, framesPerPacket: 352, payloadType: 96, sessionName: "iTunes")
+        expected.alacParameters = [352, 0, 16, 40, 10, 14, 2, 255, 0, 0, 44100]
+        #expect(pyatv == expected)
         // PipeWire's raop sink, unencrypted.
         let pipewire = "v=0\r\no=iTunes 1 0 IN IP4 10.0.0.2\r\ns=iTunes\r\nc=IN IP4 10.0.0.3\r\nt=0 0\r\nm=audio 0 RTP/AVP 96\r\n"
             + "a=rtpmap:96 AppleLossless\r\na=fmtp:96 352 0 16 40 10 14 2 255 0 0 44100\r\n"
@@ -61,7 +63,16 @@ import Testing
         #expect(status(pipewire.replacingOccurrences(of: "352 0 16", with: "352 0 24")) == 415)
         #expect(status(pipewire.replacingOccurrences(of: "m=audio 0 RTP/AVP 96\r\n", with: "")) == 400)
         #expect(status(pipewire.replacingOccurrences(of: "352 0 16", with: "352 x 16")) == 400)
+        #expect(status(pipewire.replacingOccurrences(of: "14 2 255", with: "14 2 70000")) == 400)
         #expect(status("\u{FF}") == 400)
+        // The decoder's magic cookie: the `alac` atom, then the fmtp's parameters, big-endian.
+        let alac = try RAOPAnnouncement(sdp: Array(pipewire.utf8))
+        #expect(alac.alacParameters == [352, 0, 16, 40, 10, 14, 2, 255, 0, 0, 44100])
+        #expect(alac.alacMagicCookie == [0, 0, 0, 36] + Array("alac".utf8) + [0, 0, 0, 0, 0, 0, 1, 0x60, 0, 16, 40, 10, 14, 2, 0, 255,
+                                                                               0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xAC, 0x44])
+        // With no fmtp, the usual parameters for what the rtpmap says.
+        let bare = RAOPAnnouncement(encoding: .appleLossless, sampleRate: 48000, channelCount: 1)
+        #expect(bare.alacMagicCookie.count == 36 && bare.alacMagicCookie[21] == 1 && bare.alacMagicCookie[32...] == [0, 0, 0xBB, 0x80])
     }
 
     @Test func packetsRoundTrip() throws {

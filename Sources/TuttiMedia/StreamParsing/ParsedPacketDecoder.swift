@@ -9,7 +9,9 @@ import CFFmpeg
 ///
 /// Not thread-safe: use from one thread at a time.
 public final class ParsedPacketDecoder {
-    public let description: StreamDescription
+    /// libavcodec's name of the codec, and the channels its frames must have.
+    public let codecName: String
+    public let channelCount: Int
     /// Frames decoded so far.
     public private(set) var frameCount: Int64 = 0
     /// Packets the decoder rejected.
@@ -19,24 +21,31 @@ public final class ParsedPacketDecoder {
     private var packet: UnsafeMutablePointer<AVPacket>?
     private var frame: UnsafeMutablePointer<AVFrame>?
 
-    public init(_ description: StreamDescription) throws(MediaError) {
+    public convenience init(_ description: StreamDescription) throws(MediaError) {
+        try self.init(codecName: description.codecName, sampleRate: description.sampleRate, channelCount: description.channelCount,
+                      decoderConfiguration: description.decoderConfiguration, pcm: description.pcm)
+    }
+
+    /// A decoder of packets of libavcodec's codec `codecName` (an AirPlay sender's `alac`, with
+    /// its magic cookie as `decoderConfiguration`), given what a container would have said.
+    public init(codecName: String, sampleRate: Int, channelCount: Int, decoderConfiguration config: [UInt8] = [], pcm: PCMLayout? = nil) throws(MediaError) {
         _ = FFmpeg.quietLogging
-        self.description = description
-        guard let descriptor = avcodec_descriptor_get_by_name(description.codecName),
+        self.codecName = codecName
+        self.channelCount = channelCount
+        guard let descriptor = avcodec_descriptor_get_by_name(codecName),
               let decoder = avcodec_find_decoder(descriptor.pointee.id) else {
-            throw streamError(.unsupported, "libavcodec has no decoder for \(description.codecName)")
+            throw streamError(.unsupported, "libavcodec has no decoder for \(codecName)")
         }
         context = avcodec_alloc_context3(decoder)
         packet = av_packet_alloc()
         frame = av_frame_alloc()
         guard let context else { throw streamError(.unsupported, "out of memory") }
-        context.pointee.sample_rate = Int32(description.sampleRate)
-        av_channel_layout_default(&context.pointee.ch_layout, Int32(description.channelCount))
-        if let pcm = description.pcm {
+        context.pointee.sample_rate = Int32(sampleRate)
+        av_channel_layout_default(&context.pointee.ch_layout, Int32(channelCount))
+        if let pcm {
             context.pointee.block_align = Int32(pcm.bytesPerFrame)
             context.pointee.bits_per_coded_sample = Int32(pcm.bitsPerSample)
         }
-        let config = description.decoderConfiguration
         if !config.isEmpty, let extradata = av_mallocz(config.count + Int(AV_INPUT_BUFFER_PADDING_SIZE)) {
             config.withUnsafeBytes { extradata.copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
             context.pointee.extradata = extradata.assumingMemoryBound(to: UInt8.self)
@@ -45,7 +54,7 @@ public final class ParsedPacketDecoder {
         context.pointee.thread_count = 1
         let status = avcodec_open2(context, decoder, nil)
         guard status >= 0 else {
-            throw streamError(.unsupported, "cannot open the \(description.codecName) decoder: \(FFmpeg.message(status))")
+            throw streamError(.unsupported, "cannot open the \(codecName) decoder: \(FFmpeg.message(status))")
         }
     }
 
@@ -112,7 +121,7 @@ public final class ParsedPacketDecoder {
     private func append(_ frame: UnsafeMutablePointer<AVFrame>, to output: inout [Float]) -> Int {
         let frames = Int(frame.pointee.nb_samples)
         let channels = Int(frame.pointee.ch_layout.nb_channels)
-        guard frames > 0, channels == description.channelCount else { return 0 }
+        guard frames > 0, channels == channelCount else { return 0 }
         let format = AVSampleFormat(rawValue: frame.pointee.format)
         let planar = av_sample_fmt_is_planar(format) != 0
         let base = output.count

@@ -20,6 +20,11 @@ public struct RAOPAnnouncement: Sendable, Equatable {
     public var payloadType: Int
     /// The sender's session name (`s=`) and origin user (`o=`): for the log.
     public var sessionName: String
+    /// ALAC's eleven fmtp parameters as announced (empty when the fmtp line had none): frames
+    /// per packet, compatible version, bit depth, pb, mb, kb, channels, max run, max frame
+    /// bytes, average bit rate, sample rate. A compressed frame's decoder needs them
+    /// (`alacMagicCookie`).
+    public var alacParameters: [Int] = []
 
     /// Why an announcement is refused, in one line.
     public struct Refusal: Error, Equatable, Sendable {
@@ -111,5 +116,33 @@ public struct RAOPAnnouncement: Sendable, Equatable {
         guard (1...4096).contains(frames) else { throw unsupported("\(frames) frames a packet; AirPlay sends 352") }
         self.init(encoding: encoding, sampleRate: rate, channelCount: channels, bitsPerSample: bits, framesPerPacket: frames,
                   payloadType: media.format, sessionName: session)
+        if numbers.count == 11 {
+            // Each field within the width the cookie gives it, so the cookie says what was sent.
+            let widths = [32, 8, 8, 8, 8, 8, 8, 16, 32, 32, 32]
+            guard zip(numbers, widths).allSatisfy({ $0 >= 0 && $0 < 1 << $1 }) else { throw bad("fmtp \"\(fmtp[media.format]!.prefix(64))\" has a parameter out of range") }
+            alacParameters = numbers
+        }
+    }
+
+    /// What an ALAC decoder is configured from (Apple's `ALACSpecificConfig` inside its `alac`
+    /// atom, as libavcodec takes it: 36 bytes, big-endian): the announced fmtp parameters, or
+    /// the usual ones for this stream's rate, channels and packet size when none were given.
+    public var alacMagicCookie: [UInt8] {
+        let p = alacParameters.count == 11 ? alacParameters
+            : [framesPerPacket, 0, bitsPerSample, 40, 10, 14, channelCount, 255, 0, 0, sampleRate]
+        var cookie: [UInt8] = []
+        func put(_ value: Int, bytes: Int) {
+            for shift in stride(from: 8 * (bytes - 1), through: 0, by: -8) { cookie.append(UInt8(truncatingIfNeeded: value >> shift)) }
+        }
+        put(36, bytes: 4)
+        cookie += Array("alac".utf8)
+        put(0, bytes: 4)
+        put(p[0], bytes: 4)
+        for index in 1...6 { put(p[index], bytes: 1) }
+        put(p[7], bytes: 2)
+        put(p[8], bytes: 4)
+        put(p[9], bytes: 4)
+        put(p[10], bytes: 4)
+        return cookie
     }
 }
