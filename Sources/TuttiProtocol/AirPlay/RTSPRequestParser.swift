@@ -122,11 +122,15 @@ public struct RTSPRequestParser: Sendable {
 }
 
 extension String {
-    /// Without leading and trailing spaces and tabs.
+    /// Without leading and trailing spaces and tabs, as bytes: a space followed by a combining
+    /// mark is one Character to Swift, so a Character-wise trim kept it, and the request written
+    /// out again read back with another value (found by fuzz-rtsp).
     var trimmingSpaces: String {
-        var slice = Substring(self)
-        while let first = slice.first, first == " " || first == "\t" { slice.removeFirst() }
-        while let last = slice.last, last == " " || last == "\t" { slice.removeLast() }
-        return String(slice)
+        let bytes = utf8
+        var start = bytes.startIndex, end = bytes.endIndex
+        while start < end, bytes[start] == 0x20 || bytes[start] == 0x09 { start = bytes.index(after: start) }
+        while start < end, bytes[bytes.index(before: end)] == 0x20 || bytes[bytes.index(before: end)] == 0x09 { end = bytes.index(before: end) }
+        // Cut at ASCII bytes, so the rest is whole UTF-8.
+        return String(decoding: bytes[start..<end], as: UTF8.self)
     }
 }
