@@ -101,11 +101,7 @@ extension GroupSession {
             try startPlaying(item: index)
             return .edited(EditReport(item: index, queueLength: queue.count))
         case .queueClear, .stop:
-            if case .queueClear = command {
-                queue = []
-                tags = []
-                save()
-            }
+            if case .queueClear = command { clearQueue() }
             guard let stream, isPlaying else {
                 stopStream()
                 return .edited(EditReport(stopped: true, queueLength: queue.count))
@@ -188,6 +184,13 @@ extension GroupSession {
         default:
             preconditionFailure("\(command.name) does not act on a group: HouseCore dispatches it")
         }
+    }
+
+    /// Empties the queue (`queue-clear`), stored.
+    func clearQueue() {
+        queue = []
+        tags = []
+        save()
     }
 
     /// Within this much of an item's start, `previous` goes to the item before; later, to the

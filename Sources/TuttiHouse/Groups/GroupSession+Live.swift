@@ -287,11 +287,7 @@ extension GroupSession {
             stopLiveTogether(restoringQueue: true)
             return .paused(PauseReport(pausedAtSeconds: at))
         case .stop, .queueClear:
-            if case .queueClear = command {
-                queue = []
-                tags = []
-                save()
-            }
+            if case .queueClear = command { clearQueue() }
             stopLiveTogether(restoringQueue: false)
             return .edited(EditReport(stopped: true, queueLength: queue.count))
         case .seek, .next, .previous:
