@@ -311,7 +311,7 @@ final class RAOPConnectionHandler: ChannelInboundHandler {
         case "GET_PARAMETER":
             return answer(200, "OK")
         case "TEARDOWN":
-            end("the sender ended the stream")
+            end("the sender ended the stream", afterPendingReads: true)
             return answer(200, "OK", headers: [("Connection", "close")], close: true)
         case "POST" where request.uri == "/feedback":
             return answer(200, "OK")
@@ -322,9 +322,11 @@ final class RAOPConnectionHandler: ChannelInboundHandler {
         }
     }
 
-    private func end(_ reason: String) {
+    /// `afterPendingReads`: a TEARDOWN follows the sender's last packets, which a busy loop may
+    /// not have read yet; the stream ends once what waits on its ports is read.
+    private func end(_ reason: String, afterPendingReads: Bool = false) {
         if let session {
-            session.end(reason)
+            if afterPendingReads { session.endAfterPendingReads(reason) } else { session.end(reason) }
             self.session = nil
         }
         let slot = receiver.streaming.value
