@@ -16,14 +16,16 @@ import TuttiProtocol
 /// on it: the way back would never show its true floor, a fixed asymmetry of up to a tick that
 /// no estimator can see, and that differs from room to room. Dithered, the replies sample the
 /// whole grid, and the lower envelope finds the floor. The hold is not in the measurement
-/// (t3 is stamped at the send), only in the round trip. It spans 10 ms, the coarsest grid a
-/// kernel's timers run on (100 Hz): a 2 ms hold sampled only half of a 4 ms grid (a 250 Hz
-/// router's), and rooms behind one were up to 0.97 ms off (`tutti-bench sweep --network
-/// coarse-timers-4ms`). A speaker's requests in its first seconds come faster than that (every
-/// 2.5–4.5 ms), so some replies overtake others and the speaker drops those; holding them
-/// shorter then, at the speaker's request, was tried: a 2 ms hold sampled half of a 4 ms grid
-/// for those seconds, and its rooms ended up 0.9 ms off for good, where dropping the overtaken
-/// replies cost nothing measurable.
+/// (t3 is stamped at the send), only in the round trip. It spans 20 ms, a whole number of
+/// periods of every grid a kernel's or a router's timers run on (1, 2, 4, 5 and 10 ms), so
+/// every phase of each is held for equally often: a 2 ms hold sampled only half of a 4 ms
+/// grid, and rooms behind one were up to 0.97 ms off (`tutti-bench sweep --network
+/// coarse-timers-4ms`); a 10 ms hold sampled half of a 4 ms grid's phases three times and the
+/// other half twice, and the way back's floor showed less often at the one than the other.
+/// A speaker's requests come faster than that (every 2–3 ms while its estimate is young), so
+/// replies overtake one another; the speaker takes them in the order their requests left
+/// (`ClockEstimator.add`). Holding them shorter at the speaker's request was tried: a 2 ms hold
+/// sampled half of a 4 ms grid for those seconds, and its rooms ended up 0.9 ms off for good.
 public final class ClockSyncResponder: ChannelInboundHandler, Sendable {
     public typealias InboundIn = StampedDatagram
     public typealias OutboundOut = AddressedEnvelope<ByteBuffer>
@@ -33,7 +35,7 @@ public final class ClockSyncResponder: ChannelInboundHandler, Sendable {
     private let random: Mutex<SplitMix64>
 
     /// - Parameter seed: draws the dither (a simulated house passes its own, to replay).
-    public init(clock: any HostClock, sessions: ClockSyncSessions, replyDitherNanoseconds: Int64 = 10_000_000, seed: UInt64? = nil) {
+    public init(clock: any HostClock, sessions: ClockSyncSessions, replyDitherNanoseconds: Int64 = 20_000_000, seed: UInt64? = nil) {
         self.clock = clock
         self.sessions = sessions
         self.replyDitherNanoseconds = replyDitherNanoseconds

@@ -171,12 +171,23 @@ public final class ClockEstimator {
               (-limit...limit).contains(sample.clientSend), (-limit...limit).contains(sample.clientReceive) else { return false }
         guard sample.clientReceive >= sample.clientSend, sample.serverSend >= sample.serverReceive,
               sample.delay >= 0, sample.delay <= configuration.maximumDelayNanoseconds else { return false }
-        // A reply that arrives after one sent later (reordered by a delay far above the floor)
-        // tells the envelopes nothing, and their hulls need their points in time order both
-        // ways: taken out of order, a hull edge could be anything (on a heavy-tailed path the
-        // fitted rate hit its ±1000 ppm clamp).
-        if let last = samples.last, sample.clientSend <= last.clientSend || sample.clientReceive < last.clientReceive { return false }
-        samples.append(sample)
+        // A reply that arrives after one sent later (the house held it longer, or its way back
+        // was slower) goes in where its request left: the house dithers its holds over 20 ms,
+        // and dropping the overtaken replies kept those held briefly, so the way back saw its
+        // timer grid at some phases more than others, and rooms behind a 4 ms grid sat 25 µs
+        // off for good. The envelopes sort their points by time (the way back's arrive out of
+        // order). Replies older than the last `reorderLimit` exchanges are dropped.
+        var index = samples.count
+        while index > head && samples.count - index < Self.reorderLimit && samples[index - 1].clientSend > sample.clientSend { index -= 1 }
+        if index < samples.count {
+            guard index > head, samples[index - 1].clientSend < sample.clientSend, samples[index].clientSend > sample.clientSend else { return false }
+            samples.insert(sample, at: index)
+            outward.invalidate(fromNumber: removed + index)
+            backward.invalidate(fromNumber: removed + index)
+        } else {
+            if let last = samples.last, sample.clientSend <= last.clientSend { return false }
+            samples.append(sample)
+        }
         let horizon = sample.localMidpoint - configuration.windowNanoseconds
         while head < samples.count && samples[head].localMidpoint < horizon { head += 1 }
         if head > 4096 { samples.removeFirst(head); removed += head; head = 0 }
@@ -186,6 +197,9 @@ public final class ClockEstimator {
         }
         return true
     }
+
+    /// How many exchanges back a reply overtaken by later ones is still put in.
+    private static let reorderLimit = 64
 
     /// The way-out and way-back points of the window, and their fits' working space: kept
     /// between refits, so a refit over two minutes of exchanges allocates nothing.

@@ -131,41 +131,56 @@ struct SyncBenchmark: AsyncParsableCommand {
             for p in speakerProcesses { p.stop() }
             server.stop()
         }
-        for (i, room) in rooms.enumerated() {
-            let proxy = ImpairmentProxy(upstreamHost: "127.0.0.1", upstreamPort: port,
-                                        impairment: impairment(room: i), group: group)
-            let proxyPort = try await proxy.start()
-            proxies.append(proxy)
-            speakerProcesses.append(try LongRunningProcess(executable, [
-                "speaker", "--server", "127.0.0.1:\(proxyPort)", "--name", room.name, "--output", "virtual:\(directory)/\(room.name).wav",
-                "--state-dir", "\(directory)/state/speaker-\(room.name)",
-                "--clock-offset-ms", "\(room.clockOffsetMilliseconds)", "--clock-drift-ppm", "\(room.clockDriftPPM)",
-                "--device-drift-ppm", "\(room.deviceDriftPPM)", "--latency-ms", "\(room.latencyMilliseconds)",
-                "--clock-truth", "\(directory)/\(room.name).truth.jsonl",
-            ], log: "\(directory)/\(room.name).log"))
-        }
-        // The rooms connect; then they keep their clocks in sync for --warmup before play, as
-        // rooms that are up long before anyone presses play do. Whether they are ready to start
-        // together is the house's call (`play` waits for its rooms, and names those it did not).
-        Console.progress("waiting for \(speakers) rooms to connect, admitting each (new to this run's house) as it knocks…")
-        let connectDeadline = MonotonicClock().now() + 30_000_000_000
+        // The rooms start in batches the house can hold waiting: it keeps at most 16 strangers'
+        // speakers waiting to be admitted (`SpeakerAdmission.maximumWaiting`, issue 34), and a
+        // 17th knocking makes the oldest give way, so 64 started at once were not all admitted.
+        // Each batch connects and is admitted before the next starts.
+        let batchSize = 16
         var connected: [String] = []
-        while true {
-            // As the household would: its own new speakers, by the code each shows.
-            let report = try await control(.rooms, port: port, group: group, directory: directory).rooms
-            for speaker in report?.waiting ?? [] where rooms.contains(where: { $0.name == speaker.name }) {
-                Console.progress("admitting \(speaker.name) (code \(speaker.code))")
-                _ = try await control(.admit(speaker: speaker.code), port: port, group: group, directory: directory)
+        for batchStart in stride(from: 0, to: rooms.count, by: batchSize) {
+            let batch = Array(rooms.enumerated())[batchStart..<min(rooms.count, batchStart + batchSize)]
+            for (i, room) in batch {
+                let proxy = ImpairmentProxy(upstreamHost: "127.0.0.1", upstreamPort: port,
+                                            impairment: impairment(room: i), group: group)
+                let proxyPort = try await proxy.start()
+                proxies.append(proxy)
+                speakerProcesses.append(try LongRunningProcess(executable, [
+                    "speaker", "--server", "127.0.0.1:\(proxyPort)", "--name", room.name, "--output", "virtual:\(directory)/\(room.name).wav",
+                    "--state-dir", "\(directory)/state/speaker-\(room.name)",
+                    "--clock-offset-ms", "\(room.clockOffsetMilliseconds)", "--clock-drift-ppm", "\(room.clockDriftPPM)",
+                    "--device-drift-ppm", "\(room.deviceDriftPPM)", "--latency-ms", "\(room.latencyMilliseconds)",
+                    "--clock-truth", "\(directory)/\(room.name).truth.jsonl",
+                ], log: "\(directory)/\(room.name).log"))
             }
-            connected = try await roomsReport(port: port, group: group, directory: directory).map(\.name)
-            if connected.count >= speakers { break }
-            if MonotonicClock().now() > connectDeadline {
-                for room in rooms where !connected.contains(room.name) {
-                    Console.progress("\(room.name) did not connect within 30 s; playing without it (its log: \(directory)/\(room.name).log)")
+            // The rooms connect; then they keep their clocks in sync for --warmup before play, as
+            // rooms that are up long before anyone presses play do. Whether they are ready to start
+            // together is the house's call (`play` waits for its rooms, and names those it did not).
+            let waitingFor = batch.map(\.element.name)
+            Console.progress("waiting for \(waitingFor.count) rooms (\(batchStart + waitingFor.count) of \(speakers)) to connect, admitting each (new to this run's house) as it knocks…")
+            let connectDeadline = MonotonicClock().now() + 30_000_000_000
+            while true {
+                // As the household would: its own new speakers, by the code each shows.
+                let report = try await control(.rooms, port: port, group: group, directory: directory).rooms
+                for speaker in report?.waiting ?? [] where waitingFor.contains(speaker.name) {
+                    Console.progress("admitting \(speaker.name) (code \(speaker.code))")
+                    // A code can be gone by the time it is sent (the speaker reconnected with a
+                    // new one); the next round admits it by that.
+                    do {
+                        _ = try await control(.admit(speaker: speaker.code), port: port, group: group, directory: directory)
+                    } catch {
+                        Console.progress("admitting \(speaker.name) failed (\(error)); trying again with the code it shows next")
+                    }
                 }
-                break
+                connected = try await roomsReport(port: port, group: group, directory: directory).map(\.name)
+                if waitingFor.allSatisfy(connected.contains) { break }
+                if MonotonicClock().now() > connectDeadline {
+                    for name in waitingFor where !connected.contains(name) {
+                        Console.progress("\(name) did not connect within 30 s; playing without it (its log: \(directory)/\(name).log)")
+                    }
+                    break
+                }
+                try await Task.sleep(nanoseconds: 100_000_000)
             }
-            try await Task.sleep(nanoseconds: 100_000_000)
         }
         let connectedTime = MonotonicClock().now()
         let warmup = cold ? 0 : self.warmup

@@ -72,12 +72,14 @@ import TuttiSimulation
         #expect(try !answered(request.encoded(key: held)), "a session that ended")
     }
 
-    @Test func repliesAreHeldARandomPartOfTenMilliseconds() throws {
+    @Test func repliesAreHeldARandomPartOfTwentyMilliseconds() throws {
         let holds = try holds()
         print("holds: \(holds.min()! / 1000)–\(holds.max()! / 1000) µs")
-        // The dither spans 10 ms, a 100 Hz timer grid, evenly: 200 draws reach into every
-        // tenth of it (a 2 ms dither left half of a 4 ms grid unsampled).
-        #expect(holds.allSatisfy { $0 >= 0 && $0 < 10_000_000 })
-        for tenth in 0..<10 { #expect(holds.contains { $0 / 1_000_000 == tenth }, "no hold in \(tenth)–\(tenth + 1) ms") }
+        // The dither spans 20 ms evenly, whole periods of a 1, 2, 4, 5 and 10 ms timer grid:
+        // 200 draws reach into every 2 ms of it (a 2 ms dither left half of a 4 ms grid
+        // unsampled, a 10 ms one sampled half of it more than the other).
+        #expect(holds.allSatisfy { $0 >= 0 && $0 < 20_000_000 })
+        #expect(holds.contains { $0 >= 10_000_000 }, "no hold past 10 ms")
+        for slice in 0..<10 { #expect(holds.contains { $0 / 2_000_000 == slice }, "no hold in \(2 * slice)–\(2 * slice + 2) ms") }
     }
 }

@@ -51,16 +51,42 @@ struct SimulatedPath {
         for _ in 0..<600 { estimator.add(path.exchange(at: t)); t += 100_000_000 }
         let mapping = estimator.mapping!
         let settled = error(mapping, path, at: t)
-        #expect(abs(settled) < 10_000, "after 60 s: \(settled) ns")
+        // Seed 1: 13.9 µs (under 10 while the line was raised by its nearest points' mean
+        // height; without it, its lowest point, which may sit a quarter of the window from
+        // now, carries the fit's 0.31 ppm to now; the simulated house is better every way
+        // without the raise: `LowerEnvelope.fit`).
+        #expect(abs(settled) < 16_000, "after 60 s: \(settled) ns")
         // (0.31 ppm for seed 1's 2 ms of uniform jitter: the fit's chord spans half the window,
         // which on this synthetic floor, exact at its lowest points, is a little worse than the
         // single hull edge, and on real paths far better: `LowerEnvelope`.)
         #expect(abs(mapping.skew - (-driftPPM / 1e6) / (1 + driftPPM / 1e6)) < 0.4e-6, "rate off by \(mapping.skew * 1e6 + driftPPM) ppm")
         // Through a 20 s outage the fitted rate carries the estimate.
-        #expect(abs(error(mapping, path, at: t + 20_000_000_000)) < 15_000)
+        #expect(abs(error(mapping, path, at: t + 20_000_000_000)) < 25_000)
         // The inverse mapping agrees.
         let server: Int64 = t + 1_000_000
         #expect(abs(mapping.serverTime(atLocal: mapping.localTime(atServer: server)) - server) <= 2)
+    }
+
+    /// A reply that a later one overtook (the house held it longer) goes in where its request
+    /// left, not dropped: dropping it kept the briefly held replies, and the way back saw a
+    /// timer grid's phases unevenly. One from too far back, or a repeat, is refused.
+    @Test func aReplyOvertakenByALaterOneIsKept() {
+        let estimator = ClockEstimator()
+        func sample(sent: Int64, hold: Int64) -> ClockSample {
+            ClockSample(clientSend: sent, serverReceive: sent + 500_000, serverSend: sent + 500_000 + hold, clientReceive: sent + 1_000_000 + hold)
+        }
+        for index in 0..<100 { #expect(estimator.add(sample(sent: Int64(index) * 2_000_000, hold: 0))) }
+        #expect(estimator.sampleCount == 100)
+        // Request 100 held 15 ms; 101 and 102 held briefly come back first.
+        #expect(estimator.add(sample(sent: 202_000_000, hold: 100_000)))
+        #expect(estimator.add(sample(sent: 204_000_000, hold: 100_000)))
+        #expect(estimator.add(sample(sent: 200_000_000, hold: 15_000_000)))
+        #expect(estimator.sampleCount == 103)
+        #expect(!estimator.add(sample(sent: 200_000_000, hold: 15_000_000)), "the same exchange again")
+        #expect(!estimator.add(sample(sent: 10_000_000, hold: 200_000_000)), "an exchange 97 back")
+        #expect(estimator.sampleCount == 103)
+        let mapping = estimator.mapping!
+        #expect(abs(mapping.serverTime(atLocal: 205_000_000) - 205_000_000) < 1_000, "the path is symmetric and the clocks agree")
     }
 
     @Test func rejectsImpossibleAndStalledExchanges() {

@@ -94,13 +94,14 @@ import TuttiSimulation
         h.advance(2_600_000)
         let second = try h.requests()
         #expect(second.count == 1, "\(second.count) requests in 4.6 ms")
-        // A reply held 30 ms (and so back over 30 ms after its request: a reply held longer
-        // than its round trip is impossible, and the estimator refuses it): the house is
-        // behind. The request after next waits the settled interval (50–52 ms); the next was
-        // already on its way.
-        h.advance(35_000_000)
+        // A reply held 50 ms, over the 40 ms a reply is held at most when the house keeps up
+        // (its dither spans 20 ms), and so back over 50 ms after its request (a reply held
+        // longer than its round trip is impossible, and the estimator refuses it): the house
+        // is behind. The request after next waits the settled interval (50–52 ms); the next
+        // was already on its way.
+        h.advance(55_000_000)
         _ = try h.requests()
-        try h.reply(to: second[0], hold: 30_000_000)
+        try h.reply(to: second[0], hold: 50_000_000)
         h.advance(4_600_000)
         let third = try h.requests()
         #expect(third.count == 1)
