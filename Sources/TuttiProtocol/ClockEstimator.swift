@@ -252,6 +252,7 @@ public final class ClockEstimator {
         // it already, and the asymmetry is measured once; one that fell has one exchange, and
         // the asymmetry is measured again until a span of them is in.
         estimateBeforeStep = recentEstimates.last { $0.reference < samples[firstNew].clientSend } ?? mapping
+        rateBeforeStep = estimateBeforeStep?.skew
         carriesBeforeStepUntil = rose ? last.clientSend : samples[firstNew].clientSend + span
         head = firstNew
         floorSteps += 1
@@ -274,6 +275,9 @@ public final class ClockEstimator {
     /// rooms behind different routes apart by as much.) A step on both ways alike leaves this
     /// near 0.
     public private(set) var asymmetryNanoseconds: Double = 0
+
+    /// The rate of `estimateBeforeStep`, kept while `keepsRateAfterStep`.
+    private var rateBeforeStep: Double?
 
     /// Whether the window starts at a floor step and is still too short to fit a rate.
     private var keepsRateAfterStep = false
@@ -320,11 +324,17 @@ public final class ClockEstimator {
             backward.append(x: Double(sample.clientReceive - reference), y: Double(sample.clientReceive - sample.serverSend))
         }
         let span = Double(last.clientSend - first.clientSend)
-        if keepsRateAfterStep && span >= Double(configuration.rateSpanAfterFloorStepNanoseconds) { keepsRateAfterStep = false }
+        if keepsRateAfterStep && span >= Double(configuration.rateSpanAfterFloorStepNanoseconds) {
+            keepsRateAfterStep = false
+            rateBeforeStep = nil
+        }
         let keepsRate = keepsRateAfterStep || (mapping != nil && hasFittedRate && recoversFromGap(window))
         let fitSlope = span >= Double(configuration.minimumRateSpanNanoseconds) && !keepsRate
         // Unfitted, the rate known so far: the way out's delay grows with it, the way back's shrinks.
-        let known = mapping?.skew ?? 0
+        // After a floor step, the rate of the estimate before it: the refits between the step
+        // and its detection (a span later) rest on lines whose ends may sit on the new floor,
+        // and one of them, kept, had a room 50 ppm off and 0.7 ms away 20 s on (under a CPU hog).
+        let known = (keepsRateAfterStep ? rateBeforeStep : nil) ?? mapping?.skew ?? 0
         var lineOut = outward.fit(slope: fitSlope ? nil : known)
         var lineBack = backward.fit(slope: fitSlope ? nil : -known)
         // Clock drift tilts the two envelopes opposite ways by the same amount; a path whose

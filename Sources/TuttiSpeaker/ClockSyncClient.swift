@@ -6,8 +6,8 @@ import TuttiProtocol
 
 /// Runs the speaker's side of clock sync over UDP, each reply feeding a `ClockEstimator`.
 ///
-/// Exchanges come at about 290 a second in the first 3 s, then at about 500 a second while the
-/// estimate's spread is wide, 100 a second while it is young, then 20 a second. An estimate's error falls with the number of exchanges near each
+/// Exchanges come fastest (about 290 a second) in the first 3 s, then at about 220 a second
+/// while the estimate's spread is wide, 100 a second while it is young, then 20 a second. An estimate's error falls with the number of exchanges near each
 /// path's floor, and a soft floor (a relay's timer grid, uniform jitter) needs many: at 20 a
 /// second the first ten seconds gave 200 exchanges and a skew p99 of 60-120 µs on such paths,
 /// at 100 a second 1000 exchanges and half that. Slowing down on a path whose spread (then
@@ -28,10 +28,12 @@ public final class ClockSyncClient: Sendable {
         /// grid, uniform jitter) needs many exchanges, and only such a path pays for them. In
         /// the simulated house (10 seeds, 10 s of history, 40 s of play), going from 100 to
         /// about 220 a second took the worst seed's skew p99 from 55.6 to 34.9 µs on a 1 ms
-        /// timer grid, 114.6 to 78.2 on a 4 ms grid and 55.3 to 20.1 under uniform jitter; to
-        /// about 500 a second (1 ms and the dither), 78.2 to 73.3 on the 4 ms grid before the
-        /// envelopes' changes of 2026-11-28, and 37.4 against 51.1 median p99 with them.
-        public var wideSpreadIntervalNanoseconds: Int64 = 1_000_000
+        /// timer grid, 114.6 to 78.2 on a 4 ms grid and 55.3 to 20.1 under uniform jitter. About
+        /// 500 a second (a 1 ms interval) took the 4 ms grid's to 51.7 (20 seeds: 59.1 against
+        /// 78.5 and 70.0), but 32 real rooms starting on this 2-core machine from 23 to 101 µs
+        /// (their 16 000 requests a second held the house's clock thread), and a speaker behind
+        /// a soft floor from 3 to 5-7 % of a core.
+        public var wideSpreadIntervalNanoseconds: Int64 = 4_000_000
         /// The interval in clock sync's first `startSpanNanoseconds` (2.5 ms, and the dither:
         /// about 290 exchanges a second, three times the fast rate), so that a
         /// play pressed when the rooms come up plays on a rate known sooner (a rate fitted over
