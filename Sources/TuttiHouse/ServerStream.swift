@@ -128,12 +128,15 @@ final class ServerStream: @unchecked Sendable {
     }
 
     func finish(at frame: Int64, epoch: Int) {
-        let finished = produced.withLock { p -> Bool in
-            guard p.epoch == epoch else { return false }
+        produced.withLock { p in
+            guard p.epoch == epoch else { return }
             p.endFrame = frame
-            return true
+            // Recorded under the lock, as a cut is (`truncate`): whoever sees the end (the
+            // rooms' sender; a house started on the same store) finds it stored, and a cut that
+            // follows clears it after, never before. Recorded after the lock, a loaded CI
+            // machine let a test see the end and start a second house before the store had it.
+            didFinish?(frame)
         }
-        if finished { didFinish?(frame) }
     }
 
     /// Drops everything produced at or after `frame`, cutting the chunk that spans it, and the
