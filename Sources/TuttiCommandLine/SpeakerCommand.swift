@@ -75,6 +75,8 @@ public struct SpeakerCommand: AsyncParsableCommand {
     }
 
     public func run() async throws {
+        // From the start: a SIGINT or SIGTERM while the speaker starts stops it once it has.
+        TerminationSignals.install()
         let clock = SkewedClock(base: MonotonicClock(), offsetNanoseconds: Int64(clockOffsetMilliseconds * 1e6), driftPPM: clockDriftPPM)
         let spec: DeviceSpec
         if let output {
@@ -124,7 +126,8 @@ public struct SpeakerCommand: AsyncParsableCommand {
         Terminal.standardOutput("tutti speaker \(name): playing to \(device.name), server \(server)\n")
         let running = Task { await client.run(group: group) }
         let tracing = Task { await truth?.run() }
-        await waitForTermination()
+        let signal = await waitForTermination()
+        Terminal.standardError("tutti speaker \(name): \(signal): stopping (\(signal) again stops at once)\n")
         tracing.cancel()
         await tracing.value
         client.stop()

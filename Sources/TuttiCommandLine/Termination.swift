@@ -1,30 +1,120 @@
-import Dispatch
+import Foundation
 import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// Returns when the process gets SIGINT or SIGTERM.
-public func waitForTermination() async {
-    signal(SIGINT, SIG_IGN)
-    signal(SIGTERM, SIG_IGN)
-    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-        let once = OnceFlag()
-        let sources = [SIGINT, SIGTERM].map { DispatchSource.makeSignalSource(signal: $0, queue: .global()) }
-        for source in sources {
-            source.setEventHandler {
-                if once.claim() {
-                    for s in sources { s.cancel() }
-                    continuation.resume()
-                }
+/// SIGINT and SIGTERM, whichever thread the kernel hands them to.
+///
+/// Not `DispatchSource.makeSignalSource` with the signal ignored, as before: on Linux that source
+/// reads the signal through a signalfd, which sees a signal only while it stays pending, and a
+/// thread that does not block it (NIO's, started before the source) may be handed it, where the
+/// ignored disposition drops it. A process spawned with every signal blocked (as Foundation's
+/// `Process` spawns from a Dispatch thread) always stopped; `tutti server` started with nothing
+/// blocked (a shell, systemd) ignored its SIGINT in about one start of two, until the SIGKILL.
+/// Here a handler runs in whichever thread receives the signal and writes its number to a pipe
+/// (`write` is async-signal-safe); a thread of its own reads the pipe.
+///
+/// The first signal is the polite one: `first()` returns and the command stops in order. Any
+/// later one ends the process at once (exit status 128 + the signal), for a stop that hangs.
+public enum TerminationSignals {
+    /// The signals' pipe: made, and the handlers installed, on first use.
+    private static let pipe: (read: Int32, write: Int32) = {
+        var ends: [Int32] = [-1, -1]
+        // Fails only when the process is out of descriptors at its start: nothing could run.
+        precondition(Glibc.pipe(&ends) == 0, "cannot make the signal pipe: \(String(cString: strerror(errno)))")
+        // Not inherited by what the process spawns.
+        for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+        return (ends[0], ends[1])
+    }()
+
+    private struct State {
+        var received: [Int32] = []
+        var waiting: [CheckedContinuation<Int32, Never>] = []
+        var handlers: [@Sendable (Int32) -> Void] = []
+    }
+    private static let state = Mutex(State())
+
+    /// Installs the handlers (once; later calls do nothing). From then on SIGINT and SIGTERM no
+    /// longer end the process by themselves.
+    public static func install() {
+        _ = installed
+    }
+
+    private static let installed: Bool = {
+        // The pipe exists before a handler can write to it.
+        _ = pipe
+        let reader = Thread {
+            var number: UInt8 = 0
+            while true {
+                let count = read(pipe.read, &number, 1)
+                if count == 1 { deliver(Int32(number)) } else if count < 0 && errno != EINTR { return }
             }
-            source.resume()
+        }
+        reader.name = "signals"
+        reader.start()
+        for number in [SIGINT, SIGTERM] {
+            var action = sigaction()
+            action.__sigaction_handler.sa_handler = { number in
+                // Async-signal-safe only: one write of the number, errno kept for the thread it interrupted.
+                let saved = errno
+                var byte = UInt8(truncatingIfNeeded: number)
+                _ = write(TerminationSignals.pipe.write, &byte, 1)
+                errno = saved
+            }
+            sigemptyset(&action.sa_mask)
+            action.sa_flags = SA_RESTART
+            sigaction(number, &action, nil)
+        }
+        return true
+    }()
+
+    private static func deliver(_ number: Int32) {
+        let (waiting, handlers, isFirst) = state.withLock { state -> ([CheckedContinuation<Int32, Never>], [@Sendable (Int32) -> Void], Bool) in
+            state.received.append(number)
+            let waiting = state.waiting
+            state.waiting = []
+            return (waiting, state.handlers, state.received.count == 1)
+        }
+        guard isFirst else {
+            let command = CommandLine.arguments.first.map { URL(fileURLWithPath: $0).lastPathComponent } ?? "tutti"
+            FileHandle.standardError.write(Data("\(command): \(name(number)) again: stopping at once\n".utf8))
+            _exit(128 + number)
+        }
+        for continuation in waiting { continuation.resume(returning: number) }
+        for handler in handlers { handler(number) }
+    }
+
+    /// The first SIGINT or SIGTERM, once it has come (at once if it already has).
+    public static func first() async -> Int32 {
+        install()
+        return await withCheckedContinuation { continuation in
+            let already = state.withLock { state -> Int32? in
+                if let first = state.received.first { return first }
+                state.waiting.append(continuation)
+                return nil
+            }
+            if let already { continuation.resume(returning: already) }
         }
     }
+
+    /// Calls `handler` (on the signals' thread) when the first SIGINT or SIGTERM comes.
+    public static func onFirst(_ handler: @escaping @Sendable (Int32) -> Void) {
+        install()
+        let already = state.withLock { state -> Int32? in
+            if let first = state.received.first { return first }
+            state.handlers.append(handler)
+            return nil
+        }
+        if let already { handler(already) }
+    }
+
+    /// "SIGINT" or "SIGTERM".
+    public static func name(_ number: Int32) -> String { number == SIGINT ? "SIGINT" : number == SIGTERM ? "SIGTERM" : "signal \(number)" }
 }
 
-/// True for the first caller only.
-final class OnceFlag: Sendable {
-    private let done = Atomic<Bool>(false)
-    func claim() -> Bool { !done.exchange(true, ordering: .acquiringAndReleasing) }
+/// Returns when the process gets SIGINT or SIGTERM; returns the signal's name.
+@discardableResult
+public func waitForTermination() async -> String {
+    TerminationSignals.name(await TerminationSignals.first())
 }

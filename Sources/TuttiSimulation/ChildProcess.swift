@@ -51,7 +51,7 @@ public final class ChildProcess: @unchecked Sendable {
                 }
             }
         }
-        try process.run()
+        try SpawnSignalMask.withNoneBlocked { try process.run() }
     }
 
     /// Waits (guarded by `timeout`) for a stdout line containing `text` and returns it.

@@ -124,7 +124,12 @@ public final class SpeakerClient: Sendable {
                         channel.eventLoop.makeCompletedFuture { try self.speak(on: channel) }
                     }
                     .connect(host: configuration.serverHost, port: configuration.serverPort).get()
-                current.withLock { $0 = channel }
+                // Under the lock `stop()` takes: a stop while this connection was being made
+                // found no channel to close, and the house keeps a speaker waiting for its
+                // admission for good (a Ctrl-C then hung the speaker until its SIGKILL).
+                if current.withLock({ current in current = channel; return stopped.load(ordering: .acquiring) }) {
+                    channel.close(promise: nil)
+                }
                 if failedAttempts > 0 { log("connected to \(house) after \(failedAttempts) failed attempt\(failedAttempts == 1 ? "" : "s")") }
                 backoff.reset()
                 lastFailure = ""
@@ -192,8 +197,10 @@ public final class SpeakerClient: Sendable {
     }
 
     public func stop() {
-        stopped.store(true, ordering: .releasing)
-        let channel = current.withLock { $0 }
+        let channel = current.withLock { current in
+            stopped.store(true, ordering: .releasing)
+            return current
+        }
         channel?.close(promise: nil)
     }
 

@@ -4,6 +4,7 @@ import TuttiCore
 
 #if canImport(Glibc)
 import Glibc
+import TuttiSimulation
 #endif
 
 /// Output through the file descriptors (the global `stderr` is not concurrency-safe in Swift 6).
@@ -66,7 +67,7 @@ enum BenchProcess {
         defer { for p in argv { free(p) } }
         var pid: pid_t = 0
         let start = Stopwatch.now()
-        let spawned = posix_spawnp(&pid, executable, &actions, nil, argv, environ)
+        let spawned = SpawnSignalMask.withNoneBlocked { posix_spawnp(&pid, executable, &actions, nil, argv, environ) }
         guard spawned == 0 else {
             throw BenchError("cannot start \(executable): \(String(cString: strerror(spawned)))")
         }

@@ -8,6 +8,7 @@ import TuttiProtocol
 
 #if canImport(Glibc)
 import Glibc
+import TuttiSimulation
 #endif
 
 /// `tutti-bench efficiency`: what a room and a house cost, side by side with Snapcast on the
@@ -312,7 +313,7 @@ final class BenchDaemon: @unchecked Sendable {
         let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { for p in argv { free(p) } }
         var pid: pid_t = 0
-        let spawned = posix_spawnp(&pid, executable, &actions, nil, argv, environ)
+        let spawned = SpawnSignalMask.withNoneBlocked { posix_spawnp(&pid, executable, &actions, nil, argv, environ) }
         guard spawned == 0 else { throw BenchError("cannot start \(executable): \(String(cString: strerror(spawned)))") }
         self.pid = pid
     }
@@ -331,7 +332,8 @@ final class BenchDaemon: @unchecked Sendable {
     func stop() { Self.stopAll([self]) }
 
     /// Interrupts every process at once, then kills those still running 5 s later: stopped
-    /// one by one, 64 snapclients that ignore SIGINT while playing took 5 minutes.
+    /// one by one, 64 snapclients that ignored SIGINT while playing took 5 minutes (they were
+    /// spawned with it blocked then; see `SpawnSignalMask`).
     static func stopAll(_ daemons: [BenchDaemon]) {
         let running = daemons.filter(\.isRunning)
         for daemon in running { kill(daemon.pid, SIGINT) }

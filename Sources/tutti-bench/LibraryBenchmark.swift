@@ -4,6 +4,7 @@ import TuttiHouse
 
 #if canImport(Glibc)
 import Glibc
+import TuttiSimulation
 #endif
 
 /// `tutti-bench library`: how fast the house's library scan reads a tree of tagged files,
@@ -131,7 +132,7 @@ struct LibraryBenchmark: ParsableCommand {
         daemon.arguments = ["--no-daemon", home + "/mpd.conf"]
         daemon.standardOutput = FileHandle.nullDevice
         daemon.standardError = FileHandle.nullDevice
-        try daemon.run()
+        try SpawnSignalMask.withNoneBlocked { try daemon.run() }
         defer { daemon.terminate(); daemon.waitUntilExit() }
         let deadline = start + 600_000_000_000
         while Stopwatch.now() < deadline {
@@ -157,7 +158,7 @@ struct LibraryBenchmark: ParsableCommand {
         let pipe = Pipe()
         process.standardOutput = pipe
         process.standardError = FileHandle.nullDevice
-        try process.run()
+        try SpawnSignalMask.withNoneBlocked { try process.run() }
         let data = pipe.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         return data

@@ -153,7 +153,7 @@ struct StartupBenchmark: ParsableCommand {
         defer { argv.forEach { free($0) } }
         var pid: pid_t = 0
         let start = MonotonicClock().now()
-        let status = posix_spawnp(&pid, "ffmpeg", &actions, nil, &argv, environ)
+        let status = SpawnSignalMask.withNoneBlocked { posix_spawnp(&pid, "ffmpeg", &actions, nil, &argv, environ) }
         close(pipe[1])
         defer { close(pipe[0]) }
         guard status == 0 else { throw BenchError("cannot start ffmpeg: \(String(cString: strerror(status)))") }

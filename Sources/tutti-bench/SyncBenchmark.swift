@@ -371,7 +371,7 @@ final class LongRunningProcess: @unchecked Sendable {
             guard let self, !data.isEmpty else { return }
             self.lock.withLock { self.text += String(decoding: data, as: UTF8.self) }
         }
-        try process.run()
+        try SpawnSignalMask.withNoneBlocked { try process.run() }
     }
 
     /// The port in "listening on HOST:PORT", waited for (guarded by a timeout).

@@ -107,11 +107,8 @@ struct Play: ParsableCommand {
             }
         }
 
-        signal(SIGINT, SIG_IGN)
-        let interrupt = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
         let interrupted = InterruptFlag()
-        interrupt.setEventHandler { interrupted.set(); player.stop() }
-        interrupt.resume()
+        TerminationSignals.onFirst { _ in interrupted.set(); player.stop() }
 
         do { try player.play(on: device) } catch {
             Terminal.standardError("tutti: \(error)\n")

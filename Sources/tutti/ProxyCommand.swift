@@ -108,16 +108,8 @@ struct Proxy: ParsableCommand {
                                     upstreamHost: upstream.host, upstreamPort: upstream.port, impairment: impairment)
 
         // Stop on SIGINT or SIGTERM.
-        signal(SIGINT, SIG_IGN)
-        signal(SIGTERM, SIG_IGN)
         let stopRequested = DispatchSemaphore(value: 0)
-        let sources = [SIGINT, SIGTERM].map { number in
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { stopRequested.signal() }
-            source.resume()
-            return source
-        }
-        defer { sources.forEach { $0.cancel() } }
+        TerminationSignals.onFirst { _ in stopRequested.signal() }
 
         let port: Int
         do { port = try blocking { try await proxy.start() } } catch {

@@ -154,6 +154,8 @@ struct Server: AsyncParsableCommand {
     }
 
     func run() async throws {
+        // From the start: a SIGINT or SIGTERM while the house starts stops it once it has.
+        TerminationSignals.install()
         // One house per state directory: a second refuses, naming the first, before it opens anything.
         var lock: StateDirectoryLock?
         if let stateDirectory {
@@ -197,7 +199,8 @@ struct Server: AsyncParsableCommand {
         let airPlayReceivers = try await startAirPlay(house: server.house, clock: clock)
         let announcer = startAnnouncing(port: port, httpPort: http?.port)
         if let announcer, let airPlayReceivers { await announce(airPlayReceivers, with: announcer, identity: server.house.configuration.identity) }
-        await waitForTermination()
+        let signal = await waitForTermination()
+        Terminal.standardError("tutti server: \(signal): stopping (the rooms keep what they hold; \(signal) again stops at once)\n")
         announcer?.stop()
         await airPlayReceivers?.stop()
         await mpdServer?.stop()

@@ -200,12 +200,17 @@ import TuttiTestSupport
                                    in: directory)
         #expect(started.status == 0, "\(started.errors)")
         /// The screen once it shows `wanted` (polled: the screen has no events to wait on).
+        /// The deadline is read before each capture: on a loaded machine the test's own task may
+        /// stall for seconds between a capture and its check (CI once failed on a pane captured
+        /// two seconds after Enter and checked twenty seconds later), and only a capture begun
+        /// after the deadline shows what the screen held at it.
         func screen(showing wanted: String...) async throws -> String {
             let deadline = Date().addingTimeInterval(20)
             while true {
+                let expired = Date() >= deadline
                 let pane = try tmux("capture-pane", "-p").output
                 if wanted.allSatisfy(pane.contains) { return pane }
-                guard Date() < deadline else { throw TestTimeout("ncmpcpp never showed \(wanted):\n\(pane)") }
+                guard !expired else { throw TestTimeout("ncmpcpp never showed \(wanted):\n\(pane)") }
                 try await Task.sleep(nanoseconds: 50_000_000)
             }
         }
@@ -224,10 +229,11 @@ import TuttiTestSupport
         // Two seconds of the second song on the card before the room stops.
         let heard = Date().addingTimeInterval(20)
         while true {
+            let expired = Date() >= heard
             let status = try mpc("status").output
             if status.contains("[playing] #2/2"), let elapsed = status.split(separator: " ").first(where: { $0.contains("/0:30") }),
                let seconds = Int(elapsed.prefix { $0 != "/" }.split(separator: ":").last ?? ""), seconds >= 2 { break }
-            guard Date() < heard else { throw TestTimeout("song 2 never played 2 s: \(status)") }
+            guard !expired else { throw TestTimeout("song 2 never played 2 s: \(status)") }
             try await Task.sleep(nanoseconds: 100_000_000)
         }
         print("ncmpcpp: \(playing.split(separator: "\n").last ?? "")")
