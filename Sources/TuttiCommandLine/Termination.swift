@@ -1,4 +1,4 @@
-import Foundation
+import Dispatch
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -13,7 +13,7 @@ import Glibc
 /// `Process` spawns from a Dispatch thread) always stopped; `tutti server` started with nothing
 /// blocked (a shell, systemd) ignored its SIGINT in about one start of two, until the SIGKILL.
 /// Here a handler runs in whichever thread receives the signal and writes its number to a pipe
-/// (`write` is async-signal-safe); a thread of its own reads the pipe.
+/// (`write` is async-signal-safe); a queue of its own reads the pipe.
 ///
 /// The first signal is the polite one: `first()` returns and the command stops in order. Any
 /// later one ends the process at once (exit status 128 + the signal), for a stop that hangs.
@@ -44,15 +44,15 @@ public enum TerminationSignals {
     private static let installed: Bool = {
         // The pipe exists before a handler can write to it.
         _ = pipe
-        let reader = Thread {
+        // A queue of its own, so its blocking read holds no thread another task waits for (and
+        // no Foundation: `tutti-speaker` maps none).
+        DispatchQueue(label: "tutti.signals").async {
             var number: UInt8 = 0
             while true {
                 let count = read(pipe.read, &number, 1)
                 if count == 1 { deliver(Int32(number)) } else if count < 0 && errno != EINTR { return }
             }
         }
-        reader.name = "signals"
-        reader.start()
         for number in [SIGINT, SIGTERM] {
             var action = sigaction()
             action.__sigaction_handler.sa_handler = { number in
@@ -77,8 +77,8 @@ public enum TerminationSignals {
             return (waiting, state.handlers, state.received.count == 1)
         }
         guard isFirst else {
-            let command = CommandLine.arguments.first.map { URL(fileURLWithPath: $0).lastPathComponent } ?? "tutti"
-            FileHandle.standardError.write(Data("\(command): \(name(number)) again: stopping at once\n".utf8))
+            let command = CommandLine.arguments.first?.split(separator: "/").last.map(String.init) ?? "tutti"
+            Terminal.standardError("\(command): \(name(number)) again: stopping at once\n")
             _exit(128 + number)
         }
         for continuation in waiting { continuation.resume(returning: number) }

@@ -349,10 +349,19 @@ public final class ClockEstimator {
             lineBack = backward.fit(slope: -known)
             implausibleFits += 1
         }
-        // out = θ + base, back = base − θ  ⇒  θ = (out − back) / 2, at the reference (time 0).
-        let linesOffset = (lineOut.intercept - lineBack.intercept) / 2
         var skew = (lineOut.slope - lineBack.slope) / 2
         skew = max(-0.001, min(0.001, skew))
+        if fitSlope {
+            // Each line again with the rate both give, through its lowest point: the rate is
+            // the clocks', the same both ways, and half the slopes' difference is a better
+            // estimate of it than either slope. The lowest point lies seconds back, and a
+            // slope's error, carried from it to now, was most of a timer-grid path's error
+            // (the grid's floor is found within a few µs; the slope only within ppm).
+            lineOut = outward.fit(slope: skew)
+            lineBack = backward.fit(slope: -skew)
+        }
+        // out = θ + base, back = base − θ  ⇒  θ = (out − back) / 2, at the reference (time 0).
+        let linesOffset = (lineOut.intercept - lineBack.intercept) / 2
         if let before = estimateBeforeStep {
             // On a new floor: the clocks went on as they were.
             asymmetryNanoseconds = linesOffset - Double(before.serverTime(atLocal: reference) - reference)

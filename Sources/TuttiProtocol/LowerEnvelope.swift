@@ -96,8 +96,9 @@ struct LowerEnvelope {
     }
 
     /// The lower convex hull's chord across the middle half of the span, around the points'
-    /// mean time (the edge across the mean when the hull has no vertices further out), moved
-    /// down to touch the lowest point. Flat where the hull is a point or vertical.
+    /// mean time kept out of the span's first and last eighth (between the hull's vertices
+    /// that bracket it), moved down to touch the lowest point. Flat where the hull is a point
+    /// or vertical.
     private mutating func hullChord() -> (slope: Double, intercept: Double) {
         collectCandidates()
         if hull.count < candidates.count { hull = [Int](repeating: 0, count: x.capacity) }
@@ -106,8 +107,6 @@ struct LowerEnvelope {
         for value in x { sumX += value }
         let meanX = sumX / Double(x.count)
         guard hullCount >= 2 else { return (0, y[hull[0]]) }
-        var index = 0
-        while index < hullCount - 2 && x[hull[index + 1]] < meanX { index += 1 }
         // The chord of the hull from a quarter of the span before the mean time to a quarter
         // after it, rather than the one edge across the mean: on a clean path the floor's
         // points differ by a microsecond or two, and an edge between two points a second apart
@@ -118,9 +117,13 @@ struct LowerEnvelope {
         // reached the first few exchanges, too few to have found the floor (under Pareto
         // jitter a refit there tilted by 24 ppm and moved a room 0.5 ms, and back 250 ms later).
         let quarter = (x[hull[hullCount - 1]] - x[hull[0]]) / 4
+        // The ends are the vertices that bracket `from` and `to`, found from the hull's start:
+        // found from the edge across the mean, as they once were, a mean inside the first
+        // eighth (a young estimate's) took the start from before `from` all the same.
         let from = max(meanX - quarter, x[hull[0]] + quarter / 2), to = min(meanX + quarter, x[hull[hullCount - 1]] - quarter / 2)
-        var first = index, last = index + 1
-        while first > 0 && x[hull[first]] > from { first -= 1 }
+        var first = 0
+        while first < hullCount - 2 && x[hull[first + 1]] <= from { first += 1 }
+        var last = first + 1
         while last < hullCount - 1 && x[hull[last]] < to { last += 1 }
         let a = hull[first], b = hull[last]
         guard x[b] > x[a] else { return (0, min(y[a], y[b])) }

@@ -16,12 +16,11 @@ import TuttiSimulation
             hull.append(p)
         }
         let meanX = points.reduce(0) { $0 + $1.0 } / Double(points.count)
-        var index = 0
-        while index < hull.count - 2 && hull[index + 1].0 < meanX { index += 1 }
         let quarter = (hull[hull.count - 1].0 - hull[0].0) / 4
         let from = max(meanX - quarter, hull[0].0 + quarter / 2), to = min(meanX + quarter, hull[hull.count - 1].0 - quarter / 2)
-        var first = index, last = index + 1
-        while first > 0 && hull[first].0 > from { first -= 1 }
+        var first = 0
+        while first < hull.count - 2 && hull[first + 1].0 <= from { first += 1 }
+        var last = first + 1
         while last < hull.count - 1 && hull[last].0 < to { last += 1 }
         let a = hull[first], b = hull[last]
         let slope = (b.1 - a.1) / (b.0 - a.0)
@@ -58,6 +57,29 @@ import TuttiSimulation
             if end - start > 2400 { start += Int(random.next() % 40) }
         }
         #expect(windows > 300)
+    }
+
+    /// A young estimate's history: exchanges ten times as dense in its first fiftieth, so the
+    /// mean time falls in the span's first eighth. The chord still runs from the vertex at the
+    /// end of that eighth (not the one before the mean) to the one a quarter span after the
+    /// mean. The floor is a parabola, every point of it a vertex, so each choice has its slope.
+    @Test func aDenseStartDoesNotSetTheChordsStart() {
+        func floor(_ x: Double) -> Double { 1e-4 * (x - 300) * (x - 300) }
+        var points: [(Double, Double)] = (0...1000).map { (Double($0), floor(Double($0))) }
+        for index in 0..<9000 { points.append((Double(index) / 450, floor(Double(index) / 450) + 100)) }
+        points.sort { $0.0 < $1.0 }
+        var envelope = LowerEnvelope()
+        envelope.startWindow(firstNumber: 0)
+        for point in points { envelope.append(x: point.0, y: point.1) }
+        let meanX = points.reduce(0) { $0 + $1.0 } / Double(points.count)
+        #expect(meanX < 125, "the mean time \(meanX) s is in the first eighth")
+        // From the vertex at the first eighth's end (125 s) to the first at or past the mean
+        // plus a quarter span (250 s).
+        let to = (meanX + 250).rounded(.up)
+        let slope = (floor(to) - floor(125)) / (to - 125)
+        let fit = envelope.fit()
+        #expect(abs(fit.slope - slope) < 1e-9, "slope \(fit.slope), the chord from 125 s to \(to) s has \(slope); from the mean's vertex it would be \((floor(to) - floor(meanX.rounded(.down))) / (to - meanX.rounded(.down)))")
+        #expect(fit.slope == referenceEdge(points).slope)
     }
 
     /// The line touches the lowest point (it is not raised towards the others), and the slack

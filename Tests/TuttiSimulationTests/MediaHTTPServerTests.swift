@@ -368,6 +368,7 @@ private final class RawHTTPConnection {
         var bytes = Array(text.utf8)[...]
         while !bytes.isEmpty {
             let written = bytes.withUnsafeBytes { Glibc.send(socket, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if written < 0 && errno == EINTR { continue }
             guard written > 0 else { throw RawHTTPError(description: "send: errno \(errno)") }
             bytes = bytes.dropFirst(written)
         }
@@ -432,7 +433,12 @@ private final class RawHTTPConnection {
                 buffer += repeatElement(0, count: buffer.count)
             }
         }
-        let count = buffer.withUnsafeMutableBytes { recv(socket, $0.baseAddress! + filled, $0.count - filled, 0) }
+        var count: Int
+        // A signal handled on this thread interrupts the wait (seen once, with every other
+        // suite running beside this one): not an error, so waited again.
+        repeat {
+            count = buffer.withUnsafeMutableBytes { recv(socket, $0.baseAddress! + filled, $0.count - filled, 0) }
+        } while count < 0 && errno == EINTR
         if count < 0 { throw RawHTTPError(description: "recv: errno \(errno)") }
         filled += count
         return count > 0
