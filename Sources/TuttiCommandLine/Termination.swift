@@ -50,7 +50,9 @@ public enum TerminationSignals {
             var number: UInt8 = 0
             while true {
                 let count = read(pipe.read, &number, 1)
-                if count == 1 { deliver(Int32(number)) } else if count < 0 && errno != EINTR { return }
+                // The write end is never closed; an end of file or an error other than an
+                // interruption would mean the pipe is gone, and the loop would only spin.
+                if count == 1 { deliver(Int32(number)) } else if count == 0 || errno != EINTR { return }
             }
         }
         for number in [SIGINT, SIGTERM] {
