@@ -75,8 +75,6 @@ public struct SpeakerCommand: AsyncParsableCommand {
     }
 
     public func run() async throws {
-        // From the start: a SIGINT or SIGTERM while the speaker starts stops it once it has.
-        TerminationSignals.install()
         let clock = SkewedClock(base: MonotonicClock(), offsetNanoseconds: Int64(clockOffsetMilliseconds * 1e6), driftPPM: clockDriftPPM)
         let spec: DeviceSpec
         if let output {
@@ -101,6 +99,10 @@ public struct SpeakerCommand: AsyncParsableCommand {
         if let given = self.server { server = given } else {
             server = try await HouseLocator.waitForHouse(named: house, program: "tutti speaker \(name)")
         }
+        // From here, not from the start: until a house is found a signal ends the speaker by
+        // its default action (the search has no end to stop in order), and from here on one
+        // that comes while it starts stops it once it has.
+        TerminationSignals.install()
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let address: SocketAddress
         do { address = try SocketAddress.makeAddressResolvingHost(server.host, port: server.port) } catch {
@@ -131,6 +133,8 @@ public struct SpeakerCommand: AsyncParsableCommand {
         tracing.cancel()
         await tracing.value
         client.stop()
+        // Ends a reconnect's backoff (up to 2 s) at once.
+        running.cancel()
         await running.value
         do { try engine.stop() } catch { Terminal.standardError("tutti speaker: \(error)\n") }
         try? await group.shutdownGracefully()

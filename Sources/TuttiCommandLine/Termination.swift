@@ -15,21 +15,26 @@ import Glibc
 /// Here a handler runs in whichever thread receives the signal and writes its number to a pipe
 /// (`write` is async-signal-safe); a queue of its own reads the pipe.
 ///
-/// The first signal is the polite one: `first()` returns and the command stops in order. Any
-/// later one ends the process at once (exit status 128 + the signal), for a stop that hangs.
+/// The first signal is the polite one: `first()` returns and the command stops in order. One a
+/// second or more later ends the process at once (exit status 128 + the signal), for a stop
+/// that hangs.
 public enum TerminationSignals {
     /// The signals' pipe: made, and the handlers installed, on first use.
     private static let pipe: (read: Int32, write: Int32) = {
         var ends: [Int32] = [-1, -1]
         // Fails only when the process is out of descriptors at its start: nothing could run.
         precondition(Glibc.pipe(&ends) == 0, "cannot make the signal pipe: \(String(cString: strerror(errno)))")
-        // Not inherited by what the process spawns.
+        // Not inherited by what the process spawns; and a handler never waits on a full pipe
+        // (a flood of signals unread is as good as one).
         for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+        _ = fcntl(ends[1], F_SETFL, fcntl(ends[1], F_GETFL) | O_NONBLOCK)
         return (ends[0], ends[1])
     }()
 
     private struct State {
         var received: [Int32] = []
+        /// When the first came (CLOCK_MONOTONIC, ns).
+        var firstAt: Int64 = 0
         var waiting: [CheckedContinuation<Int32, Never>] = []
         var handlers: [@Sendable (Int32) -> Void] = []
     }
@@ -47,12 +52,23 @@ public enum TerminationSignals {
         // A queue of its own, so its blocking read holds no thread another task waits for (and
         // no Foundation: `tutti-speaker` maps none).
         DispatchQueue(label: "tutti.signals").async {
+            // This thread takes the signals whatever the others block: Dispatch's workers
+            // block them, and `tutti-speaker` starts with the mask of the worker that exec'd it.
+            var signals = sigset_t()
+            sigemptyset(&signals)
+            sigaddset(&signals, SIGINT)
+            sigaddset(&signals, SIGTERM)
+            pthread_sigmask(SIG_UNBLOCK, &signals, nil)
             var number: UInt8 = 0
             while true {
                 let count = read(pipe.read, &number, 1)
-                // The write end is never closed; an end of file or an error other than an
-                // interruption would mean the pipe is gone, and the loop would only spin.
-                if count == 1 { deliver(Int32(number)) } else if count == 0 || errno != EINTR { return }
+                if count == 1 { deliver(Int32(number)); continue }
+                if count < 0 && errno == EINTR { continue }
+                // The pipe is gone (never closed, so never seen): the signals go back to their
+                // default action rather than into a pipe nobody reads.
+                signal(SIGINT, SIG_DFL)
+                signal(SIGTERM, SIG_DFL)
+                return
             }
         }
         for number in [SIGINT, SIGTERM] {
@@ -72,13 +88,18 @@ public enum TerminationSignals {
     }()
 
     private static func deliver(_ number: Int32) {
-        let (waiting, handlers, isFirst) = state.withLock { state -> ([CheckedContinuation<Int32, Never>], [@Sendable (Int32) -> Void], Bool) in
+        let now = monotonicNanoseconds()
+        let (waiting, handlers, isFirst, sinceFirst) = state.withLock { state -> ([CheckedContinuation<Int32, Never>], [@Sendable (Int32) -> Void], Bool, Int64) in
             state.received.append(number)
+            if state.received.count == 1 { state.firstAt = now }
             let waiting = state.waiting
             state.waiting = []
-            return (waiting, state.handlers, state.received.count == 1)
+            return (waiting, state.handlers, state.received.count == 1, now - state.firstAt)
         }
         guard isFirst else {
+            // One keypress can bring two (a terminal signals the whole process group, and a
+            // wrapper may pass it on): only one a second or more after the first means "now".
+            guard sinceFirst >= 1_000_000_000 else { return }
             let command = CommandLine.arguments.first?.split(separator: "/").last.map(String.init) ?? "tutti"
             Terminal.standardError("\(command): \(name(number)) again: stopping at once\n")
             _exit(128 + number)
@@ -109,6 +130,12 @@ public enum TerminationSignals {
             return nil
         }
         if let already { handler(already) }
+    }
+
+    private static func monotonicNanoseconds() -> Int64 {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
     }
 
     /// "SIGINT" or "SIGTERM".

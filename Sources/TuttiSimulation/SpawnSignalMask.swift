@@ -8,7 +8,9 @@ import Foundation
 /// ever stopped the one way its signal handling then worked, never as a shell starts it.
 public enum SpawnSignalMask {
     /// Runs `body` (a spawn) with this thread's signal mask empty, then restores the mask: the
-    /// child starts as one started from a shell does.
+    /// child starts as one started from a shell does. (A thread the spawn starts keeps the empty
+    /// mask: Foundation's process manager, on the first `Process.run`. Harmless in the test
+    /// runner and the bench, which handle no signal.)
     public static func withNoneBlocked<T>(_ body: () throws -> T) rethrows -> T {
         var none = sigset_t(), previous = sigset_t()
         sigemptyset(&none)
