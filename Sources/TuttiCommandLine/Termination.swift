@@ -32,8 +32,8 @@ public enum TerminationSignals {
     }()
 
     private struct State {
-        var received: [Int32] = []
-        /// When the first came (CLOCK_MONOTONIC, ns).
+        /// The first signal, and when it came (CLOCK_MONOTONIC, ns).
+        var first: Int32?
         var firstAt: Int64 = 0
         var waiting: [CheckedContinuation<Int32, Never>] = []
         var handlers: [@Sendable (Int32) -> Void] = []
@@ -90,11 +90,11 @@ public enum TerminationSignals {
     private static func deliver(_ number: Int32) {
         let now = monotonicNanoseconds()
         let (waiting, handlers, isFirst, sinceFirst) = state.withLock { state -> ([CheckedContinuation<Int32, Never>], [@Sendable (Int32) -> Void], Bool, Int64) in
-            state.received.append(number)
-            if state.received.count == 1 { state.firstAt = now }
+            let isFirst = state.first == nil
+            if isFirst { (state.first, state.firstAt) = (number, now) }
             let waiting = state.waiting
             state.waiting = []
-            return (waiting, state.handlers, state.received.count == 1, now - state.firstAt)
+            return (waiting, state.handlers, isFirst, now - state.firstAt)
         }
         guard isFirst else {
             // One keypress can bring two (a terminal signals the whole process group, and a
@@ -113,7 +113,7 @@ public enum TerminationSignals {
         install()
         return await withCheckedContinuation { continuation in
             let already = state.withLock { state -> Int32? in
-                if let first = state.received.first { return first }
+                if let first = state.first { return first }
                 state.waiting.append(continuation)
                 return nil
             }
@@ -125,12 +125,15 @@ public enum TerminationSignals {
     public static func onFirst(_ handler: @escaping @Sendable (Int32) -> Void) {
         install()
         let already = state.withLock { state -> Int32? in
-            if let first = state.received.first { return first }
+            if let first = state.first { return first }
             state.handlers.append(handler)
             return nil
         }
         if let already { handler(already) }
     }
+
+    /// The first SIGINT or SIGTERM, if one has come.
+    public static var received: Int32? { state.withLock { $0.first } }
 
     private static func monotonicNanoseconds() -> Int64 {
         var now = timespec()

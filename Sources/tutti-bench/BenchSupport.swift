@@ -1,10 +1,10 @@
 import ArgumentParser
 import Foundation
 import TuttiCore
+import TuttiSimulation
 
 #if canImport(Glibc)
 import Glibc
-import TuttiSimulation
 #endif
 
 /// Output through the file descriptors (the global `stderr` is not concurrency-safe in Swift 6).

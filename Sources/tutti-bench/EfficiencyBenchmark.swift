@@ -5,10 +5,10 @@ import Synchronization
 import TuttiCore
 import TuttiHouse
 import TuttiProtocol
+import TuttiSimulation
 
 #if canImport(Glibc)
 import Glibc
-import TuttiSimulation
 #endif
 
 /// `tutti-bench efficiency`: what a room and a house cost, side by side with Snapcast on the

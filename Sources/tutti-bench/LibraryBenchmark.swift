@@ -1,10 +1,10 @@
 import ArgumentParser
 import Foundation
 import TuttiHouse
+import TuttiSimulation
 
 #if canImport(Glibc)
 import Glibc
-import TuttiSimulation
 #endif
 
 /// `tutti-bench library`: how fast the house's library scan reads a tree of tagged files,

@@ -107,8 +107,7 @@ struct Play: ParsableCommand {
             }
         }
 
-        let interrupted = InterruptFlag()
-        TerminationSignals.onFirst { _ in interrupted.set(); player.stop() }
+        TerminationSignals.onFirst { _ in player.stop() }
 
         do { try player.play(on: device) } catch {
             Terminal.standardError("tutti: \(error)\n")
@@ -128,15 +127,9 @@ struct Play: ParsableCommand {
         if device.underrunCount > 0 {
             Terminal.standardError("tutti: \(device.name): \(device.underrunCount) underrun(s)\n")
         }
-        if interrupted.isSet { throw ExitCode(130) }
+        if TerminationSignals.received != nil { throw ExitCode(130) }
         if outcomes.contains(where: { $0.error != nil }) { throw ExitCode(1) }
     }
-}
-
-final class InterruptFlag: Sendable {
-    private let flag = Atomic<Bool>(false)
-    func set() { flag.store(true, ordering: .releasing) }
-    var isSet: Bool { flag.load(ordering: .acquiring) }
 }
 
 extension SampleFormat: ExpressibleByArgument {}
