@@ -26,6 +26,9 @@ import TuttiProtocol
 /// replies overtake one another; the speaker takes them in the order their requests left
 /// (`ClockEstimator.add`). Holding them shorter at the speaker's request was tried: a 2 ms hold
 /// sampled half of a 4 ms grid for those seconds, and its rooms ended up 0.9 ms off for good.
+/// A room that has found the grid instead names the time to reply (`AimedExchanges`: so that
+/// its reply reaches the relay just before a tick), in three requests of four; the fourth is
+/// dithered as above.
 public final class ClockSyncResponder: ChannelInboundHandler, Sendable {
     public typealias InboundIn = StampedDatagram
     public typealias OutboundOut = AddressedEnvelope<ByteBuffer>
@@ -50,7 +53,12 @@ public final class ClockSyncResponder: ChannelInboundHandler, Sendable {
               let key = sessions.key(for: packet.sessionID), ClockSyncPacket.isAuthentic(bytes, key: key) else { return }
         packet.isReply = true
         packet.serverReceive = arrival
-        let hold = replyDitherNanoseconds > 0 ? Int64(nextRandom() % UInt64(replyDitherNanoseconds)) : 0
+        // A request may name when to reply (its t3 field, `AimedExchanges`): held to then if
+        // that is still ahead and no further than `maximumRequestedHold` from its arrival;
+        // otherwise the dither.
+        let requested = packet.serverSend, now = clock.now()
+        var hold = replyDitherNanoseconds > 0 ? Int64(nextRandom() % UInt64(replyDitherNanoseconds)) : 0
+        if requested != 0, requested > now, requested - arrival <= Self.maximumRequestedHold { hold = requested - now }
         let channel = context.channel, clock = self.clock, address = envelope.remoteAddress, request = packet
         let send: @Sendable () -> Void = {
             var reply = request
@@ -59,6 +67,10 @@ public final class ClockSyncResponder: ChannelInboundHandler, Sendable {
         }
         if hold == 0 { send() } else { context.eventLoop.scheduleTask(in: .nanoseconds(hold), send) }
     }
+
+    /// The longest a room may ask the house to hold its reply: a grid's tick and a half past
+    /// the request's own, on the longest grid (10 ms) looked for.
+    public static let maximumRequestedHold: Int64 = 25_000_000
 
     /// Enough for a dither, and replayable from a seed.
     private func nextRandom() -> UInt64 {

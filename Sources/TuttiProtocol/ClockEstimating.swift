@@ -8,6 +8,13 @@ public protocol ClockEstimating: AnyObject {
     func add(_ sample: ClockSample) -> Bool
     /// The current estimate; `errorNanoseconds` is the bound the room reports.
     var mapping: ClockMapping? { get }
+    /// The two ways' floors as last fitted, for aiming exchanges at a timer grid
+    /// (`AimedExchanges`); nil where the estimator fits none.
+    var floors: ClockFloors? { get }
+}
+
+extension ClockEstimating {
+    public var floors: ClockFloors? { nil }
 }
 
 extension ClockEstimator: ClockEstimating {}

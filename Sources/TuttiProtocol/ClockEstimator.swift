@@ -152,6 +152,8 @@ public final class ClockEstimator {
     /// Exchanges dropped from the front of `samples`: `samples[i]` is exchange number `removed + i`.
     private var removed = 0
     public private(set) var mapping: ClockMapping?
+    /// The two ways' lines of the last fit (the raw floors, before any asymmetry is taken out).
+    public private(set) var floors: ClockFloors?
 
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
@@ -413,6 +415,8 @@ public final class ClockEstimator {
             estimate.offset = offset
         }
         estimate.errorNanoseconds = max(abs(feasible.upper - offset), abs(offset - feasible.lower)) + max(0, feasible.lower - feasible.upper)
+        floors = ClockFloors(reference: reference, outwardIntercept: lineOut.intercept, outwardSlope: lineOut.slope,
+                             backwardIntercept: lineBack.intercept, backwardSlope: lineBack.slope)
         if recentEstimates.count == Self.recentEstimateCount { recentEstimates.removeFirst() }
         // Before its rate is fitted an estimate is known to drift; it is no yardstick.
         if fitSlope || keepsRateAfterStep { recentEstimates.append(estimate) }

@@ -3,7 +3,8 @@ import Crypto
 /// The UDP clock-sync exchange, NTP-style: the speaker sends `clientSend` (t1, its clock); the
 /// server stamps `serverReceive` (t2) on arrival and `serverSend` (t3) just before replying; the
 /// speaker notes the arrival (t4, its clock). Requests and replies have the same size, so the
-/// server can never be used to amplify traffic.
+/// server can never be used to amplify traffic. A request's `serverSend`, otherwise unused,
+/// names when the speaker asks to be answered (`AimedExchanges`), 0 for whenever.
 ///
 /// Every packet names its connection's clock-sync session (`ClockSyncKey`, agreed in the secure
 /// channel's handshake) and ends in a 16-byte tag (HMAC-SHA256 under the session's key): the

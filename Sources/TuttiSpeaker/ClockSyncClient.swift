@@ -13,6 +13,9 @@ import TuttiProtocol
 /// at 100 a second 1000 exchanges and half that. Slowing down on a path whose spread (then
 /// called its bound) was still wide made it worse (coarse timers, seed 2: p99 51 → 69 µs): the fitted lines pivot about
 /// the window's mean time, which the dense early exchanges then hold far from now.
+/// On a path whose arrivals lie on a relay's timer grid, three exchanges in four are timed to
+/// reach its ticks at each way's floor (`AimedExchanges`), and the exchanges stay at about 200
+/// a second however narrow the spread (see `scheduleNext`).
 /// Exchanges run only while the room holds a clock-sync session (`setSession`: its connection's,
 /// once the house has admitted it): each request carries the session's tag, and a reply that
 /// does not carry it is dropped, so a forged reply cannot move the room's clock. Between
@@ -61,6 +64,10 @@ public final class ClockSyncClient: Sendable {
         /// starting rooms held replies for over half a second, and no room's clock settled.
         public var busyHouseHoldNanoseconds: Int64 = 40_000_000
         public var busyBackoffNanoseconds: Int64 = 2_000_000_000
+        /// Whether exchanges are aimed at the ticks of a timer grid the path delivers on, when
+        /// the arrivals show one (`AimedExchanges`; off only to compare).
+        public var aimsAtTimerGrids = true
+        public var aim = AimedExchanges.Configuration()
         public init() {}
     }
 
@@ -85,6 +92,8 @@ public final class ClockSyncClient: Sendable {
     private let nextSequence = Atomic<UInt32>(0)
     /// Replies dropped because their tag did not verify.
     private let forged = Atomic<Int>(0)
+    /// Where the exchanges go on a path with a timer grid (and the random draws for the dither).
+    private let aim: Mutex<AimedExchanges>
 
     public init(server: SocketAddress, clock: any HostClock, configuration: Configuration = Configuration(),
                 onUpdate: @escaping @Sendable (ClockMapping) -> Void) {
@@ -94,6 +103,12 @@ public final class ClockSyncClient: Sendable {
         self.onUpdate = onUpdate
         estimator = Mutex(configuration.estimator.make())
         random = Mutex(SplitMix64(seed: configuration.seed ?? UInt64(bitPattern: clock.now()) | 1))
+        aim = Mutex(AimedExchanges(configuration: configuration.aim))
+    }
+
+    /// How the aims at each way's timer grid fared: grids found, aims made and sent.
+    public var aimReport: (outwardPeriod: Int64?, backwardPeriod: Int64?, outwardMade: Int, outwardAimed: Int, backwardMade: Int, backwardAimed: Int) {
+        aim.withLock { ($0.outwardGrid.period, $0.backwardGrid.period, $0.outwardMade, $0.outwardAimed, $0.backwardMade, $0.backwardAimed) }
     }
 
     public var mapping: ClockMapping? { estimator.withLock { $0.mapping } }
@@ -156,11 +171,30 @@ public final class ClockSyncClient: Sendable {
         var delay = starting ? configuration.startIntervalNanoseconds
             : isSettled ? configuration.intervalNanoseconds
             : isSpreadWide ? configuration.wideSpreadIntervalNanoseconds : configuration.fastIntervalNanoseconds
+        // On a timer grid aimed at, as often as while the spread is wide, however narrow it
+        // gets: an aimed exchange shows the round trip's floor only when both its aims make
+        // their ticks (one in a hundred), and the floor-step check takes the least round trip
+        // of 5 s. At 20 a second a span of them often had none, its least round trip lay half
+        // a tick above the earlier spans', and it was taken for a route change (14 of 40
+        // simulated rooms on a 4 ms grid; in real processes one room was 140 µs off from then
+        // on). At about 200 a second nearly every span has several.
+        if configuration.aimsAtTimerGrids && aim.withLock({ $0.isAiming }) {
+            delay = min(delay, configuration.wideSpreadIntervalNanoseconds)
+        }
         if now < houseBusyUntil.load(ordering: .relaxed) { delay = max(delay, configuration.intervalNanoseconds) }
         if configuration.ditherNanoseconds > 0 {
             delay += random.withLock { Int64($0.next() % UInt64(configuration.ditherNanoseconds)) }
         }
-        channel.eventLoop.scheduleTask(in: .nanoseconds(first ? 0 : delay)) { [self] in
+        let sequence = nextSequence.wrappingAdd(1, ordering: .relaxed).oldValue
+        let earliest = now + (first ? 0 : delay)
+        let plan: AimedExchanges.Plan
+        if configuration.aimsAtTimerGrids && !first {
+            let floors = estimator.withLock { $0.floors }
+            plan = random.withLock { random in aim.withLock { $0.plan(sequence: sequence, earliest: earliest, floors: floors, random: &random) } }
+        } else {
+            plan = AimedExchanges.Plan(send: earliest)
+        }
+        channel.eventLoop.scheduleTask(in: .nanoseconds(max(0, plan.send - now))) { [self] in
             guard channel.isActive else { return running.store(false, ordering: .releasing) }
             guard let key = session.withLock({ $0 }) else {
                 // Paused until the next session; `setSession` starts the exchanges again.
@@ -170,8 +204,8 @@ public final class ClockSyncClient: Sendable {
                 }
                 return
             }
-            let sequence = nextSequence.wrappingAdd(1, ordering: .relaxed).oldValue
-            let packet = ClockSyncPacket(isReply: false, sequence: sequence, clientSend: clock.now())
+            // A request's t3 field asks the house when to reply (0: when its dither says).
+            let packet = ClockSyncPacket(isReply: false, sequence: sequence, clientSend: clock.now(), serverSend: plan.replyAt)
             let envelope = AddressedEnvelope(remoteAddress: server, data: channel.allocator.buffer(bytes: packet.encoded(key: key)))
             channel.writeAndFlush(envelope, promise: nil)
             sent.add(1, ordering: .relaxed)
@@ -199,6 +233,7 @@ public final class ClockSyncClient: Sendable {
         if accepted && sample.serverSend - sample.serverReceive > configuration.busyHouseHoldNanoseconds {
             houseBusyUntil.store(arrival + configuration.busyBackoffNanoseconds, ordering: .relaxed)
         }
+        if accepted && configuration.aimsAtTimerGrids { aim.withLock { $0.observe(sequence: packet.sequence, sample: sample) } }
         if let mapping { onUpdate(mapping) }
     }
 

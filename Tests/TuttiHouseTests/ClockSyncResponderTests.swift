@@ -72,6 +72,48 @@ import TuttiSimulation
         #expect(try !answered(request.encoded(key: held)), "a session that ended")
     }
 
+    /// A request that names when to reply (its t3 field, `AimedExchanges`) is answered then, if
+    /// that is ahead and within `maximumRequestedHold` of its arrival; one asking for more, or
+    /// for a time already past, gets the dither, never a hold the room chose without limit.
+    @Test func aRequestedReplyTimeIsKeptWithinItsLimit() throws {
+        let loop = EmbeddedEventLoop()
+        let clock = ManualClock(startingAt: 0)
+        let sessions = ClockSyncSessions()
+        let key = Self.key(7)
+        sessions.register(key)
+        let channel = EmbeddedChannel(handler: ClockSyncResponder(clock: clock, sessions: sessions, seed: 5), loop: loop)
+        let peer = try SocketAddress(ipAddress: "127.0.0.1", port: 9)
+        func reply(requesting replyAt: Int64) throws -> ClockSyncPacket {
+            let arrival = clock.now()
+            let request = ClockSyncPacket(isReply: false, sequence: 1, clientSend: 1_000, serverSend: replyAt)
+            try channel.writeInbound(StampedDatagram(envelope: AddressedEnvelope(remoteAddress: peer, data: ByteBuffer(bytes: request.encoded(key: key))), arrival: arrival))
+            for _ in 0..<4_000 {
+                if let out = try channel.readOutbound(as: AddressedEnvelope<ByteBuffer>.self) { return try ClockSyncPacket(decoding: out.data.readableBytesView) }
+                // The house clock first: a task the loop runs at its time reads it.
+                clock.advance(by: 10_000)
+                loop.advanceTime(by: .microseconds(10))
+            }
+            throw WireError("no reply")
+        }
+        for hold: Int64 in [1_230_000, 7_770_000, 24_990_000] {
+            let now = clock.now()
+            let answer = try reply(requesting: now + hold)
+            #expect(answer.serverSend == now + hold, "asked for a reply \(hold / 1000) µs on")
+        }
+        // Further than the limit: the dither (a random part of 20 ms), not the hold asked for.
+        var dithered: [Int64] = []
+        for _ in 0..<20 {
+            let now = clock.now()
+            let answer = try reply(requesting: now + 30_000_000)
+            dithered.append(answer.serverSend - now)
+        }
+        #expect(dithered.allSatisfy { $0 < 20_000_000 }, "held \(dithered.map { $0 / 1000 }) µs")
+        // A time already past: the dither too.
+        clock.advance(by: 1_000_000)
+        let past = try reply(requesting: clock.now() - 500_000)
+        #expect(past.serverSend >= past.serverReceive && past.serverSend - past.serverReceive < 20_000_000)
+    }
+
     @Test func repliesAreHeldARandomPartOfTwentyMilliseconds() throws {
         let holds = try holds()
         print("holds: \(holds.min()! / 1000)–\(holds.max()! / 1000) µs")
