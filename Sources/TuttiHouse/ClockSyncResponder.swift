@@ -27,8 +27,8 @@ import TuttiProtocol
 /// (`ClockEstimator.add`). Holding them shorter at the speaker's request was tried: a 2 ms hold
 /// sampled half of a 4 ms grid for those seconds, and its rooms ended up 0.9 ms off for good.
 /// A room that has found the grid instead names the time to reply (`AimedExchanges`: so that
-/// its reply reaches the relay just before a tick), in three requests of four; the fourth is
-/// dithered as above.
+/// its reply reaches the relay just before a tick), in up to three requests of four; the rest
+/// are dithered as above.
 public final class ClockSyncResponder: ChannelInboundHandler, Sendable {
     public typealias InboundIn = StampedDatagram
     public typealias OutboundOut = AddressedEnvelope<ByteBuffer>
@@ -58,7 +58,11 @@ public final class ClockSyncResponder: ChannelInboundHandler, Sendable {
         // otherwise the dither.
         let requested = packet.serverSend, now = clock.now()
         var hold = replyDitherNanoseconds > 0 ? Int64(nextRandom() % UInt64(replyDitherNanoseconds)) : 0
-        if requested != 0, requested > now, requested - arrival <= Self.maximumRequestedHold { hold = requested - now }
+        // Compared without a subtraction of the request's value: it is an admitted speaker's,
+        // but no less a number off the network.
+        if requested != 0, requested > now, arrival <= Int64.max - Self.maximumRequestedHold, requested <= arrival + Self.maximumRequestedHold {
+            hold = requested - now
+        }
         let channel = context.channel, clock = self.clock, address = envelope.remoteAddress, request = packet
         let send: @Sendable () -> Void = {
             var reply = request
@@ -68,8 +72,9 @@ public final class ClockSyncResponder: ChannelInboundHandler, Sendable {
         if hold == 0 { send() } else { context.eventLoop.scheduleTask(in: .nanoseconds(hold), send) }
     }
 
-    /// The longest a room may ask the house to hold its reply: a grid's tick and a half past
-    /// the request's own, on the longest grid (10 ms) looked for.
+    /// The longest a room may ask the house to hold its reply, from the request's arrival: a
+    /// tick of the longest grid looked for (10 ms) for the request's own, another for the
+    /// reply's, and a margin; the same order as the dither.
     public static let maximumRequestedHold: Int64 = 25_000_000
 
     /// Enough for a dither, and replayable from a seed.

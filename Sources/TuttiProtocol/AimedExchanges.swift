@@ -16,8 +16,8 @@ import TuttiCore
 /// often. It drifts down to the truth from a floor found too high (an aim below the line that
 /// makes its tick is a new lowest point), and absorbs how late each side's timers fire.
 ///
-/// One exchange in `unaimedEvery` is left at random, with the house's own dither, so the
-/// floors keep being sampled at every phase whatever the aim does.
+/// One exchange in `unaimedEvery` is left at random (at a random phase of the grid, and with the
+/// house's own dither), so the floors keep being sampled at every phase whatever the aim does.
 ///
 /// Not thread-safe: one room's clock sync owns one.
 public struct AimedExchanges: Sendable {
@@ -77,6 +77,8 @@ public struct AimedExchanges: Sendable {
     public var isAiming: Bool { outwardGrid.period != nil && backwardGrid.period != nil }
 
     public init(configuration: Configuration = Configuration()) {
+        precondition(configuration.unaimedEvery >= 1 && configuration.madeShare > 0 && configuration.madeShare < 1,
+                     "AimedExchanges: unaimedEvery ≥ 1 and 0 < madeShare < 1")
         self.configuration = configuration
         outwardGrid = TimerGrid(configuration: configuration.grid)
         backwardGrid = TimerGrid(configuration: configuration.grid)
@@ -93,8 +95,16 @@ public struct AimedExchanges: Sendable {
     public mutating func plan(sequence: UInt32, earliest: Int64, floors: ClockFloors?, random: inout SplitMix64) -> Plan {
         planned += 1
         var plan = Plan(send: earliest, outwardTick: nil, replyAt: 0, backwardTick: nil)
-        defer { pending[Int(sequence) % pending.count] = (sequence, plan) }
-        guard let floors, planned % configuration.unaimedEvery != 0 else { return plan }
+        defer { pending[slot(sequence)] = (sequence, plan) }
+        guard let floors else { return plan }
+        guard planned % configuration.unaimedEvery != 0 else {
+            // Unaimed: at a random phase of the way out's grid. Left at `earliest`, it would
+            // follow the aimed exchange before it (a tick's phase) by the client's interval and
+            // dither, a 2 ms arc of a 4 ms grid just after the tick, where no request shows
+            // the floor and every arrival lies on the lattice whether the grid is there or not.
+            if let period = outwardGrid.period { plan.send = earliest + Int64(random.next() % UInt64(period)) }
+            return plan
+        }
         let width = Double(configuration.widthNanoseconds)
         let outwardFloor = floors.outward(atLocal: earliest)
         // The house's arrival, at the floor: the request's send (local) plus t2 − t1.
@@ -107,15 +117,17 @@ public struct AimedExchanges: Sendable {
                 arrival = Double(tick)
             }
         }
-        if let period = backwardGrid.period {
+        if backwardGrid.period != nil {
             // No earlier than the request can have reached the house, a tick late if it missed.
             let earliestReply = arrival + Double((outwardGrid.period ?? 0) + configuration.replyMarginNanoseconds)
             let backwardFloor = floors.backward(atLocal: plan.send)
             let lead = backwardLead + random.nextUnitInterval() * width
             if let tick = backwardGrid.point(atOrAfter: Int64((earliestReply + backwardFloor + lead).rounded(.up))) {
                 let replyAt = Int64((Double(tick) - backwardFloor - lead).rounded())
-                // A hold the house would refuse (a floor far off) is not asked for.
-                if Double(replyAt) - (Double(plan.send) + outwardFloor) <= Double(configuration.maximumHoldNanoseconds - period) {
+                // A hold the house would refuse (a floor far off) is not asked for. Measured from
+                // the earliest the request can arrive: one that misses its tick arrives later, and
+                // is held less.
+                if Double(replyAt) - (Double(plan.send) + outwardFloor) <= Double(configuration.maximumHoldNanoseconds - configuration.replyMarginNanoseconds) {
                     plan.replyAt = replyAt
                     plan.backwardTick = tick
                 }
@@ -127,8 +139,15 @@ public struct AimedExchanges: Sendable {
     /// Takes exchange `sequence`'s reply: its arrivals show each way's grid, and whether its
     /// aims made their ticks.
     public mutating func observe(sequence: UInt32, sample: ClockSample) {
-        outwardGrid.add(sample.serverReceive)
-        backwardGrid.add(sample.clientReceive)
+        // Stamps any clock can read (36 years either side of zero): an estimator other than
+        // `ClockEstimator` passes on what a reply carries unchecked.
+        let limit: Int64 = 1 << 60
+        guard [sample.clientSend, sample.serverReceive, sample.serverSend, sample.clientReceive].allSatisfy({ (-limit...limit).contains($0) }) else { return }
+        let slot = slot(sequence)
+        let entry = pending[slot].flatMap { $0.sequence == sequence ? $0 : nil }
+        pending[slot] = nil
+        outwardGrid.add(sample.serverReceive, aimed: entry?.plan.outwardTick != nil)
+        backwardGrid.add(sample.clientReceive, aimed: entry?.plan.backwardTick != nil)
         if outwardGrid.period != outwardPeriod {
             outwardPeriod = outwardGrid.period
             outwardLead = Self.initialLead
@@ -137,9 +156,7 @@ public struct AimedExchanges: Sendable {
             backwardPeriod = backwardGrid.period
             backwardLead = Self.initialLead
         }
-        let slot = Int(sequence) % pending.count
-        guard let entry = pending[slot], entry.sequence == sequence else { return }
-        pending[slot] = nil
+        guard let entry else { return }
         if let tick = entry.plan.outwardTick, let period = outwardPeriod {
             let made = abs(sample.serverReceive - tick) < period / 2
             outwardAimed += 1
@@ -155,6 +172,10 @@ public struct AimedExchanges: Sendable {
             backwardLead = steer(backwardLead, made: made, period: period)
         }
     }
+
+    /// Where exchange `sequence`'s plan is kept (2³² is a multiple of the ring's size, so the
+    /// slots run on across the sequence's wrap).
+    private func slot(_ sequence: UInt32) -> Int { Int(sequence % UInt32(pending.count)) }
 
     /// The lowest lead after an aim that made its tick (lower) or missed it (higher): no lower
     /// than a width below the floor, no higher than a quarter tick above it. An aim below a

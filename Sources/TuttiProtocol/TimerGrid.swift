@@ -35,6 +35,9 @@ public struct TimerGrid: Sendable {
         /// random give about 1/√window (0.125 for 64), a lattice with a tenth of its period of
         /// scatter about 0.95.
         public var threshold = 0.9
+        /// Below this, a grid found is taken to be gone: a burst of late stamps (a relay's
+        /// timers late under load) does not drop it, and the exchanges with it, at once.
+        public var lossThreshold = 0.6
         /// How far each stamp moves the tracked lattice towards itself: enough to follow a
         /// clock 100 ppm off the relay's within a few µs, little enough to average a late stamp
         /// away.
@@ -53,24 +56,32 @@ public struct TimerGrid: Sendable {
     private var anchor: Int64 = 0
 
     public init(configuration: Configuration = Configuration()) {
+        precondition(configuration.window >= 8 && configuration.lookEvery >= 1 && !configuration.candidatePeriods.isEmpty
+                     && configuration.candidatePeriods.allSatisfy { $0 > 0 }, "TimerGrid: a window of 8 or more, positive periods")
         self.configuration = configuration
         stamps = Array(repeating: 0, count: configuration.window)
     }
 
-    /// Adds a datagram's arrival stamp (the receiver's clock).
-    public mutating func add(_ stamp: Int64) {
-        stamps[next] = stamp
-        next = (next + 1) % stamps.count
-        seen += 1
+    /// Adds a datagram's arrival stamp (the receiver's clock). An `aimed` datagram (sent to
+    /// reach a tick of the lattice already found) only moves the lattice: the grid is looked
+    /// for among the others, or the aims, arriving on the lattice because they were aimed at
+    /// it, would keep a grid that has gone (a relay's timers made exact, its jitter small).
+    public mutating func add(_ stamp: Int64, aimed: Bool = false) {
+        if !aimed {
+            stamps[next] = stamp
+            next = (next + 1) % stamps.count
+            seen += 1
+        }
         if let period {
             // Onto the lattice point nearest the stamp, then part of the way to it. A stamp far
-            // off (a late wake-up on the relay) moves it no more than a sixteenth of a tick.
+            // off (a late wake-up on the relay) counts as a sixteenth of a tick off at most, and
+            // moves it an eighth of that.
             let steps = ((stamp - anchor) + period / 2).floorDivided(by: period)
             anchor += steps * period
             let deviation = max(-period / 16, min(period / 16, stamp - anchor))
             anchor += Int64((Double(deviation) * configuration.tracking).rounded())
         }
-        if seen >= stamps.count && seen % configuration.lookEvery == 0 { look(latest: stamp) }
+        if !aimed && seen >= stamps.count && seen % configuration.lookEvery == 0 { look(latest: stamp) }
     }
 
     /// The first lattice point at or after `time` (the receiver's clock), if there is a grid.
@@ -85,25 +96,33 @@ public struct TimerGrid: Sendable {
         return anchor + (time - anchor + period / 2).floorDivided(by: period) * period
     }
 
+    /// How well the window's stamps line up on `candidate` (0 ... 1), and their mean phase in
+    /// it (ns).
+    private func resultant(_ candidate: Int64) -> (length: Double, phase: Double) {
+        var cosines = 0.0, sines = 0.0
+        for stamp in stamps {
+            let angle = 2 * Double.pi * Double(stamp.floorModulo(candidate)) / Double(candidate)
+            cosines += cos(angle)
+            sines += sin(angle)
+        }
+        var phase = atan2(sines, cosines) / (2 * Double.pi)
+        if phase < 0 { phase += 1 }
+        return ((cosines * cosines + sines * sines).squareRoot() / Double(stamps.count), phase * Double(candidate))
+    }
+
     /// Looks for the longest candidate period the window's stamps line up on.
     private mutating func look(latest: Int64) {
         var found: (period: Int64, phase: Double)?
         for candidate in configuration.candidatePeriods.sorted(by: >) {
-            var cosines = 0.0, sines = 0.0
-            for stamp in stamps {
-                let angle = 2 * Double.pi * Double(stamp.floorModulo(candidate)) / Double(candidate)
-                cosines += cos(angle)
-                sines += sin(angle)
-            }
-            let length = (cosines * cosines + sines * sines).squareRoot() / Double(stamps.count)
+            let (length, phase) = resultant(candidate)
             if length >= configuration.threshold {
-                var phase = atan2(sines, cosines) / (2 * Double.pi)
-                if phase < 0 { phase += 1 }
-                found = (candidate, phase * Double(candidate))
+                found = (candidate, phase)
                 break
             }
         }
         guard let found else {
+            // A grid found stays while its stamps still mostly line up.
+            if let period, resultant(period).length >= configuration.lossThreshold { return }
             period = nil
             return
         }

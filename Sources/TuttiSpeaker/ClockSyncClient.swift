@@ -14,8 +14,8 @@ import TuttiProtocol
 /// called its bound) was still wide made it worse (coarse timers, seed 2: p99 51 → 69 µs): the fitted lines pivot about
 /// the window's mean time, which the dense early exchanges then hold far from now.
 /// On a path whose arrivals lie on a relay's timer grid, three exchanges in four are timed to
-/// reach its ticks at each way's floor (`AimedExchanges`), and the exchanges stay at about 200
-/// a second however narrow the spread (see `scheduleNext`).
+/// reach its ticks at each way's floor (`AimedExchanges`), and the exchanges stay at 100–200 a
+/// second however narrow the spread (see `scheduleNext`).
 /// Exchanges run only while the room holds a clock-sync session (`setSession`: its connection's,
 /// once the house has admitted it): each request carries the session's tag, and a reply that
 /// does not carry it is dropped, so a forged reply cannot move the room's clock. Between
@@ -171,14 +171,15 @@ public final class ClockSyncClient: Sendable {
         var delay = starting ? configuration.startIntervalNanoseconds
             : isSettled ? configuration.intervalNanoseconds
             : isSpreadWide ? configuration.wideSpreadIntervalNanoseconds : configuration.fastIntervalNanoseconds
-        // On a timer grid aimed at, as often as while the spread is wide, however narrow it
-        // gets: an aimed exchange shows the round trip's floor only when both its aims make
+        // On a timer grid aimed at, as often as while the spread is wide (about 150 a second
+        // on a 4 ms grid, with the waits for the ticks), however narrow it gets: an aimed exchange shows the round trip's floor only when both its aims make
         // their ticks (one in a hundred), and the floor-step check takes the least round trip
         // of 5 s. At 20 a second a span of them often had none, its least round trip lay half
         // a tick above the earlier spans', and it was taken for a route change (14 of 40
         // simulated rooms on a 4 ms grid; in real processes one room was 140 µs off from then
-        // on). At about 200 a second nearly every span has several.
-        if configuration.aimsAtTimerGrids && aim.withLock({ $0.isAiming }) {
+        // on). At about 150 a second a span has several (five on average; one in a few hundred
+        // has none).
+        if configuration.aimsAtTimerGrids && aim.withLock({ $0.isAiming }) && estimator.withLock({ $0.floors != nil }) {
             delay = min(delay, configuration.wideSpreadIntervalNanoseconds)
         }
         if now < houseBusyUntil.load(ordering: .relaxed) { delay = max(delay, configuration.intervalNanoseconds) }

@@ -83,8 +83,8 @@ import TuttiSimulation
         sessions.register(key)
         let channel = EmbeddedChannel(handler: ClockSyncResponder(clock: clock, sessions: sessions, seed: 5), loop: loop)
         let peer = try SocketAddress(ipAddress: "127.0.0.1", port: 9)
-        func reply(requesting replyAt: Int64) throws -> ClockSyncPacket {
-            let arrival = clock.now()
+        func reply(requesting replyAt: Int64, arrivedAgo: Int64 = 0) throws -> ClockSyncPacket {
+            let arrival = clock.now() - arrivedAgo
             let request = ClockSyncPacket(isReply: false, sequence: 1, clientSend: 1_000, serverSend: replyAt)
             try channel.writeInbound(StampedDatagram(envelope: AddressedEnvelope(remoteAddress: peer, data: ByteBuffer(bytes: request.encoded(key: key))), arrival: arrival))
             for _ in 0..<4_000 {
@@ -95,11 +95,21 @@ import TuttiSimulation
             }
             throw WireError("no reply")
         }
-        for hold: Int64 in [1_230_000, 7_770_000, 24_990_000] {
+        for hold: Int64 in [1_230_000, 7_770_000, 24_990_000, ClockSyncResponder.maximumRequestedHold] {
             let now = clock.now()
             let answer = try reply(requesting: now + hold)
             #expect(answer.serverSend == now + hold, "asked for a reply \(hold / 1000) µs on")
         }
+        // The limit runs from the request's arrival, not from when the house got to it: one
+        // stamped 3 ms ago may be held 22 ms more, not 25.
+        let now = clock.now()
+        let late = try reply(requesting: now + 21_000_000, arrivedAgo: 3_000_000)
+        #expect(late.serverSend == now + 21_000_000)
+        let tooLate = try reply(requesting: clock.now() + 22_000_001, arrivedAgo: 3_000_000)
+        #expect(tooLate.serverSend - tooLate.serverReceive < 20_000_000 + 3_000_000 && tooLate.serverSend != tooLate.serverReceive + 25_000_001)
+        let justOver = clock.now()
+        let over = try reply(requesting: justOver + ClockSyncResponder.maximumRequestedHold + 1)
+        #expect(over.serverSend - justOver < 20_000_000, "held past its limit")
         // Further than the limit: the dither (a random part of 20 ms), not the hold asked for.
         var dithered: [Int64] = []
         for _ in 0..<20 {
@@ -108,10 +118,15 @@ import TuttiSimulation
             dithered.append(answer.serverSend - now)
         }
         #expect(dithered.allSatisfy { $0 < 20_000_000 }, "held \(dithered.map { $0 / 1000 }) µs")
-        // A time already past: the dither too.
-        clock.advance(by: 1_000_000)
-        let past = try reply(requesting: clock.now() - 500_000)
-        #expect(past.serverSend >= past.serverReceive && past.serverSend - past.serverReceive < 20_000_000)
+        // A time already past: the dither too, not an answer at once (a reply sent straight
+        // after its request's arrival would leave at one phase of a grid).
+        var pastHolds: [Int64] = []
+        for _ in 0..<5 {
+            clock.advance(by: 1_000_000)
+            let past = try reply(requesting: clock.now() - 500_000)
+            pastHolds.append(past.serverSend - past.serverReceive)
+        }
+        #expect(pastHolds.allSatisfy { $0 < 20_000_000 } && pastHolds.contains { $0 > 100_000 }, "held \(pastHolds.map { $0 / 1000 }) µs")
     }
 
     @Test func repliesAreHeldARandomPartOfTwentyMilliseconds() throws {
