@@ -106,10 +106,6 @@ public final class ClockSyncClient: Sendable {
         aim = Mutex(AimedExchanges(configuration: configuration.aim))
     }
 
-    /// How the aims at each way's timer grid fared: grids found, aims made and sent.
-    public var aimReport: (outwardPeriod: Int64?, backwardPeriod: Int64?, outwardMade: Int, outwardAimed: Int, backwardMade: Int, backwardAimed: Int) {
-        aim.withLock { ($0.outwardGrid.period, $0.backwardGrid.period, $0.outwardMade, $0.outwardAimed, $0.backwardMade, $0.backwardAimed) }
-    }
 
     public var mapping: ClockMapping? { estimator.withLock { $0.mapping } }
 
@@ -172,14 +168,17 @@ public final class ClockSyncClient: Sendable {
             : isSettled ? configuration.intervalNanoseconds
             : isSpreadWide ? configuration.wideSpreadIntervalNanoseconds : configuration.fastIntervalNanoseconds
         // On a timer grid aimed at, as often as while the spread is wide (about 150 a second
-        // on a 4 ms grid, with the waits for the ticks), however narrow it gets: an aimed exchange shows the round trip's floor only when both its aims make
-        // their ticks (one in a hundred), and the floor-step check takes the least round trip
+        // on a 4 ms grid, with the waits for the ticks), however narrow it gets: an aimed
+        // exchange shows the round trip's floor only when both its aims make their ticks (one
+        // in a hundred), and the floor-step check takes the least round trip
         // of 5 s. At 20 a second a span of them often had none, its least round trip lay half
         // a tick above the earlier spans', and it was taken for a route change (14 of 40
         // simulated rooms on a 4 ms grid; in real processes one room was 140 µs off from then
         // on). At about 150 a second a span has several (five on average; one in a few hundred
         // has none).
-        if configuration.aimsAtTimerGrids && aim.withLock({ $0.isAiming }) && estimator.withLock({ $0.floors != nil }) {
+        // The floors as last fitted, read once: they decide both the rate and the aim.
+        let floors = configuration.aimsAtTimerGrids ? estimator.withLock { $0.floors } : nil
+        if floors != nil && aim.withLock({ $0.isAiming }) {
             delay = min(delay, configuration.wideSpreadIntervalNanoseconds)
         }
         if now < houseBusyUntil.load(ordering: .relaxed) { delay = max(delay, configuration.intervalNanoseconds) }
@@ -190,7 +189,6 @@ public final class ClockSyncClient: Sendable {
         let earliest = now + (first ? 0 : delay)
         let plan: AimedExchanges.Plan
         if configuration.aimsAtTimerGrids && !first {
-            let floors = estimator.withLock { $0.floors }
             plan = random.withLock { random in aim.withLock { $0.plan(sequence: sequence, earliest: earliest, floors: floors, random: &random) } }
         } else {
             plan = AimedExchanges.Plan(send: earliest)
