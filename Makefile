@@ -1,7 +1,7 @@
 # Tutti: `make demo` and `make test` install what is missing, build, and run.
 SHELL := /bin/bash
 APT_PACKAGES := libsqlite3-dev libflac-dev libavformat-dev libavcodec-dev libavutil-dev libswresample-dev libsoxr-dev libogg-dev libasound2-dev pkg-config ffmpeg gdb chromium chromium-driver \
-	libavahi-client-dev avahi-daemon dbus-daemon iproute2 mpc gcc alsa-utils ncmpcpp tmux snapclient snapserver libfaketime mpd python3-venv
+	libavahi-client-dev avahi-daemon dbus-daemon iproute2 mpc gcc alsa-utils ncmpcpp tmux snapclient snapserver libfaketime mpd python3-venv shairport-sync
 # For Tests/TuttiHouseHTTPTests: schemathesis checks the HTTP API against its /openapi.json;
 # websockets is the event feed's client; prometheus_client parses /metrics; selenium drives
 # Chromium through the web UI (4.51: 4.52 needs a certifi newer than PyPI's mirror here has);
@@ -63,14 +63,15 @@ release: deps
 # 3a. the demo's flow (`demo-check`, below): a house, three room processes behind relays, the
 #    tune, and the sync report held to the demo's targets, alone for the same reason;
 # 3b. discovery: houses, speakers and ctl finding each other through a real avahi-daemon, which
-#    scripts/avahi-sandbox.sh starts with a private D-Bus in a network namespace of its own;
+#    scripts/avahi-sandbox.sh starts with a private D-Bus in a network namespace of its own,
+#    and shairport-sync as a room (it will not start without Avahi);
 # 4. the fuzz smoke pass (`fuzz-smoke`, below): the libFuzzer targets, instrumented, for a few
 #    seconds each, last because it keeps both cores busy.
 # Each phase is bounded (scripts/run-bounded.sh): past its deadline it prints the tests still
 # running and every thread's stack, stops, and fails, so a test that waits forever cannot hang CI.
 SOLO_TESTS := MultiRoomEndToEndTests
 FLOOD_TESTS := FloodTests
-DISCOVERY_TESTS := DiscoveryTests
+DISCOVERY_TESTS := DiscoveryTests|AirPlayRoomTests
 # Debian's snapclient as a room (docs/SNAPCAST.md): not part of `make test`. snapclient's own
 # start is erratic (a hard sync of ~27 ms in its first second in one CI run of three, 3 ms off
 # when the machine is loaded), so its test would fail CI on snapclient's behaviour, not ours.

@@ -45,6 +45,7 @@ let package = Package(
         .library(name: "TuttiHouseSnapcast", targets: ["TuttiHouseSnapcast"]),
         .library(name: "TuttiHouseAirPlay", targets: ["TuttiHouseAirPlay"]),
         .library(name: "TuttiSnapcastRooms", targets: ["TuttiSnapcastRooms"]),
+        .library(name: "TuttiAirPlayRooms", targets: ["TuttiAirPlayRooms"]),
         .library(name: "TuttiSimulation", targets: ["TuttiSimulation"]),
     ],
     dependencies: [
@@ -162,6 +163,13 @@ let package = Package(
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
         ]),
+        // AirPlay 1 receivers as rooms (docs/AIRPLAY.md): the sender side of RAOP, each receiver
+        // (shairport-sync, an AV receiver) a speaker of the house whose sound card it is.
+        .target(name: "TuttiAirPlayRooms", dependencies: [
+            "TuttiCore", "TuttiDevices", "TuttiProtocol", "TuttiSpeaker",
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+        ]),
         // A bad network on purpose (`tutti proxy`, tests, benchmarks): delay, jitter, loss and
         // outages between a speaker and a house, and the home-network models they follow. Its
         // own module so that `tutti` links it without the simulation.
@@ -196,7 +204,7 @@ let package = Package(
         .executableTarget(name: "tutti", dependencies: [
             "TuttiCommandLine",
             "TuttiCore", "TuttiMedia", "TuttiMediaHTTP", "TuttiDevices", "TuttiEngine", "TuttiPlayer",
-            "TuttiProtocol", "TuttiSpeaker", "TuttiHouse", "TuttiHouseHTTP", "TuttiHouseMPD", "TuttiHouseSnapcast", "TuttiHouseAirPlay", "TuttiSnapcastRooms", "TuttiDiscovery", "TuttiImpairment",
+            "TuttiProtocol", "TuttiSpeaker", "TuttiHouse", "TuttiHouseHTTP", "TuttiHouseMPD", "TuttiHouseSnapcast", "TuttiHouseAirPlay", "TuttiSnapcastRooms", "TuttiAirPlayRooms", "TuttiDiscovery", "TuttiImpairment",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "NIOCore", package: "swift-nio"),
@@ -244,6 +252,9 @@ let package = Package(
         .testTarget(name: "TuttiSnapcastRoomsTests", dependencies: ["TuttiSnapcastRooms", "TuttiProtocol", "TuttiSimulation", "TuttiTestSupport", "TuttiDiagnostics",
                                                                     .product(name: "NIOCore", package: "swift-nio"),
                                                                     .product(name: "NIOPosix", package: "swift-nio")]),
+        .testTarget(name: "TuttiAirPlayRoomsTests", dependencies: ["TuttiAirPlayRooms", "TuttiHouseAirPlay", "TuttiMedia", "TuttiProtocol", "TuttiSimulation", "TuttiTestSupport", "TuttiDiagnostics",
+                                                                   .product(name: "NIOCore", package: "swift-nio"),
+                                                                   .product(name: "NIOPosix", package: "swift-nio")]),
         .testTarget(name: "TuttiHouseAirPlayTests", dependencies: ["TuttiHouseAirPlay", "TuttiHouse", "TuttiProtocol", "TuttiSimulation", "TuttiTestSupport", "TuttiDiagnostics"]),
         .testTarget(name: "TuttiHouseMPDTests", dependencies: ["TuttiHouseMPD", "TuttiSimulation", "TuttiTestSupport", "TuttiDiagnostics"]),
         .testTarget(name: "TuttiDiscoveryTests", dependencies: ["TuttiDiscovery", "TuttiProtocol", "TuttiSimulation", "TuttiTestSupport"]),

@@ -80,6 +80,7 @@ public enum FuzzHarness {
         guard whole.requests == parts.requests, whole.refusal == parts.refusal else {
             throw FuzzFailure("rtsp: read whole, \(whole.requests.count) requests and \(String(describing: whole.refusal)); split at \(split), \(parts.requests.count) and \(String(describing: parts.refusal))")
         }
+        try rtspResponses(bytes, split: split)
         for request in whole.requests {
             var parser = RTSPRequestParser()
             parser.append(request.encoded)
@@ -95,6 +96,38 @@ public enum FuzzHarness {
                     throw FuzzFailure("rtsp: an announcement out of range accepted: \(announcement)")
                 }
             }
+        }
+    }
+
+    /// The same bytes as a receiver's replies to a sender (an AirPlay room): read whole and in
+    /// two parts alike, and each reply written out again reads back as itself.
+    static func rtspResponses(_ bytes: [UInt8], split: Int) throws(FuzzFailure) {
+        func readAll(_ parts: [ArraySlice<UInt8>]) -> (responses: [RTSPResponse], failure: RTSPResponseParser.Failure?) {
+            var parser = RTSPResponseParser()
+            var responses: [RTSPResponse] = []
+            for part in parts {
+                parser.append(part)
+                do throws(RTSPResponseParser.Failure) {
+                    while let response = try parser.next() { responses.append(response) }
+                } catch {
+                    return (responses, error)
+                }
+            }
+            return (responses, nil)
+        }
+        let whole = readAll([bytes[...]])
+        let parts = readAll([bytes[..<split], bytes[split...]])
+        guard whole.responses == parts.responses, whole.failure == parts.failure else {
+            throw FuzzFailure("rtsp replies: read whole, \(whole.responses.count) and \(String(describing: whole.failure)); split at \(split), \(parts.responses.count) and \(String(describing: parts.failure))")
+        }
+        for response in whole.responses {
+            var parser = RTSPResponseParser()
+            parser.append(response.encoded)
+            let again: RTSPResponse?
+            do throws(RTSPResponseParser.Failure) { again = try parser.next() } catch {
+                throw FuzzFailure("rtsp replies: \(response.status) written out again is refused: \(error.message)")
+            }
+            guard again == response, parser.bufferedCount == 0 else { throw FuzzFailure("rtsp replies: \(response.status) written out again reads as \(String(describing: again))") }
         }
     }
 
@@ -120,8 +153,17 @@ public enum FuzzHarness {
             guard case .audio(let audio) = packet else { continue }
             for decoder in [l16, alac] {
                 var samples: [Int16] = [1]
-                if let frames = try? decoder.decode(audio.payload, into: &samples), samples.count != 1 + frames * 2 {
-                    throw FuzzFailure("raop: \(decoder.announcement.encoding) says \(frames) frames and appended \(samples.count - 1) samples")
+                if let frames = try? decoder.decode(audio.payload, into: &samples) {
+                    if samples.count != 1 + frames * 2 {
+                        throw FuzzFailure("raop: \(decoder.announcement.encoding) says \(frames) frames and appended \(samples.count - 1) samples")
+                    }
+                    // What a sender (an AirPlay room) encodes from them decodes to them again.
+                    guard frames >= 1, frames <= decoder.announcement.framesPerPacket else { continue }
+                    let payload = samples.withUnsafeBufferPointer { RAOPAudioEncoder(announcement: decoder.announcement).encode(UnsafeBufferPointer(rebasing: $0[1...]), frames: frames) }
+                    var again: [Int16] = []
+                    guard (try? decoder.decode(payload, into: &again)) == frames, again == Array(samples[1...]) else {
+                        throw FuzzFailure("raop: \(frames) frames encoded as \(decoder.announcement.encoding) do not decode to themselves")
+                    }
                 }
             }
             let jumps = reorder.jumps

@@ -12,6 +12,7 @@ import TuttiHouseMPD
 import TuttiHouseSnapcast
 import TuttiHouseAirPlay
 import TuttiSnapcastRooms
+import TuttiAirPlayRooms
 import TuttiMediaHTTP
 import TuttiEngine
 import TuttiPlayer
@@ -66,6 +67,11 @@ struct Server: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Address of the default group's AirPlay receiver (default: the --listen host, port 5000), or `off`. Each further group receives on the next free port.",
                                discussion: "An AirPlay 1 sender (PipeWire's raop sink, pyatv's atvremote, iTunes and others that need no pairing) streams to a group's receiver, and every room of the group plays it in sync, in place of the queue, which comes back paused when the sender stops. `tutti ctl groups` lists each group's address. If the default address is taken (shairport-sync), the house runs without them and says so."))
     var airplay: String?
+
+    @Option(name: .customLong("airplay-room"), help: ArgumentHelp(
+        "NAME=HOST:PORT: an AirPlay 1 receiver (shairport-sync, an AV receiver, an AirPort Express) that plays as room NAME (repeatable).",
+        discussion: "The house streams the room's group to it over RAOP (ALAC, with its own timing and sync packets), in sync with the other rooms; it is grouped, moved and given a volume like any room. Its port is the receiver's RTSP port (5000 for shairport-sync; `avahi-browse -rt _raop._tcp` lists them). Rooms named here are the household's: no admission is asked."))
+    var airPlayRooms: [String] = []
 
     @Option(name: .customLong("music"), help: ArgumentHelp(
         "A directory of music for the library (repeatable): scanned at start (again only what changed), searchable from ctl, the API and the web UI."))
@@ -143,6 +149,9 @@ struct Server: AsyncParsableCommand {
                 throw ValidationError("\(option) \(value): use HOST:PORT (\(example)) or off")
             }
         }
+        for spec in airPlayRooms where Self.airPlayRoom(spec) == nil {
+            throw ValidationError("--airplay-room '\(spec)': use NAME=HOST:PORT, e.g. kitchen=192.168.1.30:5000")
+        }
         for (option, directories) in [("--allow-dir", allowDirectories), ("--music", musicDirectories)] {
             for directory in directories {
                 var isDirectory: ObjCBool = false
@@ -168,6 +177,8 @@ struct Server: AsyncParsableCommand {
         var configuration = House.Configuration()
         (configuration.controllerToken, configuration.controllerTokenPath) = try controllerToken()
         (configuration.identity, configuration.admittedSpeakersPath) = try identity()
+        let airPlayRoomSpecs = airPlayRooms.compactMap(Self.airPlayRoom)
+        configuration.admittedSpeakers += airPlayRoomSpecs.map { Self.airPlayRoomIdentity($0, house: configuration.identity).publicKey }
         configuration.wireConnectionLimits.maximumTrusted = maximumConnections
         // The process's one HTTP client, for URLs in the queue.
         let client = MediaHTTPClient.make()
@@ -197,11 +208,13 @@ struct Server: AsyncParsableCommand {
         let snapcastControlServer = try await startSnapcastControl(house: server.house)
         let snapcastStreamServer = try await startSnapcastStream(house: server.house, housePort: port, clock: clock)
         let airPlayReceivers = try await startAirPlay(house: server.house, clock: clock)
+        let airPlayRoomsRunning = try startAirPlayRooms(airPlayRoomSpecs, house: server.house, housePort: port, clock: clock)
         let announcer = startAnnouncing(port: port, httpPort: http?.port)
         if let announcer, let airPlayReceivers { await announce(airPlayReceivers, with: announcer, identity: server.house.configuration.identity) }
         let signal = await waitForTermination()
         Terminal.standardError("tutti server: \(signal): stopping (the rooms keep what they hold; \(signal) again stops at once)\n")
         announcer?.stop()
+        for room in airPlayRoomsRunning { room.stop() }
         await airPlayReceivers?.stop()
         await mpdServer?.stop()
         await snapcastControlServer?.stop()
@@ -327,6 +340,38 @@ struct Server: AsyncParsableCommand {
                 Terminal.standardError("tutti server: \(line)\n")
             }
             return (server, { try await server.start(host: address.host, port: address.port) }, { await server.stop() })
+        }
+    }
+
+    /// `NAME=HOST:PORT` of `--airplay-room`.
+    static func airPlayRoom(_ spec: String) -> (name: String, address: HostPort)? {
+        guard let equals = spec.firstIndex(of: "=") else { return nil }
+        let name = String(spec[..<equals])
+        guard !name.isEmpty, name.utf8.count <= 63, let address = HostPort(argument: String(spec[spec.index(after: equals)...])), address.port > 0 else { return nil }
+        return (name, address)
+    }
+
+    /// An AirPlay room's identity as a speaker: derived from the house's, its name and its
+    /// receiver, so it is the same across restarts and admitted by being named.
+    static func airPlayRoomIdentity(_ spec: (name: String, address: HostPort), house: IdentityKey) -> IdentityKey {
+        house.derived(for: "AirPlay room \(spec.name) at \(spec.address)")
+    }
+
+    /// The rooms of `--airplay-room`: each a speaker of the house (on its wire port, on
+    /// loopback when it listens on every address) whose sound card is an AirPlay receiver.
+    private func startAirPlayRooms(_ specs: [(name: String, address: HostPort)], house: House, housePort: Int, clock: any HostClock) throws -> [AirPlayRoom] {
+        let houseHost = Self.isWildcard(listen.host) ? "127.0.0.1" : listen.host
+        return try specs.map { spec in
+            var configuration = AirPlayRoom.Configuration(houseHost: houseHost, housePort: housePort, name: spec.name,
+                                                          receiverHost: spec.address.host, receiverPort: spec.address.port)
+            configuration.identity = Self.airPlayRoomIdentity(spec, house: house.configuration.identity)
+            configuration.houseKey = house.configuration.identity.publicKey
+            let room = try AirPlayRoom(configuration: configuration, clock: clock, eventLoop: MultiThreadedEventLoopGroup.singleton.next()) { line in
+                Terminal.standardError("tutti server: \(line)\n")
+            }
+            room.start(group: MultiThreadedEventLoopGroup.singleton)
+            Terminal.standardError("tutti server: AirPlay room \(spec.name) plays on the receiver at \(spec.address)\n")
+            return room
         }
     }
 

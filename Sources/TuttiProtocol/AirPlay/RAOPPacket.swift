@@ -64,7 +64,11 @@ public enum RAOPPacket: Sendable, Equatable {
             if packet.resent { bytes = [0x80, 0x80 | Self.resentAudioType]; bytes.appendBE16(UInt32(packet.sequence)) }
             bytes += packet.rtpBytes
         case .sync(let sync):
-            bytes = [sync.isFirst ? 0x90 : 0x80, 0x80 | Self.syncType, 0x00, 0x07]
+            // Bytes 2–3: 4, as AirPlay senders write them. iTunes wrote 7, which makes
+            // shairport-sync play 11 025 frames (0.25 s) later than the packet says (its
+            // `fixedLatencyOffset`, for AirPort Express timing), so 7 would make a sender's
+            // frames late by that much on it.
+            bytes = [sync.isFirst ? 0x90 : 0x80, 0x80 | Self.syncType, 0x00, 0x04]
             bytes.appendBE32(sync.rtpTimeWithoutLatency)
             bytes.appendBE64(sync.ntpTime.rawValue)
             bytes.appendBE32(sync.rtpTime)

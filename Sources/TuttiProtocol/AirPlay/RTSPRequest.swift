@@ -38,9 +38,11 @@ public struct RTSPRequest: RTSPMessage, Sendable, Equatable {
     }
 
     /// A `text/parameters` body (`volume: -11.5`, `progress: a/b/c`), one `name: value` a
-    /// line, each trimmed of spaces; a line without a colon is skipped.
+    /// line, each trimmed of spaces; a line without a colon is skipped. Lines end in CR, LF or
+    /// CRLF (to Swift, CRLF is one Character, neither CR nor LF: a body of `volume: -20.0\r\n`
+    /// read as the value `-20.0\r\n`, and was refused, until an AirPlay room's test sent one).
     public static func textParameters(_ body: [UInt8]) -> [(name: String, value: String)] {
-        String(decoding: body, as: UTF8.self).split(whereSeparator: { $0 == "\r" || $0 == "\n" }).compactMap { line in
+        String(decoding: body, as: UTF8.self).split(whereSeparator: { $0 == "\r" || $0 == "\n" || $0 == "\r\n" }).compactMap { line in
             guard let colon = line.firstIndex(of: ":") else { return nil }
             return (String(line[..<colon]).trimmingSpaces, String(line[colon...].dropFirst()).trimmingSpaces)
         }

@@ -16,7 +16,7 @@ public struct RTSPRequestParser: Sendable {
     /// The largest body: a cover image, which senders send as one JPEG (`SET_PARAMETER`).
     public static let maximumBodyBytes = 4 * 1024 * 1024
     /// The most headers one request may carry.
-    public static let maximumHeaderCount = 64
+    public static let maximumHeaderCount = RTSPHeaderSection.maximumHeaderCount
 
     private var buffer: [UInt8] = []
     private var pendingHead: (method: String, uri: String, version: String, headers: [(name: String, value: String)], length: Int)?
@@ -34,7 +34,7 @@ public struct RTSPRequestParser: Sendable {
     /// The next whole request, nil if more bytes are needed.
     public mutating func next() throws(Refusal) -> RTSPRequest? {
         if pendingHead == nil {
-            guard let end = Self.headerEnd(in: buffer) else {
+            guard let end = RTSPHeaderSection.end(in: buffer) else {
                 if buffer.count > Self.maximumHeaderBytes {
                     throw Refusal(status: 431, reason: "Request Header Fields Too Large",
                                   message: "a request's headers run past \(Self.maximumHeaderBytes) bytes")
@@ -54,70 +54,24 @@ public struct RTSPRequestParser: Sendable {
         return RTSPRequest(method: head.method, uri: head.uri, version: head.version, headers: head.headers, body: body)
     }
 
-    /// The index of the blank line (`\r\n\r\n`) that ends the header section.
-    private static func headerEnd(in bytes: [UInt8]) -> Int? {
-        guard bytes.count >= 4 else { return nil }
-        var index = 0
-        while index + 3 < bytes.count {
-            if bytes[index] == 13, bytes[index + 1] == 10, bytes[index + 2] == 13, bytes[index + 3] == 10 { return index }
-            index += 1
-        }
-        return nil
-    }
-
     private static func parseHead(_ bytes: ArraySlice<UInt8>) throws(Refusal) -> (method: String, uri: String, version: String, headers: [(name: String, value: String)], length: Int) {
         func bad(_ message: String) -> Refusal { Refusal(status: 400, reason: "Bad Request", message: message) }
-        // Lines end in CRLF; a bare LF inside is refused rather than guessed at.
-        var lines: [ArraySlice<UInt8>] = []
-        var start = bytes.startIndex
-        var index = bytes.startIndex
-        while index < bytes.endIndex {
-            if bytes[index] == 13 {
-                guard index + 1 < bytes.endIndex, bytes[index + 1] == 10 else { throw bad("a bare CR in the headers") }
-                lines.append(bytes[start..<index])
-                index += 2
-                start = index
-                continue
-            }
-            guard bytes[index] != 10 else { throw bad("a bare LF in the headers") }
-            guard bytes[index] >= 32 || bytes[index] == 9, bytes[index] != 127 else { throw bad("a control byte (\(bytes[index])) in the headers") }
-            index += 1
+        let section: RTSPHeaderSection
+        do {
+            section = try RTSPHeaderSection(bytes, maximumBodyBytes: maximumBodyBytes)
+        } catch {
+            throw error.isBodyTooLarge ? Refusal(status: 413, reason: "Request Entity Too Large", message: error.message) : bad(error.message)
         }
-        lines.append(bytes[start..<bytes.endIndex])
-        guard let requestLine = lines.first, let text = String(validating: requestLine, as: UTF8.self) else {
-            throw bad("the request line is not UTF-8")
-        }
-        let parts = text.split(separator: " ", omittingEmptySubsequences: false)
+        let parts = section.startLine.split(separator: " ", omittingEmptySubsequences: false)
         guard parts.count == 3, !parts[0].isEmpty, !parts[1].isEmpty,
               parts[0].allSatisfy({ $0.isASCII && ($0.isUppercase || $0 == "_") }) else {
-            throw bad("the request line \"\(text.prefix(64))\" is not METHOD URI VERSION")
+            throw bad("the request line \"\(section.startLine.prefix(64))\" is not METHOD URI VERSION")
         }
         let version = String(parts[2])
         guard version == "RTSP/1.0" || version == "HTTP/1.1" || version == "HTTP/1.0" else {
             throw Refusal(status: 505, reason: "RTSP Version Not Supported", message: "version \"\(version.prefix(32))\" is not RTSP/1.0")
         }
-        var headers: [(name: String, value: String)] = []
-        var length = 0
-        var sawLength = false
-        for line in lines.dropFirst() {
-            guard headers.count < maximumHeaderCount else { throw bad("more than \(maximumHeaderCount) headers") }
-            guard let colon = line.firstIndex(of: 58) else { throw bad("a header line without a colon") }
-            guard let name = String(validating: line[line.startIndex..<colon], as: UTF8.self),
-                  let rawValue = String(validating: line[(colon + 1)...], as: UTF8.self) else { throw bad("a header that is not UTF-8") }
-            guard !name.isEmpty, name.allSatisfy({ $0.isASCII && !$0.isWhitespace }) else { throw bad("a header name \"\(name.prefix(32))\" with spaces") }
-            let value = rawValue.trimmingSpaces
-            if name.lowercased() == "content-length" {
-                guard !sawLength else { throw bad("two Content-Length headers") }
-                guard let count = Int(value), count >= 0, value.allSatisfy(\.isNumber) else { throw bad("Content-Length \"\(value.prefix(32))\" is not a number") }
-                guard count <= maximumBodyBytes else {
-                    throw Refusal(status: 413, reason: "Request Entity Too Large", message: "a body of \(count) bytes, over \(maximumBodyBytes)")
-                }
-                length = count
-                sawLength = true
-            }
-            headers.append((name, value))
-        }
-        return (String(parts[0]), String(parts[1]), version, headers, length)
+        return (String(parts[0]), String(parts[1]), version, section.headers, section.bodyLength)
     }
 }
 
