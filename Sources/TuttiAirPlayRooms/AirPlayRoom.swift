@@ -116,6 +116,13 @@ public final class AirPlayRoom: Sendable {
         return frame / rate * 1_000_000_000 + frame % rate * 1_000_000_000 / rate
     }
 
+    /// The device frame heard `nanoseconds` after device frame 0 (rounded down): the inverse of
+    /// `nanoseconds(ofFrame:)`, without overflow for years.
+    static func frame(atNanoseconds nanoseconds: Int64) -> Int64 {
+        let rate = Int64(format.sampleRate)
+        return nanoseconds / 1_000_000_000 * rate + nanoseconds % 1_000_000_000 * rate / 1_000_000_000
+    }
+
     public func start(group: any EventLoopGroup) {
         let client = self.client
         running.withLock { $0 = Task { await client.run(group: group) } }
@@ -195,7 +202,7 @@ public final class AirPlayRoom: Sendable {
             session.needsSync = false
             // Which frame is heard when: the frame heard about now, and how far ahead of it the
             // room sends.
-            let heardNow = (now - state.origin) * Int64(Self.format.sampleRate) / 1_000_000_000
+            let heardNow = Self.frame(atNanoseconds: now - state.origin)
             session.sendSync(frame: heardNow - state.sessionFirstFrame, heardAt: state.origin + Self.nanoseconds(ofFrame: heardNow),
                              latencyFrames: state.nextFrame - heardNow)
             state.lastSync = now

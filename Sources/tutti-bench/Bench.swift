@@ -18,5 +18,5 @@ struct Bench: AsyncParsableCommand {
             Progress goes to stderr, results to stdout.
             """,
         subcommands: [DecodeBenchmark.self, SyncBenchmark.self, StartupBenchmark.self, SimulateBenchmark.self, SweepBenchmark.self,
-                      LibraryBenchmark.self, EfficiencyBenchmark.self, ResamplingBenchmark.self])
+                      LibraryBenchmark.self, EfficiencyBenchmark.self, ResamplingBenchmark.self, AirPlayBenchmark.self])
 }

@@ -3,7 +3,6 @@ import NIOPosix
 import Testing
 import TuttiCore
 import TuttiDiagnostics
-import TuttiMedia
 import TuttiProtocol
 import TuttiSimulation
 import TuttiTestSupport
@@ -27,19 +26,22 @@ import TuttiTestSupport
     /// - Tutti room a on `virtual:`, its clock +35 ppm and its card +40 ppm (the reference);
     /// - Tutti room b on `virtual:`, its clock −25 ppm and its card −60 ppm;
     /// - shairport-sync, room `shair`, on an ALSA virtual card at 44.1 kHz and +30 ppm.
-    struct House {
-        let server: ChildProcess, a: ChildProcess, b: ChildProcess, receiver: ChildProcess
+    /// A second card, `shaircard2` (`shair2.wav`, −20 ppm), is there for a receiver started again.
+    final class House: @unchecked Sendable {
+        let server: ChildProcess, a: ChildProcess, b: ChildProcess
+        private(set) var receiver: ChildProcess
         let control: HouseControlPort
-        let serverLog: String, receiverLog: String
+        let serverLog: String
+        private(set) var receiverLog: String
+        let directory: TemporaryDirectory, alsa: String, receiverPort: Int
 
         init(directory: TemporaryDirectory) async throws {
-            let alsa = try ALSAVirtualCard.configure([.init(name: "shaircard", path: directory.file("shair.wav"), ppm: 30, period: 441, buffer: 1764)], in: directory)
-            let receiverPort = try Self.freePort()
-            let configuration = directory.file("shairport-sync.conf")
-            try ShairportSync.configuration(name: "Shair", port: receiverPort, card: "shaircard", driftTolerance: AirPlayRoomTests.driftTolerance)
-                .write(toFile: configuration, atomically: true, encoding: .utf8)
+            self.directory = directory
+            alsa = try ALSAVirtualCard.configure([.init(name: "shaircard", path: directory.file("shair.wav"), ppm: 30, period: 441, buffer: 1764),
+                                                  .init(name: "shaircard2", path: directory.file("shair2.wav"), ppm: -20, period: 441, buffer: 1764)], in: directory)
+            receiverPort = try Self.freePort()
             receiverLog = directory.file("shairport-sync.log")
-            receiver = try ShairportSync.start(configuration: configuration, alsa: alsa, log: receiverLog)
+            receiver = try Self.startReceiver(card: "shaircard", port: receiverPort, alsa: alsa, directory: directory, log: receiverLog)
             serverLog = directory.file("server.log")
             server = try ChildProcess(name: "server", arguments: ["server", "--listen", "127.0.0.1:0", "--http", "off", "--mpd", "off", "--snapcast", "off", "--snapcast-control", "off",
                                                                   "--airplay", "off", "--announce", "off", "--state-dir", directory.file("house"),
@@ -58,8 +60,43 @@ import TuttiTestSupport
             try await Self.waitForText("streaming to the AirPlay receiver", inFile: serverLog, timeout: 30)
         }
 
+        static func startReceiver(card: String, port: Int, alsa: String, directory: TemporaryDirectory, log: String) throws -> ChildProcess {
+            let configuration = directory.file("\(card).conf")
+            try ShairportSync.configuration(name: "Shair", port: port, card: card, driftTolerance: AirPlayRoomTests.driftTolerance)
+                .write(toFile: configuration, atomically: true, encoding: .utf8)
+            return try ShairportSync.start(configuration: configuration, alsa: alsa, log: log)
+        }
+
+        /// The receiver killed, as a power cut would.
+        func killReceiver() {
+            receiver.process.send(SIGKILL)
+            _ = receiver.waitForExit(timeout: 10)
+        }
+
+        /// A receiver on the same port again, playing to `shaircard2`.
+        func restartReceiver() throws {
+            receiverLog = directory.file("shairport-sync-2.log")
+            receiver = try Self.startReceiver(card: "shaircard2", port: receiverPort, alsa: alsa, directory: directory, log: receiverLog)
+        }
+
         func stopAll() -> [Int32] {
             [a.interrupt(), b.interrupt(), server.interrupt(), ShairportSync.stop(receiver)]
+        }
+
+        /// Stops every process, and compares rooms b and shair (the receiver's card, at 44.1 kHz,
+        /// converted to the stream's 48 kHz) with room a every 0.1 s, a's card from its first
+        /// sound being the reference: every other room must emit what it emits, when it does.
+        func stopAndAnalyse(receiverCard: String) throws -> SyncAnalysis.Result {
+            let exits = stopAll()
+            #expect(exits.prefix(3) == [0, 0, 0], "exit statuses a, b, server: \(exits)")
+            let a = try VirtualCapture(path: directory.file("a.wav"))
+            guard let start = a.firstSoundFrame() else { throw TestFailure("room a played nothing") }
+            let reference = Array(a.samples[(start * 2)..<max(start * 2, a.samples.count - 96_000)])
+            return SyncAnalysis.analyse(rooms: [SyncAnalysis.Room(name: "a", capture: a, latencyNanoseconds: 0),
+                                                SyncAnalysis.Room(name: "b", capture: try VirtualCapture(path: directory.file("b.wav")), latencyNanoseconds: 0),
+                                                SyncAnalysis.Room(name: "shair", capture: try VirtualCapture(path: directory.file(receiverCard)).converted(toSampleRate: 48000),
+                                                                  latencyNanoseconds: 0)],
+                                        reference: reference, interval: 4800)
         }
 
         static func freePort() throws -> Int {
@@ -68,35 +105,14 @@ import TuttiTestSupport
             return channel.localAddress!.port!
         }
 
-        static func waitForText(_ text: String, inFile path: String, timeout: Double) async throws {
+        static func waitForText(_ text: String, count: Int = 1, inFile path: String, timeout: Double) async throws {
             let deadline = Date().addingTimeInterval(timeout)
             while Date() < deadline {
-                if let content = try? String(contentsOfFile: path, encoding: .utf8), content.contains(text) { return }
+                if let content = try? String(contentsOfFile: path, encoding: .utf8), content.components(separatedBy: text).count - 1 >= count { return }
                 try await Task.sleep(nanoseconds: 50_000_000)
             }
             throw TestFailure("\(path): no \"\(text)\" within \(Int(timeout)) s")
         }
-    }
-
-    /// shairport-sync's card at 44.1 kHz as if at the stream's 48 kHz: its samples through
-    /// libsoxr (whose output is aligned with its input), each period's first frame at its exact
-    /// place on the 48 kHz scale, with its emission time moved by the fraction of a frame rounded
-    /// off.
-    static func atStreamRate(_ capture: VirtualCapture) throws -> VirtualCapture {
-        let resampler = try Resampler(inputRate: capture.sampleRate, outputRate: 48000, channelCount: capture.channelCount, quality: .veryHigh)
-        var samples: [Float] = []
-        capture.samples.withUnsafeBufferPointer { resampler.process($0.baseAddress!, frames: capture.frameCount, appendingTo: &samples) }
-        resampler.flush(appendingTo: &samples)
-        let ratio = 48000.0 / Double(capture.sampleRate)
-        var frames: [Int64] = [], times: [Int64] = []
-        for (frame, time) in zip(capture.periodFrames, capture.periodTimes) {
-            let exact = Double(frame) * ratio
-            let whole = exact.rounded(.down)
-            frames.append(Int64(whole))
-            times.append(time - Int64(((exact - whole) * 1e9 / 48000).rounded()))
-        }
-        let underruns = capture.underruns.map { (frame: Int64((Double($0.frame) * ratio).rounded()), frames: Int64((Double($0.frames) * ratio).rounded())) }
-        return VirtualCapture(sampleRate: 48000, channelCount: capture.channelCount, samples: samples, periodFrames: frames, periodTimes: times, underruns: underruns)
     }
 
     /// The three rooms play a queue while it is used: shair's volume set to 50 %, a seek, and the
@@ -125,18 +141,8 @@ import TuttiTestSupport
         while Date().timeIntervalSince(editedAt) < seconds / 3 {
             try await Task.sleep(nanoseconds: 100_000_000)  // the run's length, not a synchronization
         }
-        let exits = house.stopAll()
+        let analysis = try house.stopAndAnalyse(receiverCard: "shair.wav")
         stopped = true
-        #expect(exits.prefix(3) == [0, 0, 0], "exit statuses a, b, server: \(exits)")
-
-        let a = try VirtualCapture(path: directory.file("a.wav"))
-        guard let start = a.firstSoundFrame() else { throw TestFailure("room a played nothing") }
-        let reference = Array(a.samples[(start * 2)..<max(start * 2, a.samples.count - 96_000)])
-        let shair = try Self.atStreamRate(VirtualCapture(path: directory.file("shair.wav")))
-        let analysis = SyncAnalysis.analyse(rooms: [SyncAnalysis.Room(name: "a", capture: a, latencyNanoseconds: 0),
-                                                    SyncAnalysis.Room(name: "b", capture: try VirtualCapture(path: directory.file("b.wav")), latencyNanoseconds: 0),
-                                                    SyncAnalysis.Room(name: "shair", capture: shair, latencyNanoseconds: 0)],
-                                            reference: reference, interval: 4800)
         func skews(_ room: String, after frame: Int = 0) -> [Double] {
             analysis.series.filter { $0.frame >= frame }.compactMap { point in point.heard[room].flatMap { heard in point.heard["a"].map { heard - $0 } } }
         }
@@ -155,10 +161,13 @@ import TuttiTestSupport
         // Every checkpoint (0.1 s) but the edges: no room lost for a moment.
         let expected = Int((seconds - 2) * 10) - 10
         #expect(shairSkews.count >= expected && bSkews.count >= expected, "\(shairSkews.count), \(bSkews.count) of \(expected)")
-        // The issue's first bar: within 1 ms, and no resync after the first 10 s.
+        // The issue's first bar: within 1 ms, and no resync after the first 10 s. shairport-sync
+        // corrects by a frame a packet (up to 13 frames, 280 µs, in a checkpoint's 0.1 s: the
+        // analysis' "jumps" of 6–13 frames seen in every run); a resync (its buffer flushed or
+        // padded past its 50 ms threshold) it logs, and would move it by more than 1 ms at once.
         #expect(nearestRankPercentile(shairSkews, 99) / 1000 < 1000)
         let after10 = 10 * 48000
-        #expect(analysis.jumps.filter { $0.room == "shair" && $0.frame >= after10 }.isEmpty, "\(analysis.jumps)")
+        #expect(analysis.jumps.filter { $0.room == "shair" && $0.frame >= after10 && abs($0.frames) > 48 }.isEmpty, "\(analysis.jumps)")
         #expect(resyncs <= 1, "shairport-sync resynced \(resyncs) times")
         #expect(nearestRankPercentile(bSkews, 99) / 1000 < 500)
         #expect(analysis.jumps.filter { $0.room == "b" }.isEmpty, "\(analysis.jumps)")
@@ -167,8 +176,55 @@ import TuttiTestSupport
         let after = analysis.gains.filter { $0.frame > Int(seconds / 6 + 1) * 48000 }.compactMap { point in
             point.gain["shair"].flatMap { shair in point.gain["a"].map { shair / $0 } }
         }
-        let ratio = after.sorted()[after.count / 2]
+        let ratio = after.isEmpty ? .nan : after.sorted()[after.count / 2]
         print("shair at 50 %: gain \(ratio) of a's (expected \(pow(10, -1.5)))")
         #expect(abs(ratio / pow(10, -1.5) - 1) < 0.05)
+    }
+
+    /// The receiver dies mid-track (SIGKILL, as a power cut) and comes back on its port: the
+    /// room stays in the house, silent, with the reason as its problem; it connects again by
+    /// itself and plays in sync with the Tutti rooms, and they never noticed.
+    @Test(.timeLimit(.minutes(4)))
+    func aReceiverThatDiesAndComesBackPlaysAgainInSync() async throws {
+        let directory = try TemporaryDirectory("airplay-room-restart")
+        defer { directory.preserveLogs(as: "airplay-room-restart"); directory.remove() }
+        let music = directory.file("music.flac")
+        try TestMedia.ffmpeg(["-f", "lavfi", "-i", "anoisesrc=d=90:c=pink:a=0.3:seed=33", "-af", "pan=stereo|c0=c0|c1=0.6*c0,aresample=48000", music])
+        let house = try await House(directory: directory)
+        var stopped = false
+        defer { if !stopped { _ = house.stopAll() } }
+        _ = try await house.control.send(.play(files: [music], rooms: nil))
+        try await house.control.waitForPosition(5)
+        house.killReceiver()
+        // The room says why it is silent.
+        var problem: String?
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline, problem == nil {
+            problem = try await house.control.send(.rooms).rooms?.rooms.first { $0.name == "shair" }?.problem
+            if problem == nil { try await Task.sleep(nanoseconds: 100_000_000) }
+        }
+        #expect(problem?.contains("AirPlay receiver at 127.0.0.1:\(house.receiverPort) is not playing") == true, "\(problem ?? "no problem reported")")
+        try house.restartReceiver()
+        try await House.waitForText("streaming to the AirPlay receiver", count: 2, inFile: house.serverLog, timeout: 60)
+        let back = Date()
+        while Date().timeIntervalSince(back) < 25 {
+            try await Task.sleep(nanoseconds: 100_000_000)  // the run's length, not a synchronization
+        }
+        let analysis = try house.stopAndAnalyse(receiverCard: "shair2.wav")
+        stopped = true
+        // The receiver started again: from 10 s after its first sound on (shairport-sync's own
+        // start hunts by up to 1.2 ms for several seconds, measured, as at a first start).
+        let heard = analysis.series.filter { $0.heard["shair"] != nil }
+        let settledFrom = (heard.first?.frame ?? 0) + 10 * 48000
+        let skews = heard.filter { $0.frame >= settledFrom }.compactMap { point in point.heard["shair"].flatMap { s in point.heard["a"].map { abs(s - $0) } } }.sorted()
+        let bSkews = analysis.series.compactMap { point in point.heard["b"].flatMap { b in point.heard["a"].map { abs(b - $0) } } }.sorted()
+        print("the receiver started again: \(heard.count) checkpoints heard, skew to a after its first 10 s p50 \(nearestRankPercentile(skews, 50) / 1000) µs, "
+              + "p99 \(nearestRankPercentile(skews, 99) / 1000) µs, max \((skews.last ?? 0) / 1000) µs over \(skews.count); b p99 \(nearestRankPercentile(bSkews, 99) / 1000) µs; "
+              + "jumps \(analysis.jumps.map { ($0.room, $0.frame, Int($0.frames)) })")
+        #expect(skews.count >= 100, "\(skews.count) checkpoints of the restarted receiver")
+        #expect(nearestRankPercentile(skews, 99) / 1000 < 1000)
+        // The Tutti rooms played on through it all.
+        #expect(nearestRankPercentile(bSkews, 99) / 1000 < 500 && analysis.jumps.filter { $0.room == "b" }.isEmpty)
+        #expect(analysis.unmatched["b"] == 0)
     }
 }

@@ -96,6 +96,22 @@ import TuttiProtocol
         #expect(state.volumes.allSatisfy { $0 == 0 })
     }
 
+    /// An AirPlay room's device time: frame n is heard exactly n / 44 100 s after frame 0, in
+    /// integer nanoseconds rounded down, and the frame heard at a time is its inverse, for
+    /// years of frames without overflow.
+    @Test func aRoomsFramesAndTimesAreExact() {
+        #expect(AirPlayRoom.nanoseconds(ofFrame: 44100) == 1_000_000_000)
+        #expect(AirPlayRoom.nanoseconds(ofFrame: 1) == 22675)
+        #expect(AirPlayRoom.nanoseconds(ofFrame: 352) == 7_981_859)
+        var random = SplitMix64(seed: 9)
+        for _ in 0..<10_000 {
+            let frame = Int64(random.next() % (44100 * 86_400 * 365 * 5))
+            // Frame n is heard from just after its rounded-down time until just before n + 1's.
+            #expect(AirPlayRoom.frame(atNanoseconds: AirPlayRoom.nanoseconds(ofFrame: frame) + 1) == frame)
+            #expect(AirPlayRoom.frame(atNanoseconds: AirPlayRoom.nanoseconds(ofFrame: frame + 1) - 1) == frame)
+        }
+    }
+
     /// A receiver that is not there, or that refuses: `start` fails with the reason, and nothing
     /// is left open.
     @Test func aReceiverThatIsNotThereOrRefusesFailsTheStart() async throws {

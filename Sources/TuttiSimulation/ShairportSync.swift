@@ -1,5 +1,4 @@
 import Foundation
-import TuttiSimulation
 
 /// Debian's shairport-sync (3.3.8, AirPlay 1) as a child process: an AirPlay receiver playing
 /// to an ALSA virtual card, for AirPlay rooms' tests. It needs a system D-Bus and an Avahi
@@ -11,9 +10,10 @@ public enum ShairportSync {
     /// The configuration for a receiver named `name` on RTSP port `port`, playing to ALSA PCM
     /// `card`, with `driftTolerance` seconds of sync error before it corrects (its default is
     /// 0.002). Statistics and the level-2 log (its resyncs, "Large … sync error") go to stderr.
-    public static func configuration(name: String, port: Int, card: String, driftTolerance: Double) -> String {
+    /// Several on one machine each need their own UDP ports: `udpPortBase` and the 10 after it.
+    public static func configuration(name: String, port: Int, card: String, driftTolerance: Double, udpPortBase: Int = 6001) -> String {
         """
-        general = { name = "\(name)"; port = \(port); drift_tolerance_in_seconds = \(driftTolerance); };
+        general = { name = "\(name)"; port = \(port); udp_port_base = \(udpPortBase); udp_port_range = 10; drift_tolerance_in_seconds = \(driftTolerance); };
         alsa = { output_device = "\(card)"; };
         diagnostics = { statistics = "yes"; log_verbosity = 2; };
         metadata = { enabled = "no"; };
@@ -25,7 +25,7 @@ public enum ShairportSync {
     /// (an `ALSA_CONFIG_PATH=…` assignment); its stderr goes to `log`. Stop it with `stop(_:)`.
     public static func start(configuration: String, alsa: String, log: String) throws -> ChildProcess {
         guard FileManager.default.isExecutableFile(atPath: executable) else {
-            throw TestFailure("\(executable) is missing: install Debian's shairport-sync (make deps does)")
+            throw ChildProcessError(description: "\(executable) is missing: install Debian's shairport-sync (make deps does)")
         }
         return try ChildProcess(name: "shairport-sync", executable: "/usr/bin/env", arguments: [alsa, executable, "-c", configuration, "-u"], standardError: log)
     }
