@@ -145,10 +145,16 @@ public final class AirPlayRoom: Sendable {
         }
     }
 
-    /// The RAOP session to the receiver, again after a wait when it fails or ends.
+    /// The RAOP session to the receiver, again after a wait when it fails or ends. Only once the
+    /// house has let the room in (its clock syncs then): a room still waiting to be admitted
+    /// must not take a receiver a phone may be playing to.
     private func connect() {
         let state = self.state.value
         guard !state.stopped else { return }
+        guard client.clockMapping != nil else {
+            state.retry = eventLoop.scheduleTask(in: .seconds(1)) { self.connect() }
+            return
+        }
         var sessionConfiguration = RAOPSenderSession.Configuration(host: configuration.receiverHost, port: configuration.receiverPort)
         sessionConfiguration.announcement = RAOPAnnouncement(encoding: .appleLossless, sampleRate: Self.format.sampleRate, channelCount: Self.format.channelCount,
                                                             bitsPerSample: 16, framesPerPacket: Self.framesPerPacket)

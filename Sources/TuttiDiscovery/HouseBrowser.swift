@@ -1,95 +1,11 @@
-import CAvahi
-
-/// Looks for houses on the network through the Avahi daemon (over D-Bus): browses
-/// `_tutti._tcp`, resolves each service found to an address, port and TXT record.
-///
-/// Synchronous, on the calling thread, with its own Avahi poll loop: the speaker and `ctl` ask
-/// once before they connect, so nothing here runs beside an event loop.
+/// Looks for houses on the network through the Avahi daemon (`ServiceBrowser`, `_tutti._tcp`).
 public enum HouseBrowser {
-    /// The houses announced now. Returns once Avahi says it has reported everything it knows
-    /// and each has been resolved, or at `timeoutSeconds`, with what it has by then.
-    /// Throws when no Avahi daemon is reachable.
-    public static func browse(timeoutSeconds: Double = 2, serviceType: String = HouseAnnouncement.serviceType) throws(DiscoveryError) -> [DiscoveredHouse] {
-        guard let poll = avahi_simple_poll_new() else { throw DiscoveryError("cannot create an Avahi poll loop") }
-        defer { avahi_simple_poll_free(poll) }
-        let state = BrowseState()
-        let context = Unmanaged.passUnretained(state).toOpaque()
-        var error: Int32 = 0
-        guard let client = avahi_client_new(avahi_simple_poll_get(poll), AvahiClientFlags(rawValue: 0), nil, nil, &error) else {
-            throw DiscoveryError("cannot look for a house: avahi-daemon is not reachable (\(String(cString: avahi_strerror(error))))")
+    /// The houses announced now (`ServiceBrowser.browse`).
+    public static func browse(timeoutSeconds: Double = 2) throws(DiscoveryError) -> [DiscoveredHouse] {
+        try ServiceBrowser.browse(serviceType: HouseAnnouncement.serviceType, timeoutSeconds: timeoutSeconds).map { service in
+            let fields = HouseAnnouncement.fields(ofTextRecord: service.textRecord)
+            return DiscoveredHouse(name: service.name, host: service.host, port: service.port, httpPort: fields.httpPort,
+                                   protocolVersion: fields.protocolVersion, isLocal: service.isLocal)
         }
-        defer { avahi_client_free(client) }  // frees the browser and any resolver still open
-        state.client = client
-        guard avahi_service_browser_new(client, Int32(AVAHI_IF_UNSPEC), Int32(AVAHI_PROTO_UNSPEC), serviceType, nil,
-                                        AvahiLookupFlags(rawValue: 0), browseCallback, context) != nil else {
-            throw DiscoveryError("cannot browse \(serviceType) through Avahi: \(String(cString: avahi_strerror(avahi_client_errno(client))))")
-        }
-        let deadline = ContinuousClock.now + .milliseconds(Int(timeoutSeconds * 1000))
-        while !(state.reportedAll && state.pendingResolvers == 0), state.failure == nil {
-            let remaining = ContinuousClock.now.duration(to: deadline)
-            guard remaining > .zero else { break }
-            // Wakes for any event; the sleep bound only lets the deadline be noticed.
-            let milliseconds = remaining.components.seconds * 1000 + remaining.components.attoseconds / 1_000_000_000_000_000
-            if avahi_simple_poll_iterate(poll, Int32(min(milliseconds, 100))) != 0 { break }
-        }
-        if let failure = state.failure { throw DiscoveryError(failure) }
-        return state.houses.sorted { $0.name < $1.name }
-    }
-
-    /// What the callbacks collect; touched only on the browsing thread, inside `iterate`.
-    private final class BrowseState {
-        var client: OpaquePointer?
-        var houses: [DiscoveredHouse] = []
-        var pendingResolvers = 0
-        var reportedAll = false
-        var failure: String?
-
-        func add(_ house: DiscoveredHouse) {
-            if let index = houses.firstIndex(where: { $0.name == house.name }) {
-                // The same house on IPv4 and IPv6, or on two interfaces: keep IPv4.
-                if houses[index].host.contains(":") && !house.host.contains(":") { houses[index] = house }
-            } else {
-                houses.append(house)
-            }
-        }
-    }
-
-    private static let browseCallback: AvahiServiceBrowserCallback = { _, interface, proto, event, name, type, domain, _, context in
-        let state = Unmanaged<BrowseState>.fromOpaque(context!).takeUnretainedValue()
-        switch event {
-        case AVAHI_BROWSER_NEW:
-            guard let client = state.client else { return }
-            if avahi_service_resolver_new(client, interface, proto, name, type, domain, Int32(AVAHI_PROTO_UNSPEC),
-                                          AvahiLookupFlags(rawValue: 0), resolveCallback, context) != nil {
-                state.pendingResolvers += 1
-            }
-        case AVAHI_BROWSER_ALL_FOR_NOW:
-            state.reportedAll = true
-        case AVAHI_BROWSER_FAILURE:
-            state.failure = "browsing for a house through Avahi failed: \(String(cString: avahi_strerror(avahi_client_errno(state.client))))"
-        default:
-            break  // REMOVE, CACHE_EXHAUSTED: nothing to do for a one-shot look
-        }
-    }
-
-    private static let resolveCallback: AvahiServiceResolverCallback = { resolver, _, _, event, name, _, _, _, address, port, txt, flags, context in
-        let state = Unmanaged<BrowseState>.fromOpaque(context!).takeUnretainedValue()
-        defer {
-            avahi_service_resolver_free(resolver)
-            state.pendingResolvers -= 1
-        }
-        guard event == AVAHI_RESOLVER_FOUND, let name, var address = address?.pointee else { return }
-        var text = [CChar](repeating: 0, count: Int(AVAHI_ADDRESS_STR_MAX))
-        avahi_address_snprint(&text, text.count, &address)
-        var entries: [String] = []
-        var item = txt
-        while let entry = item {
-            let bytes = UnsafeRawBufferPointer(start: avahi_string_list_get_text(entry), count: avahi_string_list_get_size(entry))
-            entries.append(String(decoding: bytes, as: UTF8.self))
-            item = avahi_string_list_get_next(entry)
-        }
-        let fields = HouseAnnouncement.fields(ofTextRecord: entries)
-        state.add(DiscoveredHouse(name: String(cString: name), host: String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self), port: Int(port), httpPort: fields.httpPort,
-                                  protocolVersion: fields.protocolVersion, isLocal: flags.rawValue & AVAHI_LOOKUP_RESULT_LOCAL.rawValue != 0))
     }
 }

@@ -32,6 +32,7 @@ public enum ShairportSync {
 
     /// Stops it with SIGTERM; its exit status (guarded by a timeout).
     public static func stop(_ receiver: ChildProcess) -> Int32 {
+        guard receiver.process.isRunning else { return receiver.process.terminationStatus }
         receiver.process.send(SIGTERM)
         return receiver.waitForExit(timeout: 10)
     }

@@ -73,6 +73,11 @@ struct Server: AsyncParsableCommand {
         discussion: "The house streams the room's group to it over RAOP (ALAC, with its own timing and sync packets), in sync with the other rooms; it is grouped, moved and given a volume like any room. Its port is the receiver's RTSP port (5000 for shairport-sync; `avahi-browse -rt _raop._tcp` lists them). Rooms named here are the household's: no admission is asked."))
     var airPlayRooms: [String] = []
 
+    @Option(name: .customLong("find-airplay-rooms"), help: ArgumentHelp(
+        "Look for AirPlay 1 receivers on the network (Avahi, _raop._tcp): on (default) or off.",
+        discussion: "Each one found becomes a room that waits to be admitted (tutti ctl admit NAME, or Admit in the web UI) before it plays; Tutti houses' own groups are left out. A house that listens on loopback only does not look."))
+    var findAirPlayRooms = "on"
+
     @Option(name: .customLong("music"), help: ArgumentHelp(
         "A directory of music for the library (repeatable): scanned at start (again only what changed), searchable from ctl, the API and the web UI."))
     var musicDirectories: [String] = []
@@ -126,6 +131,7 @@ struct Server: AsyncParsableCommand {
 
     func validate() throws {
         guard announce == "on" || announce == "off" else { throw ValidationError("--announce \(announce): use on or off") }
+        guard findAirPlayRooms == "on" || findAirPlayRooms == "off" else { throw ValidationError("--find-airplay-rooms \(findAirPlayRooms): use on or off") }
         if let name, name.isEmpty || name.utf8.count > 63 {
             throw ValidationError("--name must be 1 to 63 bytes (a DNS-SD instance name)")
         }
@@ -209,12 +215,14 @@ struct Server: AsyncParsableCommand {
         let snapcastStreamServer = try await startSnapcastStream(house: server.house, housePort: port, clock: clock)
         let airPlayReceivers = try await startAirPlay(house: server.house, clock: clock)
         let airPlayRoomsRunning = try startAirPlayRooms(airPlayRoomSpecs, house: server.house, housePort: port, clock: clock)
+        let airPlayRoomFinder = startFindingAirPlayRooms(named: airPlayRoomSpecs, house: server.house, housePort: port, clock: clock)
         let announcer = startAnnouncing(port: port, httpPort: http?.port)
         if let announcer, let airPlayReceivers { await announce(airPlayReceivers, with: announcer, identity: server.house.configuration.identity) }
         let signal = await waitForTermination()
         Terminal.standardError("tutti server: \(signal): stopping (the rooms keep what they hold; \(signal) again stops at once)\n")
         announcer?.stop()
         for room in airPlayRoomsRunning { room.stop() }
+        await airPlayRoomFinder?.stop()
         await airPlayReceivers?.stop()
         await mpdServer?.stop()
         await snapcastControlServer?.stop()
@@ -375,6 +383,28 @@ struct Server: AsyncParsableCommand {
         }
     }
 
+    /// Whether the house listens on loopback only (it is then neither announced nor looks for
+    /// receivers on the network).
+    private var listensOnLoopbackOnly: Bool {
+        ["127.0.0.1", "::1", "localhost"].contains(listen.host) || listen.host.hasPrefix("127.")
+    }
+
+    /// AirPlay receivers found through Avahi, each a room waiting to be admitted, unless
+    /// `--find-airplay-rooms off` or the house is on loopback only.
+    private func startFindingAirPlayRooms(named: [(name: String, address: HostPort)], house: House, housePort: Int, clock: any HostClock) -> AirPlayRoomFinder? {
+        guard findAirPlayRooms == "on", !listensOnLoopbackOnly else { return nil }
+        var configuration = AirPlayRoomFinder.Configuration(houseHost: Self.isWildcard(listen.host) ? "127.0.0.1" : listen.host, housePort: housePort,
+                                                            houseIdentity: house.configuration.identity)
+        configuration.namedAddresses = Set(named.map { "\($0.address)" })
+        let finder = AirPlayRoomFinder(configuration: configuration, clock: clock, browse: {
+            try ServiceBrowser.browse(serviceType: AirPlayAnnouncement.serviceType).map {
+                AirPlayRoomFinder.Receiver(serviceName: $0.name, host: $0.host, port: $0.port, textRecord: $0.textRecord)
+            }
+        }) { line in Terminal.standardError("tutti server: \(line)\n") }
+        finder.start()
+        return finder
+    }
+
     /// The groups' AirPlay receivers, unless `--airplay off`: the default group's at the address
     /// given, the others' on the next free ports. Their schedules are on the house's clock,
     /// which the groups' anchors are.
@@ -418,7 +448,7 @@ struct Server: AsyncParsableCommand {
     /// machine without avahi-daemon gets one line and a house that works with --server.
     private func startAnnouncing(port: Int, httpPort: Int?) -> HouseAnnouncer? {
         guard announce == "on" else { return nil }
-        if ["127.0.0.1", "::1", "localhost"].contains(listen.host) || listen.host.hasPrefix("127.") {
+        if listensOnLoopbackOnly {
             Terminal.standardError("tutti server: not announced on the network: listening on loopback only\n")
             return nil
         }

@@ -227,4 +227,55 @@ import TuttiTestSupport
         #expect(nearestRankPercentile(bSkews, 99) / 1000 < 500 && analysis.jumps.filter { $0.room == "b" }.isEmpty)
         #expect(analysis.unmatched["b"] == 0)
     }
+
+    /// A receiver announced on the network (the sandbox's Avahi) is found by a house that
+    /// listens there: it waits to be admitted, without taking the receiver meanwhile; the
+    /// house's own group, announced as an AirPlay receiver too, is not taken for one; once
+    /// admitted the room plays on the receiver's card.
+    @Test(.timeLimit(.minutes(3)))
+    func aReceiverOnTheNetworkIsFoundAndWaitsToBeAdmitted() async throws {
+        let directory = try TemporaryDirectory("airplay-room-found")
+        defer { directory.preserveLogs(as: "airplay-room-found"); directory.remove() }
+        let music = directory.file("music.flac")
+        try TestMedia.ffmpeg(["-f", "lavfi", "-i", "anoisesrc=d=30:c=pink:a=0.3:seed=34", "-af", "pan=stereo|c0=c0|c1=0.6*c0,aresample=48000", music])
+        let alsa = try ALSAVirtualCard.configure([.init(name: "porchcard", path: directory.file("porch.wav"), ppm: 0, period: 441, buffer: 1764)], in: directory)
+        let configuration = directory.file("porch.conf")
+        try ShairportSync.configuration(name: "Porch", port: try House.freePort(), card: "porchcard", driftTolerance: Self.driftTolerance)
+            .write(toFile: configuration, atomically: true, encoding: .utf8)
+        let receiverLog = directory.file("porch.log")
+        let receiver = try ShairportSync.start(configuration: configuration, alsa: alsa, log: receiverLog)
+        let serverLog = directory.file("server.log")
+        let server = try ChildProcess(name: "server", arguments: ["server", "--listen", "10.77.0.1:0", "--http", "off", "--mpd", "off", "--snapcast", "off", "--snapcast-control", "off",
+                                                                  "--airplay", "10.77.0.1:0", "--state-dir", directory.file("house"), "--name", "Found House"],
+                                      standardError: serverLog)
+        defer {
+            server.interrupt()
+            _ = ShairportSync.stop(receiver)
+        }
+        let port = Int(try server.waitForLine(containing: "listening on").split(separator: ":").last!.split(separator: " ").first!)!
+        let control = try HouseControlPort(host: "10.77.0.1", port: port, stateDirectory: directory.file("house"))
+        // Found, and waiting; the house's own group (announced as "Found House") is not a room.
+        var waiting: [String] = []
+        let deadline = Date().addingTimeInterval(30)
+        while Date() < deadline, !waiting.contains("Porch") {
+            waiting = try await control.send(.rooms).rooms?.waiting?.map(\.name) ?? []
+            if !waiting.contains("Porch") { try await Task.sleep(nanoseconds: 100_000_000) }
+        }
+        // (The receivers of the suite's earlier tests may linger in Avahi's cache: only Porch
+        // and the house's own name are looked at.)
+        #expect(waiting.contains("Porch") && !waiting.contains("Found House"), "waiting: \(waiting)")
+        // Waiting, it has not taken the receiver (a phone could still play to it).
+        try await Task.sleep(nanoseconds: 2_000_000_000)  // a room that took it would have by now: a guard, not a synchronization
+        #expect(!((try? String(contentsOfFile: receiverLog, encoding: .utf8)) ?? "").contains("SETUP"), "the receiver was set up before its room was admitted")
+        _ = try await control.send(.admit(speaker: "Porch"))
+        try await House.waitForText("AirPlay room Porch: streaming to the AirPlay receiver", inFile: serverLog, timeout: 30)
+        _ = try await control.send(.play(files: [music], rooms: nil))
+        try await control.waitForPosition(4)
+        server.interrupt()
+        _ = ShairportSync.stop(receiver)
+        let porch = try VirtualCapture(path: directory.file("porch.wav"))
+        let heard = porch.firstSoundFrame().map { porch.frameCount - $0 } ?? 0
+        print("the found receiver played \(Double(heard) / 44100) s")
+        #expect(heard > 44100, "the found receiver's card played \(heard) frames")
+    }
 }
