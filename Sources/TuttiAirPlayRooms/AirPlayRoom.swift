@@ -48,6 +48,10 @@ public final class AirPlayRoom: Sendable {
         }
     }
 
+    /// How long a receiver may go without asking for our time before its stream is taken
+    /// for gone (shairport-sync asks every 3 s).
+    static let receiverSilenceNanoseconds: Int64 = 15_000_000_000
+
     /// AirPlay 1's format: 44.1 kHz, 16-bit stereo, 352 frames a packet.
     static let format = AudioFormat(sampleRate: 44100, channelCount: 2, sampleFormat: .int16)
     static let framesPerPacket = 352
@@ -79,6 +83,7 @@ public final class AirPlayRoom: Sendable {
         var retry: Scheduled<Void>?
         var backoffSeconds: Int64 = 1
         var problem = ""
+        var lastLoggedFailure: String?
         var stopped = false
 
         init(playout: Playout, clock: any HostClock, log: @escaping @Sendable (String) -> Void) {
@@ -126,10 +131,10 @@ public final class AirPlayRoom: Sendable {
     public func start(group: any EventLoopGroup) {
         let client = self.client
         running.withLock { $0 = Task { await client.run(group: group) } }
-        eventLoop.execute {
-            let room = self
-            room.connect()
-            room.state.value.ticker = room.eventLoop.scheduleRepeatedTask(initialDelay: .zero, delay: .milliseconds(5)) { _ in self.tick() }
+        eventLoop.execute { [weak self] in
+            guard let self, !self.state.value.stopped else { return }
+            self.connect()
+            self.state.value.ticker = self.eventLoop.scheduleRepeatedTask(initialDelay: .zero, delay: .milliseconds(5)) { [weak self] _ in self?.tick() }
         }
     }
 
@@ -142,6 +147,7 @@ public final class AirPlayRoom: Sendable {
             state.ticker?.cancel()
             state.retry?.cancel()
             state.session?.stop()
+            state.session = nil
         }
     }
 
@@ -152,7 +158,7 @@ public final class AirPlayRoom: Sendable {
         let state = self.state.value
         guard !state.stopped else { return }
         guard client.clockMapping != nil else {
-            state.retry = eventLoop.scheduleTask(in: .seconds(1)) { self.connect() }
+            state.retry = eventLoop.scheduleTask(in: .seconds(1)) { [weak self] in self?.connect() }
             return
         }
         var sessionConfiguration = RAOPSenderSession.Configuration(host: configuration.receiverHost, port: configuration.receiverPort)
@@ -162,9 +168,9 @@ public final class AirPlayRoom: Sendable {
         state.session = session
         let receiver = "\(configuration.receiverHost):\(configuration.receiverPort)"
         let sessionID = ObjectIdentifier(session)
-        session.onEnd = { reason in self.sessionEnded(sessionID, reason: reason) }
-        session.start().whenComplete { result in
-            let room = self
+        session.onEnd = { [weak self] reason in self?.sessionEnded(sessionID, reason: reason) }
+        session.start().whenComplete { [weak self] result in
+            guard let room = self else { return }
             let state = room.state.value
             guard state.session.map(ObjectIdentifier.init) == sessionID else { return }
             switch result {
@@ -174,6 +180,7 @@ public final class AirPlayRoom: Sendable {
                 state.lastSync = nil
                 state.backoffSeconds = 1
                 state.problem = ""
+                state.lastLoggedFailure = nil
                 state.log("streaming to the AirPlay receiver at \(receiver)")
             case .failure(let error):
                 room.sessionEnded(sessionID, reason: "\(error)")
@@ -189,8 +196,12 @@ public final class AirPlayRoom: Sendable {
         state.backoffSeconds = min(state.backoffSeconds * 2, 30)
         let receiver = "\(configuration.receiverHost):\(configuration.receiverPort)"
         state.problem = "the AirPlay receiver at \(receiver) is not playing: \(reason)"
-        state.log("the receiver at \(receiver): \(reason); the room is silent, trying again in \(wait) s")
-        state.retry = eventLoop.scheduleTask(in: .seconds(wait)) { self.connect() }
+        // One line per reason: a receiver switched off overnight is tried every 30 s, quietly.
+        if state.lastLoggedFailure != reason {
+            state.lastLoggedFailure = reason
+            state.log("the receiver at \(receiver): \(reason); the room is silent, trying again in \(wait) s (and on, up to every 30 s, quietly while this holds)")
+        }
+        state.retry = eventLoop.scheduleTask(in: .seconds(wait)) { [weak self] in self?.connect() }
     }
 
     /// Renders and sends every block due within the send-ahead, and a sync packet a second.
@@ -199,19 +210,31 @@ public final class AirPlayRoom: Sendable {
         let now = state.clock.now()
         let block = Int64(Self.framesPerPacket)
         let ahead = configuration.sendAheadNanoseconds
-        // A loop that fell behind (a stalled machine) skips what is already too late to send.
+        var streaming = state.session?.state == .streaming ? state.session : nil
+        // A receiver that lost power or its network says nothing (no TCP reset): it stops asking
+        // for our time, which it does every few seconds while it plays.
+        if let session = streaming, session.silence(at: now) > Self.receiverSilenceNanoseconds {
+            session.fail("no timing request from the receiver for \(Self.receiverSilenceNanoseconds / 1_000_000_000) s: it went away")
+            streaming = nil
+        }
+        // A loop that fell behind (a stalled machine) skips what is already too late to send;
+        // the receiver is told they are lost (their sequence numbers spent), so it plays them as
+        // silence in their place.
+        var skipped = 0
         while state.origin + Self.nanoseconds(ofFrame: state.nextFrame) < now + ahead / 2 {
             state.nextFrame += block
+            skipped += 1
         }
-        let streaming = state.session?.state == .streaming ? state.session : nil
+        if skipped > 0 { streaming?.skipPackets(skipped) }
         if let session = streaming, state.lastSync.map({ now - $0 >= 1_000_000_000 }) ?? true || session.needsSync {
-            session.needsSync = false
-            // Which frame is heard when: the frame heard about now, and how far ahead of it the
-            // room sends.
+            // The frame heard about now, at its exact time, and the send-ahead as the latency
+            // (constant: receivers take a change of it for a new latency).
             let heardNow = Self.frame(atNanoseconds: now - state.origin)
-            session.sendSync(frame: heardNow - state.sessionFirstFrame, heardAt: state.origin + Self.nanoseconds(ofFrame: heardNow),
-                             latencyFrames: state.nextFrame - heardNow)
-            state.lastSync = now
+            if session.sendSync(frame: heardNow - state.sessionFirstFrame, heardAt: state.origin + Self.nanoseconds(ofFrame: heardNow),
+                                latencyFrames: Self.frame(atNanoseconds: ahead)) {
+                session.needsSync = false
+                state.lastSync = now
+            }
         }
         while state.origin + Self.nanoseconds(ofFrame: state.nextFrame) < now + ahead {
             let heard = state.origin + Self.nanoseconds(ofFrame: state.nextFrame)

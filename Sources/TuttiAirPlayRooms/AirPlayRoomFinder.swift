@@ -39,6 +39,19 @@ public final class AirPlayRoomFinder: Sendable {
         /// A Tutti house's group announces itself with `am=Tutti`.
         public var isTuttiGroup: Bool { textRecord.contains("am=Tutti") }
 
+        /// Whether a room can play to it: no password (`pw=true`), unencrypted audio among its
+        /// encryptions (`et`, 0), ALAC among its codecs (`cn`, 1). A field it does not give is
+        /// taken as AirPlay 1's default.
+        public var takesTuttisStream: Bool {
+            func values(_ key: String) -> [String]? {
+                textRecord.first { $0.hasPrefix(key + "=") }.map { $0.dropFirst(key.count + 1).split(separator: ",").map(String.init) }
+            }
+            if values("pw")?.first == "true" { return false }
+            if let encryptions = values("et"), !encryptions.contains("0") { return false }
+            if let codecs = values("cn"), !codecs.contains("1") { return false }
+            return true
+        }
+
         public var address: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
     }
 
@@ -62,6 +75,8 @@ public final class AirPlayRoomFinder: Sendable {
         var rooms: [String: AirPlayRoom] = [:]
         var task: RepeatedTask?
         var lookupFailureLogged = false
+        /// Receivers left out (and said so once).
+        var refused: Set<String> = []
         var stopped = false
     }
 
@@ -128,6 +143,12 @@ public final class AirPlayRoomFinder: Sendable {
         let state = self.state.value
         let address = receiver.address
         guard !receiver.isTuttiGroup, !configuration.namedAddresses.contains(address), state.rooms[address] == nil else { return }
+        guard receiver.takesTuttisStream else {
+            if state.refused.insert(address).inserted {
+                log("found the AirPlay receiver \(receiver.roomName) at \(address), which asks for a password, encryption or a codec a room does not send (\(receiver.textRecord.filter { $0.hasPrefix("pw=") || $0.hasPrefix("et=") || $0.hasPrefix("cn=") }.joined(separator: " "))); left out")
+            }
+            return
+        }
         var room = AirPlayRoom.Configuration(houseHost: configuration.houseHost, housePort: configuration.housePort, name: receiver.roomName,
                                              receiverHost: receiver.host, receiverPort: receiver.port)
         room.identity = configuration.houseIdentity.derived(for: "AirPlay room \(receiver.roomName) found at \(address)")

@@ -37,6 +37,8 @@ final class RAOPSenderSession {
     private var control: (any Channel)?
     private var timing: (any Channel)?
     private var receiverPorts: Ports?
+    /// The session SETUP's reply named, echoed in every later request (RTSP's `Session`).
+    private var rtspSession: String?
     private var receiverAddresses: (audio: SocketAddress, control: SocketAddress)?
     private let encoder: RAOPAudioEncoder
     /// Where this session's clock is on NTP's: its seconds since 1900 (now's, at the start).
@@ -53,6 +55,8 @@ final class RAOPSenderSession {
     private(set) var resendsAnswered = 0
     private(set) var resendsMissed = 0
     private(set) var timingRequestsAnswered = 0
+    private var streamingSince: Int64?
+    private var lastTimingRequest: Int64?
     /// Set when a sync is wanted before the next second's (the receiver has just got our clock).
     var needsSync = false
     private let url: String
@@ -100,12 +104,21 @@ final class RAOPSenderSession {
                 }
             }
             .connect(host: configuration.host, port: configuration.port)
-        let datagrams = [openDatagram(kind: .control, bound: bound), openDatagram(kind: .timing, bound: bound)]
-        return connected.and(EventLoopFuture.whenAllSucceed(datagrams, on: eventLoop)).flatMap { rtsp, datagrams in
+        // Each channel joins the session as it opens, so that `end`, whenever it comes (a
+        // failure, `stop` meanwhile), closes it; one that opens after the end is closed at once.
+        // The datagram ports open once the connection is up, in its address family (a host name
+        // may resolve to IPv6, and audio from an IPv4 socket would never get there).
+        return connected.flatMap { rtsp in
             let session = bound.value
-            session.rtsp = rtsp
-            session.control = datagrams[0]
-            session.timing = datagrams[1]
+            session.adopt(rtsp) { $0.rtsp = $1 }
+            let family = rtsp.remoteAddress?.protocol == .inet6 ? "::" : "0.0.0.0"
+            let control = session.openDatagram(kind: .control, host: family, bound: bound)
+            let timing = session.openDatagram(kind: .timing, host: family, bound: bound)
+            control.whenSuccess { bound.value.adopt($0) { $0.control = $1 } }
+            timing.whenSuccess { bound.value.adopt($0) { $0.timing = $1 } }
+            return control.and(timing)
+        }.flatMap { _ in
+            let session = bound.value
             guard session.state == .connecting else { return session.eventLoop.makeFailedFuture(RTSPClientHandler.Failure(description: "stopped while connecting")) }
             return session.converse()
         }.flatMapErrorThrowing { error in
@@ -114,16 +127,22 @@ final class RAOPSenderSession {
         }
     }
 
-    private func openDatagram(kind: RAOPSenderDatagramHandler.Kind, bound: NIOLoopBound<RAOPSenderSession>) -> EventLoopFuture<any Channel> {
+    /// Keeps `channel` (through `assign`), or closes it if the session has ended.
+    private func adopt(_ channel: any Channel, _ assign: (RAOPSenderSession, any Channel) -> Void) {
+        if case .ended = state {
+            channel.close(promise: nil)
+        } else {
+            assign(self, channel)
+        }
+    }
+
+    private func openDatagram(kind: RAOPSenderDatagramHandler.Kind, host: String, bound: NIOLoopBound<RAOPSenderSession>) -> EventLoopFuture<any Channel> {
         DatagramBootstrap(group: eventLoop)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(RAOPSenderDatagramHandler(kind: kind, session: bound)) }
             }
-            .bind(host: bindHost, port: 0)
+            .bind(host: host, port: 0)
     }
-
-    /// Datagrams go out from the address family of the receiver's host.
-    private var bindHost: String { configuration.host.contains(":") ? "::" : "0.0.0.0" }
 
     private func request(_ method: String, headers: [(name: String, value: String)] = [], body: [UInt8] = [], contentType: String? = nil) -> EventLoopFuture<RTSPResponse> {
         guard let rtsp else { return eventLoop.makeFailedFuture(RTSPClientHandler.Failure(description: "not connected")) }
@@ -131,6 +150,7 @@ final class RAOPSenderSession {
         all.append(("User-Agent", "Tutti/1.0"))
         all.append(("DACP-ID", String(ssrc, radix: 16, uppercase: true)))
         all.append(("Client-Instance", String(ssrc, radix: 16, uppercase: true)))
+        if let rtspSession { all.append(("Session", rtspSession)) }
         if let contentType { all.append(("Content-Type", contentType)) }
         if !body.isEmpty { all.append(("Content-Length", "\(body.count)")) }
         let reply = RTSPClientHandler.send(RTSPRequest(method: method, uri: method == "OPTIONS" ? "*" : url, headers: all, body: body), on: rtsp)
@@ -145,7 +165,9 @@ final class RAOPSenderSession {
         }
         return guarded.futureResult.flatMapThrowing { response in
             guard response.status == 200 else {
-                throw RTSPClientHandler.Failure(description: "\(method) was refused: \(response.status) \(response.reason.prefix(60))")
+                // shairport-sync says "Unauthorized" for every refusal; 453 is AirPlay's "busy".
+                let reason = response.status == 453 ? "busy: another sender plays to it" : String(response.reason.prefix(60))
+                throw RTSPClientHandler.Failure(description: "\(method) was refused: \(response.status) \(reason)")
             }
             return response
         }
@@ -167,6 +189,8 @@ final class RAOPSenderSession {
                 throw RTSPClientHandler.Failure(description: "SETUP's reply gave no server_port and control_port (\(response[header: "Transport"]?.prefix(80) ?? "no Transport"))")
             }
             let ports = Ports(audio: audio, control: control, timing: options["timing_port"].flatMap(Int.init) ?? 0)
+            // `Session: 1;timeout=60`: the identifier is what comes before any parameter.
+            session.rtspSession = response[header: "Session"].map { String($0.prefix { $0 != ";" }) }.flatMap { $0.isEmpty ? nil : $0 }
             session.receiverPorts = ports
             guard let address = session.rtsp?.remoteAddress?.ipAddress else { throw RTSPClientHandler.Failure(description: "the connection has no peer address") }
             session.receiverAddresses = (try SocketAddress(ipAddress: address, port: audio), try SocketAddress(ipAddress: address, port: control))
@@ -177,10 +201,11 @@ final class RAOPSenderSession {
             // The room's volume is applied before the samples are sent: the receiver plays them
             // at full scale, untouched.
             bound.value.setVolume(decibels: 0)
-        }.map {
+        }.flatMapThrowing {
             let session = bound.value
-            guard session.state == .connecting else { return }
+            guard session.state == .connecting else { throw RTSPClientHandler.Failure(description: "stopped while connecting") }
             session.state = .streaming
+            session.streamingSince = session.clock.now()
             // shairport-sync's player applies its last volume (−18 dB at its start)
             // asynchronously after RECORD, over a volume set at once: set it again once that
             // has happened.
@@ -224,6 +249,8 @@ final class RAOPSenderSession {
         let wasStarted = state == .streaming
         state = .ended(reason)
         for channel in [rtsp, control, timing].compactMap({ $0 }) { channel.close(promise: nil) }
+        let onEnd = self.onEnd
+        self.onEnd = nil
         if notify && wasStarted { onEnd?(reason) }
     }
 
@@ -253,13 +280,38 @@ final class RAOPSenderSession {
 
     /// Tells the receiver that stream frame `frame` is heard at local time `time`, and that the
     /// sender runs `latencyFrames` ahead of what is heard.
-    func sendSync(frame: Int64, heardAt time: Int64, latencyFrames: Int64) {
+    /// Returns whether it was sent: not while not streaming, nor when the frame sent then has
+    /// RTP time 0, which a receiver reads as "no reference" (the next one will do).
+    @discardableResult
+    func sendSync(frame: Int64, heardAt time: Int64, latencyFrames: Int64) -> Bool {
         eventLoop.preconditionInEventLoop()
-        guard state == .streaming, let address = receiverAddresses?.control, let control else { return }
+        guard state == .streaming, let address = receiverAddresses?.control, let control, rtpTime(ofFrame: frame + latencyFrames) != 0 else { return false }
         let sync = RAOPSync(rtpTimeWithoutLatency: rtpTime(ofFrame: frame), ntpTime: ntpTime(atLocal: time), rtpTime: rtpTime(ofFrame: frame + latencyFrames),
                             isFirst: !sentFirstSync)
         sentFirstSync = true
         write(RAOPPacket.sync(sync).encoded, to: address, on: control)
+        return true
+    }
+
+    /// Packets that will not be sent (the sender fell behind and skipped them): their sequence
+    /// numbers are spent, so the receiver sees them lost and plays their frames as silence,
+    /// rather than the next packet at once.
+    func skipPackets(_ count: Int) {
+        eventLoop.preconditionInEventLoop()
+        nextSequence &+= UInt16(truncatingIfNeeded: count)
+    }
+
+    /// How long the receiver has not asked for our time (its timing requests come every few
+    /// seconds while it plays; a receiver that lost power or the network sends none, and no
+    /// TCP reset either), in nanoseconds since streaming began or its last request.
+    func silence(at now: Int64) -> Int64 {
+        now - max(streamingSince ?? now, lastTimingRequest ?? .min)
+    }
+
+    /// Ends the stream for a reason of the room's (a receiver that stopped asking for time).
+    func fail(_ reason: String) {
+        eventLoop.preconditionInEventLoop()
+        end(reason)
     }
 
     private func write(_ bytes: [UInt8], to address: SocketAddress, on channel: any Channel) {
@@ -278,6 +330,7 @@ final class RAOPSenderSession {
             let stamp = ntpTime(atLocal: now)
             let reply = RAOPTimingReply(originate: sendTime, receive: stamp, transmit: ntpTime(atLocal: clock.now()))
             timingRequestsAnswered += 1
+            lastTimingRequest = now
             // The receiver ignores syncs until it has our clock: the first sync after its
             // first exchange tells it when the stream's frames are heard at once.
             if timingRequestsAnswered == 1 { needsSync = true }

@@ -25,7 +25,9 @@ import TuttiAirPlayRooms
                 .init(serviceName: "5255CBF29D85@Porch", host: "10.0.0.7", port: 5000, textRecord: ["txtvers=1", "cn=0,1"]),
                 .init(serviceName: "0A1B2C3D4E5F@Living room", host: "10.0.0.2", port: 5000, textRecord: ["txtvers=1", "am=Tutti"]),
                 .init(serviceName: "AABBCCDDEEFF@Kitchen", host: "10.0.0.5", port: 5000, textRecord: ["txtvers=1"]),
-            ] + (look >= 4 ? [.init(serviceName: "no at sign", host: "fe80::1", port: 7000, textRecord: [])] : [])
+                .init(serviceName: "112233445566@Locked", host: "10.0.0.8", port: 5000, textRecord: ["pw=true", "cn=0,1"]),
+                .init(serviceName: "112233445567@Encrypted", host: "10.0.0.9", port: 5000, textRecord: ["et=1", "cn=0,1,2,3"]),
+            ] + (look >= 4 ? [.init(serviceName: "no at sign", host: "fe80::1", port: 7000, textRecord: ["et=0,3,5", "cn=0,1,2,3"])] : [])
         }) { line in lines.withLock { $0.append(line) } }
         finder.start()
         let deadline = Date().addingTimeInterval(10)
@@ -36,5 +38,7 @@ import TuttiAirPlayRooms
         let said = lines.withLock { $0 }
         #expect(said.filter { $0.contains("cannot look for AirPlay receivers") }.count == 1, "\(said)")
         #expect(said.filter { $0.contains("found the AirPlay receiver Porch at 10.0.0.7:5000: it waits to be admitted") }.count == 1, "\(said)")
+        // One line each for the receivers a room cannot play to, however often they are seen.
+        #expect(said.filter { $0.contains("Locked") && $0.contains("left out") }.count == 1 && said.filter { $0.contains("Encrypted") && $0.contains("left out") }.count == 1, "\(said)")
     }
 }
