@@ -39,6 +39,7 @@ import TuttiProtocol
         }
         #expect(failure("HTTP/2 200 OK\r\n\r\n")?.contains("not VERSION STATUS REASON") == true)
         #expect(failure("RTSP/1.0 2000 OK\r\n\r\n")?.contains("not VERSION STATUS REASON") == true)
+        #expect(failure("RTSP/1.0 061\r\n\r\n")?.contains("not VERSION STATUS REASON") == true)
         #expect(failure("RTSP/1.0 200 OK\r\nContent-Length: 99999999\r\n\r\n")?.contains("over") == true)
         #expect(failure("RTSP/1.0 200 OK\r\nCSeq 1\r\n\r\n")?.contains("without a colon") == true)
         #expect(failure("RTSP/1.0 200 OK\nCSeq: 1\r\n\r\n")?.contains("bare LF") == true)

@@ -42,7 +42,9 @@ public struct RTSPResponseParser: Sendable {
             // RTSP/1.0 200 OK — the reason may hold spaces, or be empty.
             let parts = section.startLine.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false)
             guard parts.count >= 2, parts[0] == "RTSP/1.0" || parts[0] == "HTTP/1.1" || parts[0] == "HTTP/1.0",
-                  parts[1].count == 3, parts[1].allSatisfy({ $0.isASCII && $0.isNumber }), let status = Int(parts[1]) else {
+                  // Three digits, the first not 0 (RTSP's 100–599 and its kin): "061" would read as 61
+                  // and be written back as "61" (found by fuzz-rtsp).
+                  parts[1].count == 3, parts[1].allSatisfy({ $0.isASCII && $0.isNumber }), parts[1].first != "0", let status = Int(parts[1]) else {
                 throw Failure(message: "the status line \"\(section.startLine.prefix(64))\" is not VERSION STATUS REASON")
             }
             pendingHead = (status, parts.count > 2 ? String(parts[2]) : "", String(parts[0]), section.headers, section.bodyLength)
