@@ -79,6 +79,8 @@ import Testing
         ("not json", #"request is not a JSON object with a "command""#),
         (#"{"files":["a"]}"#, #"request is not a JSON object with a "command""#),
         (#"{"command":"dance"}"#, "unknown command \"dance\" (known: play, pause"),
+        // A next line (U+0085), a line separator and a quote in the name: escaped, one line.
+        ("{\"command\":\"ra\u{85}io\u{2028}\\\"x\"}", #"unknown command "ra\u{85}io\u{2028}\"x" (known: play"#),
         (#"{"command":"play"}"#, #"play: missing "files""#),
         (#"{"command":"play","files":"a.flac"}"#, #"play: "files" must be a list"#),
         (#"{"command":"seek","seconds":"soon"}"#, #"seek: "seconds" must be a number"#),
@@ -91,7 +93,7 @@ import Testing
             _ = try ControlJSON.decodeCommand(request)
         } catch {
             #expect(error.error.hasPrefix(reason), "\(request) → \(error.error)")
-            #expect(!error.error.contains("\n"))
+            #expect(!error.error.contains { $0.isNewline })
         }
     }
 

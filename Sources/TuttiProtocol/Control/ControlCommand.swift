@@ -283,8 +283,29 @@ extension ControlCommand: Codable {
         case "forget": self = .forget(speaker: try c.decode(String.self, forKey: .speaker))
         default:
             throw DecodingError.dataCorruptedError(forKey: .command, in: c,
-                                                   debugDescription: "unknown command \(String(reflecting: String(name.prefix(64)))) (known: \(Self.names.joined(separator: ", ")))")
+                                                   debugDescription: "unknown command \(Self.quotedOnOneLine(String(name.prefix(64)))) (known: \(Self.names.joined(separator: ", ")))")
         }
+    }
+
+    /// `text` quoted for a one-line refusal: quotes, backslashes, control characters and line
+    /// breaks escaped (`String(reflecting:)` leaves U+0085, NEL, as it is, and a name with one
+    /// made a refusal of two lines: found by fuzz-httpbody).
+    static func quotedOnOneLine(_ text: String) -> String {
+        var out = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            default:
+                let category = scalar.properties.generalCategory
+                if category == .control || category == .lineSeparator || category == .paragraphSeparator {
+                    out += "\\u{" + String(scalar.value, radix: 16) + "}"
+                } else {
+                    out.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        return out + "\""
     }
 
     public func encode(to encoder: any Encoder) throws {
