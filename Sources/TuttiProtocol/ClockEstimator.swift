@@ -41,11 +41,10 @@ public struct ClockMapping: Sendable, Equatable {
     public var spreadNanoseconds: Double = 0
     /// Exchanges the estimate rests on.
     public var sampleCount: Int
-    /// Local time the estimate's history spans, from its first exchange (a window restarted
-    /// at a floor step keeps the rate fitted before it, and this).
+    /// Local time the estimate's history spans, from its first exchange.
     public var spanNanoseconds: Int64 = 0
     /// Route changes seen so far (steps of the round-trip floor), and how much of the two
-    /// ways' lines' offset is taken since the last one as their asymmetry
+    /// ways' lines' offset is taken, since the first exchange, as their asymmetry
     /// (`ClockEstimator.asymmetryNanoseconds`).
     public var pathChanges = 0
     public var asymmetryNanoseconds: Double = 0
@@ -112,14 +111,15 @@ public final class ClockEstimator {
         public var refitIntervalNanoseconds: Int64 = 250_000_000
         /// A route change moves the paths' floors: when no exchange of the last
         /// `floorStepSpanNanoseconds` came within `floorStepNanoseconds` of the round-trip
-        /// floor before them (or one of them fell that far below it), the fit starts again from
-        /// them (from the first that fell). Lines through points on both floors would tilt.
+        /// floor before them (or one of them fell that far below it), each way's floor is taken
+        /// to have stepped there (`PathStep`), and the exchanges from there on are fitted moved
+        /// back by their way's step. Lines through points on both floors would tilt.
         public var floorStepNanoseconds: Int64 = 500_000
         public var floorStepSpanNanoseconds: Int64 = 5_000_000_000
-        /// After a floor step the rate is kept (a route change does not change the clocks)
-        /// until the window since the step spans this much: a rate fitted over a few seconds
-        /// is worse than the one before.
-        public var rateSpanAfterFloorStepNanoseconds: Int64 = 30_000_000_000
+        /// How far either side of a route change each way's step is measured from
+        /// (`measurePathSteps`): measured again at each refit until that much of its later side
+        /// is in, then kept.
+        public var pathStepMeasureNanoseconds: Int64 = 10_000_000_000
         /// How fast the two paths' summed delay may change along the fitted lines (as a
         /// fraction: 1e-3 is 1 ms a second) before they are taken for a stretch of late
         /// exchanges rather than the clocks' rate. Jitter tilts a short window's lines by
@@ -208,83 +208,157 @@ public final class ClockEstimator {
     private var outward = LowerEnvelope()
     private var backward = LowerEnvelope()
 
-    /// Starts the window at the latest floor step, if the last `floorStepSpanNanoseconds` show
-    /// one: their lowest round trip is above the lowest of every earlier span of that length
-    /// (so jitter alone, which lifts a short span's minimum too, does not look like a step), or
-    /// below anything before.
-    private func restartAtFloorStep() {
+    /// A route change: from the exchange that left at `at` on, each way's floor lies this much
+    /// higher (lower, if negative) than before it. A monotonic clock never steps, so the clocks
+    /// carry on through it at their one rate, and each way's step is what its envelope jumps
+    /// by there (at that rate, from its lowest point before to its lowest after). Fitting the
+    /// exchanges after it moved back by their way's step joins the window's two floors into one,
+    /// so the rate is fitted over all of it: restarting the window at the step and keeping the
+    /// rate known before it until the new window was 30 s long carried that rate's error, a ppm
+    /// or two, into 15–30 µs of drift in real rooms.
+    private struct PathStep {
+        var at: Int64
+        /// The rate known before it, which it is measured at.
+        var skew: Double
+        var outward = 0.0
+        var backward = 0.0
+        /// The last exchange it was measured with.
+        var measuredUntil: Int64 = .min
+    }
+
+    /// The route changes whose earlier floor is still in the window, oldest first.
+    private var pathSteps: [PathStep] = []
+    /// The steps of the route changes whose earlier floor has left the window: every exchange
+    /// in it is beyond them.
+    private var settledOutward = 0.0, settledBackward = 0.0
+
+    /// How far each way's floor lies from where it was when the first exchange was made.
+    private var totalOutwardStep: Double { pathSteps.reduce(settledOutward) { $0 + $1.outward } }
+    private var totalBackwardStep: Double { pathSteps.reduce(settledBackward) { $0 + $1.backward } }
+
+    /// The index of the window's first exchange sent at `time` or later.
+    private func firstIndex(sentAtOrAfter time: Int64) -> Int {
+        var low = head, high = samples.count
+        while low < high {
+            let middle = (low + high) / 2
+            if samples[middle].clientSend < time { low = middle + 1 } else { high = middle }
+        }
+        return low
+    }
+
+    /// Measures the steps of the route changes whose later side is still shorter than
+    /// `pathStepMeasureNanoseconds`, each way's: its lowest point on a line of the rate known
+    /// before the change, within that long after it, less the one within that long before it
+    /// (back to the change before, if nearer). The rate is the one known before the change, not
+    /// the joined window's: a step measured at a rate fitted across it can lean with that rate,
+    /// and neither then corrects the other. The lever is short so that the rate's error, carried
+    /// from one lowest point to the other, stays small. A change whose earlier side has left
+    /// the window is settled.
+    private func measurePathSteps() {
+        guard head < samples.count, let last = samples.last else { return }
+        while let oldest = pathSteps.first, oldest.at <= samples[head].clientSend {
+            settledOutward += oldest.outward
+            settledBackward += oldest.backward
+            pathSteps.removeFirst()
+        }
+        let lever = configuration.pathStepMeasureNanoseconds
+        for k in pathSteps.indices {
+            let step = pathSteps[k]
+            // Measured until a lever's length of its later side is in; then kept.
+            guard step.measuredUntil < step.at + lever else { continue }
+            let from = max(step.at - lever, k > 0 ? pathSteps[k - 1].at : .min)
+            let to = min(step.at + lever, k + 1 < pathSteps.count ? pathSteps[k + 1].at : .max)
+            var outBefore = Double.infinity, backBefore = Double.infinity, outAfter = Double.infinity, backAfter = Double.infinity
+            var index = firstIndex(sentAtOrAfter: from)
+            while index < samples.count && samples[index].clientSend < to {
+                let sample = samples[index]
+                // Way out: t2 − t1 = θ + way, θ growing at the rate; way back: t4 − t3 = way − θ.
+                let out = Double(sample.serverReceive - sample.clientSend) - step.skew * Double(sample.clientSend - step.at)
+                let back = Double(sample.clientReceive - sample.serverSend) + step.skew * Double(sample.clientReceive - step.at)
+                if sample.clientSend < step.at {
+                    outBefore = min(outBefore, out)
+                    backBefore = min(backBefore, back)
+                } else {
+                    outAfter = min(outAfter, out)
+                    backAfter = min(backAfter, back)
+                }
+                index += 1
+            }
+            guard outBefore.isFinite, outAfter.isFinite else { continue }
+            pathSteps[k].outward = outAfter - outBefore
+            pathSteps[k].backward = backAfter - backBefore
+            pathSteps[k].measuredUntil = last.clientSend
+        }
+    }
+
+    /// Notes a route change, if the last `floorStepSpanNanoseconds` show one: their lowest round
+    /// trip (each exchange's moved back by the steps known) is above the lowest of every earlier
+    /// span of that length (so jitter alone, which lifts a short span's minimum too, does not
+    /// look like a step), or below anything before. Returns whether it did.
+    private func noteFloorStep() -> Bool {
         // Four earlier spans at least, so that their highest floor shows how high jitter alone
         // lifts a span's.
-        guard let last = samples.last, last.clientSend - samples[head].clientSend > 5 * configuration.floorStepSpanNanoseconds else { return }
+        guard let last = samples.last, last.clientSend - samples[head].clientSend > 5 * configuration.floorStepSpanNanoseconds else { return false }
         let span = configuration.floorStepSpanNanoseconds
         let recentStart = last.clientSend - span
         var olderFloor = Int64.max, highestSpanFloor = Int64.min, recentFloor = Int64.max, firstRecent = samples.count
         var spanStart = samples[head].clientSend, spanFloor = Int64.max
         for index in head..<samples.count {
             let sample = samples[index]
+            let delay = stepFreeDelay(of: sample)
             if sample.clientSend < recentStart {
-                olderFloor = min(olderFloor, sample.delay)
+                olderFloor = min(olderFloor, delay)
                 if sample.clientSend - spanStart >= span {
                     highestSpanFloor = max(highestSpanFloor, spanFloor)
                     spanStart = sample.clientSend
                     spanFloor = .max
                 }
-                spanFloor = min(spanFloor, sample.delay)
+                spanFloor = min(spanFloor, delay)
             } else {
                 if firstRecent == samples.count { firstRecent = index }
-                recentFloor = min(recentFloor, sample.delay)
+                recentFloor = min(recentFloor, delay)
             }
         }
         // The recent span must be full: right after an outage a second of exchanges is no span.
         guard olderFloor != .max, recentFloor != .max, highestSpanFloor != .min, firstRecent < samples.count,
-              samples[firstRecent].clientSend - recentStart < span / 5 else { return }
-        let step = configuration.floorStepNanoseconds
-        let rose = recentFloor > highestSpanFloor + step
-        guard rose || recentFloor < olderFloor - step else { return }
+              samples[firstRecent].clientSend - recentStart < span / 5 else { return false }
+        let threshold = configuration.floorStepNanoseconds
+        let rose = recentFloor > highestSpanFloor + threshold
+        guard rose || recentFloor < olderFloor - threshold else { return false }
         // Where the new floor starts. A floor that rose shows only once a whole span lies above
         // the old one (jitter lifts a short span's floor too), so that span is on the new floor.
-        // One that fell shows at its first exchange below the old one, and a window from there
-        // starts on it; the estimates before it rest on the old floor alone.
+        // One that fell shows at its first exchange below the old one.
         var firstNew = firstRecent
         if !rose {
-            while firstNew < samples.count - 1 && samples[firstNew].delay >= olderFloor - step { firstNew += 1 }
+            while firstNew < samples.count - 1 && stepFreeDelay(of: samples[firstNew]) >= olderFloor - threshold { firstNew += 1 }
         }
-        // The clocks as known before the new floor's first exchange: the offset carries on
-        // from there (see `asymmetryNanoseconds`). A floor that rose has a span of exchanges on
-        // it already, and the asymmetry is measured once; one that fell has one exchange, and
-        // the asymmetry is measured again until a span of them is in.
-        estimateBeforeStep = recentEstimates.last { $0.reference < samples[firstNew].clientSend } ?? mapping
-        rateBeforeStep = estimateBeforeStep?.skew
-        carriesBeforeStepUntil = rose ? last.clientSend : samples[firstNew].clientSend + span
-        head = firstNew
+        // After every step known so far (a new one cannot come before the last).
+        guard pathSteps.last.map({ samples[firstNew].clientSend > $0.at }) ?? true else { return false }
+        let at = samples[firstNew].clientSend
+        // The refits since the change rest on lines with points of the new floor.
+        let skew = recentEstimates.last { $0.reference < at }?.skew ?? mapping?.skew ?? 0
+        pathSteps.append(PathStep(at: at, skew: skew))
         floorSteps += 1
-        keepsRateAfterStep = true
+        return true
     }
 
-    /// Set by a floor step: the estimate the clocks carry on from, until `carriesBeforeStepUntil`.
-    /// Until then every refit measures the asymmetry afresh against it, and after it the last
-    /// measure stays: a floor that fell is seen at its first exchange, and one exchange's height
-    /// above the new floor (up to the jitter) would have been taken for asymmetry for good.
-    private var estimateBeforeStep: ClockMapping?
-    private var carriesBeforeStepUntil: Int64 = .min
+    /// An exchange's round trip less the steps of the route changes before it that are still
+    /// being measured (the window's exchanges are all beyond the settled ones).
+    private func stepFreeDelay(of sample: ClockSample) -> Int64 {
+        var shift = 0.0
+        for step in pathSteps where sample.clientSend >= step.at { shift += step.outward + step.backward }
+        return sample.delay - Int64(shift.rounded())
+    }
 
     /// How much of the two lines' offset is the paths' asymmetry, in nanoseconds: taken out of
     /// every estimate. A monotonic clock never steps, so when the round-trip floor steps (a
     /// route change) and the lines' offset steps with it, the step is in the paths, not the
-    /// clocks: one way got longer than the other. The offset carries on from the estimate
-    /// before the step at the rate known then, and what the new lines say beyond that is kept
-    /// here. (Taken as an offset, a 4 ms step on one way moved every estimate by 2 ms, and
-    /// rooms behind different routes apart by as much.) A step on both ways alike leaves this
-    /// near 0.
-    public private(set) var asymmetryNanoseconds: Double = 0
+    /// clocks: one way got longer than the other by twice this (`PathStep`). (Taken as an
+    /// offset, a 4 ms step on one way moved every estimate by 2 ms, and rooms behind different
+    /// routes apart by as much.) A step on both ways alike leaves this near 0.
+    public var asymmetryNanoseconds: Double { (totalOutwardStep - totalBackwardStep) / 2 }
 
-    /// The rate of `estimateBeforeStep`, kept while `keepsRateAfterStep`.
-    private var rateBeforeStep: Double?
-
-    /// Whether the window starts at a floor step and is still too short to fit a rate.
-    private var keepsRateAfterStep = false
-
-    /// Floor steps seen (and restarted from).
+    /// Floor steps (route changes) seen.
     public private(set) var floorSteps = 0
 
     /// Refits whose lines tilted together (`maximumPathTrend`) and that kept the known rate.
@@ -305,7 +379,10 @@ public final class ClockEstimator {
     }
 
     private func refit() {
-        restartAtFloorStep()
+        // A new route change is looked for with the steps as last measured (measured first, a
+        // floor that fell within a step's later side would be taken into that step unseen).
+        _ = noteFloorStep()
+        measurePathSteps()
         let window = samples[head...]
         guard let first = window.first, let last = window.last else { return }
         let reference = last.clientSend
@@ -321,22 +398,29 @@ public final class ClockEstimator {
         }
         outward.startWindow(firstNumber: removed + head)
         backward.startWindow(firstNumber: removed + head)
+        // Each exchange moved back by its way's steps since the window's first: one floor each
+        // way. The block whose points a step starts within has a new hull whenever the step is
+        // measured again; whole blocks each side move as one.
+        var stepIndex = 0, shiftOut = 0.0, shiftBack = 0.0
+        for step in pathSteps {
+            let number = removed + firstIndex(sentAtOrAfter: step.at)
+            outward.refreshBlock(holding: number)
+            backward.refreshBlock(holding: number)
+        }
         for sample in window {
-            outward.append(x: Double(sample.clientSend - reference), y: Double(sample.serverReceive - sample.clientSend))
-            backward.append(x: Double(sample.clientReceive - reference), y: Double(sample.clientReceive - sample.serverSend))
+            while stepIndex < pathSteps.count && sample.clientSend >= pathSteps[stepIndex].at {
+                shiftOut += pathSteps[stepIndex].outward
+                shiftBack += pathSteps[stepIndex].backward
+                stepIndex += 1
+            }
+            outward.append(x: Double(sample.clientSend - reference), y: Double(sample.serverReceive - sample.clientSend) - shiftOut)
+            backward.append(x: Double(sample.clientReceive - reference), y: Double(sample.clientReceive - sample.serverSend) - shiftBack)
         }
         let span = Double(last.clientSend - first.clientSend)
-        if keepsRateAfterStep && span >= Double(configuration.rateSpanAfterFloorStepNanoseconds) {
-            keepsRateAfterStep = false
-            rateBeforeStep = nil
-        }
-        let keepsRate = keepsRateAfterStep || (mapping != nil && hasFittedRate && recoversFromGap(window))
+        let keepsRate = mapping != nil && hasFittedRate && recoversFromGap(window)
         let fitSlope = span >= Double(configuration.minimumRateSpanNanoseconds) && !keepsRate
         // Unfitted, the rate known so far: the way out's delay grows with it, the way back's shrinks.
-        // After a floor step, the rate of the estimate before it: the refits between the step
-        // and its detection (a span later) rest on lines whose ends may sit on the new floor,
-        // and one of them, kept, had a room 50 ppm off and 0.7 ms away 20 s on (under a CPU hog).
-        let known = (keepsRateAfterStep ? rateBeforeStep : nil) ?? mapping?.skew ?? 0
+        let known = mapping?.skew ?? 0
         var lineOut = outward.fit(slope: fitSlope ? nil : known)
         var lineBack = backward.fit(slope: fitSlope ? nil : -known)
         // Clock drift tilts the two envelopes opposite ways by the same amount; a path whose
@@ -363,15 +447,11 @@ public final class ClockEstimator {
             lineBack = backward.fit(slope: -skew)
         }
         // out = θ + base, back = base − θ  ⇒  θ = (out − back) / 2, at the reference (time 0).
+        // The lines are joined across the route changes still in the window; those that have
+        // left it moved every exchange in it alike.
         let linesOffset = (lineOut.intercept - lineBack.intercept) / 2
-        if let before = estimateBeforeStep {
-            // On a new floor: the clocks went on as they were.
-            asymmetryNanoseconds = linesOffset - Double(before.serverTime(atLocal: reference) - reference)
-            if reference >= carriesBeforeStepUntil { estimateBeforeStep = nil }
-        }
-        var offset = linesOffset - asymmetryNanoseconds
-        // The history the estimate rests on: a window restarted at a floor step keeps the rate
-        // fitted before it, so a room that plays by the clock goes on playing.
+        var offset = linesOffset - (settledOutward - settledBackward) / 2
+        // The history the estimate rests on, from the first exchange ever kept.
         historyStart = min(historyStart ?? first.clientSend, first.clientSend)
         var estimate = ClockMapping(reference: reference, offset: offset, skew: skew, errorNanoseconds: 0, sampleCount: window.count,
                                     spanNanoseconds: last.clientSend - historyStart!)
@@ -394,8 +474,6 @@ public final class ClockEstimator {
         // the least a fit is trusted to. (A first fit, over a second, may be tens of ppm off,
         // and carried the exchanges of that second to the end of it, a bound without this was
         // seen to miss the truth by 15 µs.)
-        // While the window restarted at a floor step keeps the rate fitted before it, the rate
-        // is that fit's, and so is its uncertainty (this window's lines are not fitted).
         if fitSlope { hasFittedRate = true }
         if keepsRate, let before = mapping {
             estimate.rateUncertainty = before.rateUncertainty
@@ -415,11 +493,12 @@ public final class ClockEstimator {
             estimate.offset = offset
         }
         estimate.errorNanoseconds = max(abs(feasible.upper - offset), abs(offset - feasible.lower)) + max(0, feasible.lower - feasible.upper)
-        floors = ClockFloors(reference: reference, outwardIntercept: lineOut.intercept, outwardSlope: lineOut.slope,
-                             backwardIntercept: lineBack.intercept, backwardSlope: lineBack.slope)
+        // The raw floors, where the latest exchanges lie: beyond every step in the window.
+        floors = ClockFloors(reference: reference, outwardIntercept: lineOut.intercept + shiftOut, outwardSlope: lineOut.slope,
+                             backwardIntercept: lineBack.intercept + shiftBack, backwardSlope: lineBack.slope)
         if recentEstimates.count == Self.recentEstimateCount { recentEstimates.removeFirst() }
         // Before its rate is fitted an estimate is known to drift; it is no yardstick.
-        if fitSlope || keepsRateAfterStep { recentEstimates.append(estimate) }
+        if fitSlope { recentEstimates.append(estimate) }
         mapping = estimate
     }
 

@@ -29,6 +29,9 @@ struct LowerEnvelope {
     private var candidates: [Int] = []
     /// Indices of the lower hull's points, in time order (a stack as long as the points).
     private var hull: [Int] = []
+    /// Blocks whose hulls are found again at the next fit: a route change's shift starts inside
+    /// them (`ClockEstimator`), so their points no longer move as one.
+    private var staleBlocks: [Int] = []
     /// Heights of the points above a line; reordered by `smallest(_:)`.
     private var heights: [Double] = []
 
@@ -143,6 +146,7 @@ struct LowerEnvelope {
         guard firstBlock < endBlock else {
             candidates.append(contentsOf: x.indices)
             sortByTime(&candidates)
+            staleBlocks.removeAll(keepingCapacity: true)
             return
         }
         while let oldest = blockHulls.first, oldest.block < firstBlock { blockHulls.removeFirst() }
@@ -150,18 +154,20 @@ struct LowerEnvelope {
         candidates.append(contentsOf: 0..<(firstBlock * size - firstNumber))
         for block in firstBlock..<endBlock {
             let slot = block - firstBlock
-            if slot == blockHulls.count {
+            if slot == blockHulls.count || staleBlocks.contains(block) {
                 let start = block * size - firstNumber
                 var points = Array(start..<(start + size))
                 sortByTime(&points)
                 var vertices = [Int](repeating: 0, count: size)
                 let count = points.withUnsafeBufferPointer { Self.lowerHull(of: $0, x: x, y: y, into: &vertices) }
-                blockHulls.append((block, vertices.prefix(count).map { $0 + firstNumber }))
+                let hull = (block, vertices.prefix(count).map { $0 + firstNumber })
+                if slot == blockHulls.count { blockHulls.append(hull) } else { blockHulls[slot] = hull }
             }
             for number in blockHulls[slot].vertices { candidates.append(number - firstNumber) }
         }
         candidates.append(contentsOf: (endBlock * size - firstNumber)..<x.count)
         sortByTime(&candidates)
+        staleBlocks.removeAll(keepingCapacity: true)
     }
 
     /// Sorts point indices by time (then height), as the hull needs them. The way out's points
@@ -176,6 +182,12 @@ struct LowerEnvelope {
         }
         if sorted { return }
         indices.sort { x[$0] != x[$1] ? x[$0] < x[$1] : y[$0] < y[$1] }
+    }
+
+    /// Has the hull of the block holding point `number` found again at the next fit: the
+    /// points from it on are moved by another amount than those before it.
+    mutating func refreshBlock(holding number: Int) {
+        staleBlocks.append(number / Self.blockSize)
     }
 
     /// Forgets the hulls of the blocks from the one holding point `number` on: a point was
