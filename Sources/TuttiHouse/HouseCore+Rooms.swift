@@ -52,7 +52,7 @@ extension HouseCore {
         // Always, whatever changed while it was away: a speaker keeps its name, latency and gain
         // across reconnections, and a volume set back to 100 or a name set back to its own is a
         // change too.
-        link.send(.roomSettings(.init(name: record.name, latencyNanoseconds: link.latencyNanoseconds)))
+        link.send(.roomSettings(settings(of: record, latencyNanoseconds: link.latencyNanoseconds)))
         link.send(.volume(.init(level: Self.gain(percent: record.volume), rampNanoseconds: 0)))
         let group = group(of: link)
         if let resume = link.sender.resume, resume.streamID != group.stream?.id {
@@ -101,7 +101,7 @@ extension HouseCore {
 
     func room(named reference: String) throws(ControlRefusal) -> RoomRecord {
         guard let record = rooms.find(reference) else {
-            let names = rooms.records.values.map(\.name).sorted()
+            let names = rooms.shownRecords.map(\.shownName).sorted()
             throw ControlRefusal("no such room: \(reference) (rooms: \(names.isEmpty ? "none" : names.joined(separator: ", ")))", kind: .notFound)
         }
         return record
@@ -109,27 +109,37 @@ extension HouseCore {
 
     /// Moves `room` into `group`: out of its own group's stream, into `group`'s, a little after
     /// its playhead and in sync with its rooms. The groups' other rooms notice nothing.
-    func move(_ room: RoomRecord, to group: GroupSession, refusingNoChange: Bool) throws(ControlRefusal) {
+    /// A stereo pair moves as one: both halves.
+    func move(_ reference: RoomRecord, to group: GroupSession, refusingNoChange: Bool) throws(ControlRefusal) {
+        // As it is now: a list of records taken before an earlier move may be out of date.
+        guard let room = rooms.records[reference.id] else { return }
         guard room.group != group.id else {
-            if refusingNoChange { throw ControlRefusal("room \(room.name) is already in \(group)", kind: .conflict) }
+            if refusingNoChange { throw ControlRefusal("room \(room.shownName) is already in \(group)", kind: .conflict) }
             return
         }
         let from = groups[room.group] ?? defaultGroup
-        rooms.update(room.id) { $0.group = group.id }
-        stored(store?.save(rooms.records[room.id]!))
-        log("room \(room.name) moved from \(from) to \(group)")
-        guard let link = rooms.link(room.id) else { return }
-        from.release(link)
-        group.admit(link)
+        let ids = [room.id] + (room.partner.map { [$0] } ?? [])
+        for id in ids {
+            rooms.update(id) { $0.group = group.id }
+            stored(store?.save(rooms.records[id]!))
+        }
+        log("room \(room.shownName) moved from \(from) to \(group)")
+        for id in ids {
+            guard let link = rooms.link(id) else { continue }
+            from.release(link)
+            group.admit(link)
+        }
     }
 
     /// The group a room leaving its group goes to: an empty one named after it, made if none is.
     func ownGroup(for room: RoomRecord) throws(ControlRefusal) -> GroupSession {
-        if let existing = groups.values.first(where: { $0.name == room.name && rooms.members(of: $0.id).allSatisfy { $0.id == room.id } && !$0.isDefault }) {
+        if let existing = groups.values.first(where: { group in
+            group.name == room.shownName && rooms.members(of: group.id).allSatisfy { $0.id == room.id || $0.id == room.partner } && !group.isDefault
+        }) {
             return existing
         }
         // Within a group name's 64 bytes, with room for a suffix.
-        var base = room.name
+        var base = room.shownName
         while base.utf8.count > 56 { base.removeLast() }
         var name = base, suffix = 2
         while groups.values.contains(where: { $0.name == name }) {
@@ -139,41 +149,57 @@ extension HouseCore {
         return makeGroup(named: name)
     }
 
+    /// A stereo pair's volume is both halves'.
     func setVolume(of id: RoomID, to percent: Int) {
-        rooms.update(id) { $0.volume = percent }
-        stored(store?.save(rooms.records[id]!))
-        rooms.link(id)?.send(.volume(.init(level: Self.gain(percent: percent), rampNanoseconds: 100_000_000)))
+        for id in [id] + (rooms.records[id]?.partner.map { [$0] } ?? []) {
+            rooms.update(id) { $0.volume = percent }
+            stored(store?.save(rooms.records[id]!))
+            rooms.link(id)?.send(.volume(.init(level: Self.gain(percent: percent), rampNanoseconds: 100_000_000)))
+        }
     }
 
+    /// What a room's speaker is told of its settings: a stereo pair's halves go on by their
+    /// own names.
+    func settings(of record: RoomRecord, latencyNanoseconds: Int64) -> WireMessage.RoomSettings {
+        .init(name: record.name, latencyNanoseconds: latencyNanoseconds, channelMode: record.channel)
+    }
+
+    /// A stereo pair's latency is both halves'.
     func setLatency(of room: RoomRecord, milliseconds: Double) -> RoomChange {
         let nanoseconds = Int64((milliseconds * 1e6).rounded())
-        rooms.update(room.id) {
-            $0.latencySet = nanoseconds
-            $0.latencyKnown = nanoseconds
+        for id in [room.id] + (room.partner.map { [$0] } ?? []) {
+            rooms.update(id) {
+                $0.latencySet = nanoseconds
+                $0.latencyKnown = nanoseconds
+            }
+            let record = rooms.records[id]!
+            stored(store?.save(record))
+            if let link = rooms.link(id) {
+                link.latencyNanoseconds = nanoseconds
+                // The room plays that much earlier from its next block; edits from now on are cut
+                // far enough ahead for its new commitment.
+                link.send(.roomSettings(settings(of: record, latencyNanoseconds: nanoseconds)))
+                group(of: link).publishListening()
+            }
         }
-        stored(store?.save(rooms.records[room.id]!))
-        log("room \(room.name): latency set to \(milliseconds) ms")
-        if let link = rooms.link(room.id) {
-            link.latencyNanoseconds = nanoseconds
-            // The room plays that much earlier from its next block; edits from now on are cut
-            // far enough ahead for its new commitment.
-            link.send(.roomSettings(.init(name: room.name, latencyNanoseconds: nanoseconds)))
-            group(of: link).publishListening()
-        }
+        log("room \(room.shownName): latency set to \(milliseconds) ms")
         return roomChange(room.id)!
     }
 
     func rename(_ room: RoomRecord, to newName: String) throws(ControlRefusal) -> RoomChange {
         let to = newName.trimmingCharacters(in: .whitespaces)
-        guard to != room.name else { return roomChange(room.id)! }
+        guard to != room.shownName else { return roomChange(room.id)! }
         guard !rooms.isTaken(to) else { throw ControlRefusal("room-rename: a room named \(to) exists", kind: .conflict) }
-        rooms.update(room.id) { $0.name = to }
-        stored(store?.save(rooms.records[room.id]!))
-        if let link = rooms.link(room.id) {
+        // A stereo pair's name is the pair's: its halves keep theirs, for when it is unbound,
+        // and their speakers go on by them.
+        rooms.update(room.id) { if $0.pairName != nil { $0.pairName = to } else { $0.name = to } }
+        let record = rooms.records[room.id]!
+        stored(store?.save(record))
+        if record.pairName == nil, let link = rooms.link(room.id) {
             link.name = to
-            link.send(.roomSettings(.init(name: to, latencyNanoseconds: link.latencyNanoseconds)))
+            link.send(.roomSettings(settings(of: record, latencyNanoseconds: link.latencyNanoseconds)))
         }
-        log("room \(room.name) is now called \(to)")
+        log("room \(room.shownName) is now called \(to)")
         return roomChange(room.id)!
     }
 
@@ -185,20 +211,38 @@ extension HouseCore {
     // MARK: Reports
 
     func roomChange(_ id: RoomID) -> RoomChange? {
-        guard let record = rooms.records[id] else { return nil }
-        let latency = rooms.link(id)?.latencyNanoseconds ?? record.latencySet ?? record.latencyKnown ?? 0
-        return RoomChange(id: id, room: record.name, group: groups[record.group]?.name ?? defaultGroup.name, volume: record.volume,
-                          latencyMs: Double(latency) / 1e6)
+        guard let found = rooms.records[id] else { return nil }
+        let record = rooms.shown(found)
+        let latency = rooms.link(record.id)?.latencyNanoseconds ?? record.latencySet ?? record.latencyKnown ?? 0
+        let isPair = record.pairName != nil
+        return RoomChange(id: record.id, room: record.shownName, group: groups[record.group]?.name ?? defaultGroup.name, volume: record.volume,
+                          latencyMs: Double(latency) / 1e6, channel: isPair || record.channel == .stereo ? nil : record.channel,
+                          pair: isPair ? pairReport(of: record) : nil)
     }
 
-    /// The connected rooms, by name.
+    /// The halves of the stereo pair whose left half is `left`.
+    private func pairReport(of left: RoomRecord) -> StereoPairReport? {
+        guard let partner = left.partner, let right = rooms.records[partner] else { return nil }
+        func half(_ record: RoomRecord) -> StereoPairReport.Half {
+            let link = rooms.link(record.id)
+            return .init(id: record.id, name: record.name, connected: link != nil,
+                         syncErrorMicroseconds: link?.status.map { Double($0.syncErrorNanoseconds) / 1000 })
+        }
+        return StereoPairReport(left: half(left), right: half(right))
+    }
+
+    /// The connected rooms, by name. A stereo pair is one room, reported from its left half
+    /// (its right, while the left is away), with both halves' state.
     func roomReports() -> [RoomReport] {
-        rooms.connected.map { link in
-            let record = rooms.records[link.roomID]!
+        rooms.connected.compactMap { link in
+            let own = rooms.records[link.roomID]!
+            let record = rooms.shown(own)
+            // The pair is reported once: from its left half, if that is connected.
+            if own.isHiddenHalf && rooms.link(record.id) != nil { return nil }
             let group = self.group(of: link)
             let head = group.playhead()
             func seconds(_ frame: Int64) -> Double { group.seconds(frame) }
-            var report = RoomReport(id: link.roomID, name: record.name, group: group.name, volume: record.volume,
+            var report = RoomReport(id: record.id, name: record.shownName, group: group.name, volume: record.volume,
                                     latencyMs: Double(link.latencyNanoseconds) / 1e6, state: "connecting",
                                     sentSeconds: seconds(link.sender.sentUntilFrame))
             report.reconnects = max(0, (connectionCounts[link.roomID] ?? 1) - 1)
@@ -212,18 +256,33 @@ extension HouseCore {
                 report.playheadSeconds = status.playheadFrame >= 0 ? seconds(status.playheadFrame) : nil
                 report.problem = status.problem.isEmpty ? nil : status.problem
             }
+            if record.pairName != nil, let pair = pairReport(of: record) {
+                report.pair = pair
+                // The pair is as far off as its worse half.
+                if let other = (own.id == pair.left.id ? pair.right : pair.left).syncErrorMicroseconds,
+                   abs(other) > abs(report.syncErrorMicroseconds ?? 0) {
+                    report.syncErrorMicroseconds = other
+                }
+                let away = [pair.left, pair.right].filter { !$0.connected }.map(\.name)
+                if !away.isEmpty, report.problem == nil {
+                    report.problem = "half of the stereo pair is not connected: \(away.joined(separator: ", ")); the other plays its own channel"
+                }
+            } else if record.channel != .stereo {
+                report.channel = record.channel
+            }
             return report
         }
     }
 
     /// `status` of `group`: its state, queue, item and volume, and every room of the house.
     func statusReport(of group: GroupSession) -> StatusReport {
-        var report = StatusReport(server: configuration.name, state: group.state, roomCount: rooms.connected.count, queueLength: group.queue.count,
+        let shownRooms = roomReports()
+        var report = StatusReport(server: configuration.name, state: group.state, roomCount: shownRooms.count, queueLength: group.queue.count,
                                   serverTimeNs: now)
         report.group = group.name
         report.groupId = group.id
         // Rooms are listed whatever plays: a stopped house's page shows them too.
-        report.rooms = roomReports()
+        report.rooms = shownRooms
         report.waiting = waitingReports()
         report.groupVolume = group.volume
         report.library = libraryStatus

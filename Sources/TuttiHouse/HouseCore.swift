@@ -329,6 +329,12 @@ final class HouseCore {
             return .room(try setLatency(of: room(named: reference), milliseconds: milliseconds))
         case .roomRename(let reference, let name):
             return .room(try rename(room(named: reference), to: name))
+        case .roomChannel(let reference, let mode):
+            return .room(try setChannel(of: reference, to: mode))
+        case .pair(let left, let right, let name):
+            return .room(try pair(left: left, right: right, as: name))
+        case .unpair(let reference):
+            return .rooms(try unpair(reference))
         case .groups:
             return .groups(groupsReport())
         case .groupCreate(let name):
@@ -356,7 +362,8 @@ final class HouseCore {
             // moves for a play that is refused.
             try checkReadable(files)
             let members = try names.map { try room(named: $0) }
-            for record in rooms.members(of: group.id) where !members.contains(where: { $0.id == record.id }) {
+            // A stereo pair named is both its halves.
+            for record in rooms.members(of: group.id) where !members.contains(where: { $0.id == record.id || $0.partner == record.id }) {
                 try move(record, to: ownGroup(for: record), refusingNoChange: false)
             }
             for record in members where record.group != group.id { try move(record, to: group, refusingNoChange: false) }

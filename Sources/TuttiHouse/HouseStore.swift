@@ -111,6 +111,12 @@ final class HouseStore: Sendable {
         var description: String { "not an SQLite database (its header is not SQLite's)" }
     }
 
+    /// A stored value this version cannot read.
+    struct StoreError: Error, CustomStringConvertible {
+        var description: String
+        init(_ description: String) { self.description = description }
+    }
+
     /// Throws `NotADatabase` for a file that is not SQLite's, before SQLite opens it: SQLite,
     /// failing to open it, deletes its `-wal` on close, and those may be the last commits.
     private static func checkHeader(of path: String) throws {
@@ -221,6 +227,13 @@ final class HouseStore: Sendable {
                 DELETE FROM setting WHERE key IN ('group', 'play_modes', 'random_order');
                 """)
         }
+        migrator.registerMigration("v6: channel modes and stereo pairs") { db in
+            try db.execute(sql: """
+                ALTER TABLE room_record ADD COLUMN channel TEXT NOT NULL DEFAULT 'stereo';
+                ALTER TABLE room_record ADD COLUMN partner_id INTEGER;
+                ALTER TABLE room_record ADD COLUMN pair_name TEXT;
+                """)
+        }
         return migrator
     }
 
@@ -243,10 +256,17 @@ final class HouseStore: Sendable {
                 snapshot.groups.append(group)
             }
             for row in try Row.fetchAll(db, sql: "SELECT * FROM room_record ORDER BY id") {
-                let id: Int64 = row["id"], group: Int64 = row["group_id"]
-                snapshot.rooms.append(RoomRecord(id: RoomID(truncatingIfNeeded: id), speakerName: row["speaker_name"], name: row["name"],
-                                                 volume: row["volume"], latencySet: row["latency_set_ns"], latencyKnown: row["latency_known_ns"],
-                                                 group: GroupID(truncatingIfNeeded: group)))
+                let id: Int64 = row["id"], group: Int64 = row["group_id"], partner: Int64? = row["partner_id"], channel: String = row["channel"]
+                var record = RoomRecord(id: RoomID(truncatingIfNeeded: id), speakerName: row["speaker_name"], name: row["name"],
+                                        volume: row["volume"], latencySet: row["latency_set_ns"], latencyKnown: row["latency_known_ns"],
+                                        group: GroupID(truncatingIfNeeded: group))
+                guard let mode = ChannelMode(rawValue: channel) else {
+                    throw StoreError("room \(record.name): unknown channel mode \(channel.debugDescription)")
+                }
+                record.channel = mode
+                record.partner = partner.map { RoomID(truncatingIfNeeded: $0) }
+                record.pairName = row["pair_name"]
+                snapshot.rooms.append(record)
             }
             for row in try Row.fetchAll(db, sql: "SELECT name, files, modified_seconds FROM stored_playlist") {
                 let name: String = row["name"], files: String = row["files"]
@@ -308,8 +328,10 @@ final class HouseStore: Sendable {
 
     private static func write(_ room: RoomRecord, in db: Database) throws {
         try db.execute(sql: """
-            INSERT OR REPLACE INTO room_record (id, speaker_name, name, volume, latency_set_ns, latency_known_ns, group_id) VALUES (?, ?, ?, ?, ?, ?, ?)
-            """, arguments: [Int64(room.id), room.speakerName, room.name, room.volume, room.latencySet, room.latencyKnown, Int64(room.group)])
+            INSERT OR REPLACE INTO room_record (id, speaker_name, name, volume, latency_set_ns, latency_known_ns, group_id, channel, partner_id, pair_name)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """, arguments: [Int64(room.id), room.speakerName, room.name, room.volume, room.latencySet, room.latencyKnown, Int64(room.group),
+                             room.channel.rawValue, room.partner.map { Int64($0) }, room.pairName])
     }
 
     /// Stores `playlist`, replacing one of its name.

@@ -11,6 +11,10 @@ enum APISchemas {
 
     static let components: [String: JSONSchema] = {
         let number = JSONSchema.number(), integer = JSONSchema.integer(), string = JSONSchema.string()
+        let channel = JSONSchema.string(oneOf: ChannelMode.allCases.map(\.rawValue))
+        let half: JSONSchema = .object([property("id", .integer(minimum: 1)), property("name", string), property("connected", .boolean),
+                                        property("syncErrorMicroseconds", number, required: false)])
+        let pair: JSONSchema = .object([property("left", half), property("right", half)])
         let room: JSONSchema = .object([
             property("id", .integer(minimum: 1)), property("name", string), property("group", string), property("volume", .integer(minimum: 0, maximum: 100)),
             property("latencyMs", number), property("state", string),
@@ -19,6 +23,7 @@ enum APISchemas {
             property("fillRate", number, required: false), property("playheadSeconds", number, required: false),
             property("reconnects", .integer(minimum: 0), required: false),
             property("sentSeconds", number), property("problem", string, required: false),
+            property("channel", channel, required: false), property("pair", pair, required: false),
         ])
         var schemas: [String: JSONSchema] = [
             "RoomReport": room,
@@ -28,7 +33,8 @@ enum APISchemas {
                                              property("waitingSeconds", .number(minimum: 0))]),
             "RoomChange": .object([property("id", .integer(minimum: 1)), property("room", string), property("group", string),
                                    property("volume", .integer(minimum: 0, maximum: 100)),
-                                   property("latencyMs", .number(minimum: 0, maximum: 2000), required: false)]),
+                                   property("latencyMs", .number(minimum: 0, maximum: 2000), required: false),
+                                   property("channel", channel, required: false), property("pair", pair, required: false)]),
             "LibraryTrack": .object([
                 property("path", string), property("title", string, required: false), property("artist", string, required: false),
                 property("album", string, required: false), property("durationSeconds", number, required: false), property("format", string),

@@ -128,6 +128,7 @@ extension WireMessage {
         case .roomSettings(let m):
             b.writeWireString(m.name)
             b.writeInteger(m.latencyNanoseconds)
+            b.writeInteger(m.channelMode.wireCode)
         case .admission(let m):
             b.writeInteger(UInt8(m.isAdmitted ? 1 : 0))
             b.writeWireString(m.code)
@@ -258,7 +259,9 @@ extension WireMessage {
             guard !name.isEmpty, name.utf8.count <= 64 else { throw WireError("roomSettings: a room name must be 1 to 64 bytes") }
             let latency: Int64 = try reader.integer()
             guard (0...RoomSettings.maximumLatencyNanoseconds).contains(latency) else { throw WireError("roomSettings: invalid latency \(latency) ns") }
-            return .roomSettings(RoomSettings(name: name, latencyNanoseconds: latency))
+            let code: UInt8 = try reader.integer()
+            guard let mode = ChannelMode(wireCode: code) else { throw WireError("roomSettings: unknown channel mode \(code)") }
+            return .roomSettings(RoomSettings(name: name, latencyNanoseconds: latency, channelMode: mode))
         case .admission:
             let admitted = try reader.flag()
             let code = try reader.string()

@@ -1,5 +1,5 @@
 
-/// The messages of Tutti's TCP protocol (version 7), between the house server and speakers or
+/// The messages of Tutti's TCP protocol (version 8), between the house server and speakers or
 /// controllers. Audio and control travel over TCP, inside the secure channel
 /// (`SecureChannelHandler`); clock sync has its own UDP packets (`ClockSyncPacket`). See
 /// docs/MULTIROOM.md for the conversation and docs/SECURITY.md for the channel.
@@ -191,11 +191,14 @@ public enum WireMessage: Sendable, Equatable {
         public var name: String
         /// Acoustic delay after the DAC to compensate (replaces the speaker's `--latency-ms`).
         public var latencyNanoseconds: Int64
+        /// Which of the stream's channels the room plays (a stereo pair's halves play one each).
+        public var channelMode: ChannelMode
         /// The largest latency a room may be given.
         public static let maximumLatencyNanoseconds: Int64 = 2_000_000_000
-        public init(name: String, latencyNanoseconds: Int64) {
+        public init(name: String, latencyNanoseconds: Int64, channelMode: ChannelMode = .stereo) {
             self.name = name
             self.latencyNanoseconds = latencyNanoseconds
+            self.channelMode = channelMode
         }
     }
 
@@ -256,7 +259,7 @@ public enum WireProtocol {
     /// 6: controllers authenticate (`Welcome.challenge`, `authenticate`).
     /// 7: everything in the secure channel; speakers are admitted (`admission`); clock-sync
     /// packets are authenticated.
-    public static let version: UInt16 = 7
+    public static let version: UInt16 = 8
     /// "TT": the first two bytes of every frame.
     public static let magic: UInt16 = 0x5454
     /// Frame header: magic (2), version (1), type (1), payload length (4).

@@ -8,7 +8,8 @@ import TuttiProtocol
 ///
 /// Three readers wrap one another, roc-toolkit style: `TimelineChunkReader` decodes the
 /// stream's chunks, a `VariableRateResampler` steered by the `PlayoutController` reads them at
-/// a fractional position and a step close to 1, and `VolumeRamp` applies the room volume.
+/// a fractional position and a step close to 1, `ChannelMix` picks the room's channels
+/// (`ChannelMode`) and `VolumeRamp` applies the room volume.
 /// Whoever owns the room's clock calls `render`: `PlayoutEngine`'s thread, keeping a real
 /// device's ring a few tens of milliseconds ahead, or a simulated sound card at each period.
 ///
@@ -25,6 +26,7 @@ public final class Playout {
     private var controller: PlayoutController
     private var resampler: VariableRateResampler
     private var reader: TimelineChunkReader
+    private var channelMix: ChannelMix
     private var volume: VolumeRamp
     private var stream: PlayoutInputs.Stream?
     private var flushGeneration = -1
@@ -57,6 +59,7 @@ public final class Playout {
         self.controller = PlayoutController(configuration: controller)
         resampler = VariableRateResampler(channelCount: format.channelCount, inputCapacityFrames: 16384)
         reader = TimelineChunkReader(chunks: inputs.chunks, channelCount: format.channelCount, worker: decodeWorker)
+        channelMix = ChannelMix(crossoverFrames: format.sampleRate / 100)
         volume = VolumeRamp(sampleRate: format.sampleRate)
         block = [Float](repeating: 0, count: blockFrames * format.channelCount)
     }
@@ -145,6 +148,7 @@ public final class Playout {
         }
         if playing { wasPlaying = true }
         block.withUnsafeMutableBufferPointer {
+            channelMix.apply(inputs.channelMode, to: $0.baseAddress!, frames: n, channels: channels)
             volume.apply(target: inputs.volume, rampNanoseconds: inputs.volumeRampNanoseconds, to: $0.baseAddress!, frames: n, channels: channels)
         }
         report.isPlaying = playing

@@ -25,6 +25,8 @@ public final class PlayoutInputs: Sendable {
         var volumeRampNanoseconds: Int64 = 0
         /// The latency the house set for this room (`roomSettings`), replacing the speaker's own.
         var latencyNanoseconds: Int64?
+        /// Which of the stream's channels the room plays (`roomSettings`).
+        var channelMode: ChannelMode = .stereo
         var endFrame: Int64?
         /// Bumped by every flush the engine must honour (it drops decoded audio past the cut).
         var flushGeneration = 0
@@ -128,6 +130,11 @@ public final class PlayoutInputs: Sendable {
 
     /// The latency to compensate from now on, as the house set it.
     public func setLatency(_ nanoseconds: Int64) { state.withLock { $0.latencyNanoseconds = nanoseconds } }
+
+    /// Which of the stream's channels to play from now on, as the house set it.
+    public func setChannelMode(_ mode: ChannelMode) { state.withLock { $0.channelMode = mode } }
+
+    public var channelMode: ChannelMode { state.withLock { $0.channelMode } }
 
     /// The latency the house set, if it set one.
     public var latencyNanoseconds: Int64? { state.withLock { $0.latencyNanoseconds } }

@@ -247,7 +247,20 @@ public final class SpeakerClient: Sendable {
                 log("the house set this room's latency to \(Double(m.latencyNanoseconds) / 1e6) ms (was \(Double(latency) / 1e6) ms)")
             }
             inputs.setLatency(m.latencyNanoseconds)
+            if m.channelMode != inputs.channelMode {
+                log("the house set this room to play \(Self.describe(m.channelMode)) (was \(Self.describe(inputs.channelMode)))")
+                inputs.setChannelMode(m.channelMode)
+            }
             if m.name != configuration.name { log("the house calls this room '\(m.name)'") }
+        }
+    }
+
+    private static func describe(_ mode: ChannelMode) -> String {
+        switch mode {
+        case .stereo: "both channels"
+        case .left: "the left channel only"
+        case .right: "the right channel only"
+        case .mono: "both channels mixed to mono"
         }
     }
 

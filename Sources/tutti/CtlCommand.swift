@@ -36,7 +36,7 @@ struct Ctl: AsyncParsableCommand {
             """,
         subcommands: [CtlHouses.self, CtlPlay.self, CtlPause.self, CtlResume.self, CtlSeek.self, CtlNext.self, CtlPrevious.self, CtlRooms.self,
                       CtlGroups.self, CtlGroup.self, CtlMove.self,
-                      CtlJoin.self, CtlLeave.self, CtlVolume.self, CtlLatency.self, CtlRename.self, CtlGroupVolume.self, CtlQueue.self, CtlModes.self, CtlPlaylist.self, CtlLibrary.self,
+                      CtlJoin.self, CtlLeave.self, CtlVolume.self, CtlLatency.self, CtlRename.self, CtlChannel.self, CtlPair.self, CtlUnpair.self, CtlGroupVolume.self, CtlQueue.self, CtlModes.self, CtlPlaylist.self, CtlLibrary.self,
                       CtlStatus.self, CtlPairController.self, CtlAdmit.self, CtlForget.self])
 
     @Option(help: ArgumentHelp("The house server's address.",
@@ -419,6 +419,47 @@ struct CtlRename: AsyncParsableCommand {
     @Argument var room: String
     @Argument(help: "The new name.") var name: String
     func run() async throws { printReply(try await ctl.send(.roomRename(room: room, to: name)), json: false) }
+}
+
+struct CtlChannel: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "channel", abstract: "Choose which of the music's channels a room plays: stereo, left, right or mono.",
+        discussion: """
+            stereo plays both (the default); left or right plays that channel on every output of the room's card (a \
+            speaker at one side of a room); mono plays their mean, at half of each so that it cannot clip. For two \
+            speakers as one stereo pair, use `tutti ctl pair`. Example: tutti ctl channel bathroom mono
+            """)
+    @ParentCommand var ctl: Ctl
+    @Argument var room: String
+    @Argument(help: "stereo, left, right or mono.") var channel: ChannelMode
+    func run() async throws { printReply(try await ctl.send(.roomChannel(room: room, channel: channel)), json: false) }
+}
+
+extension ChannelMode: ExpressibleByArgument {}
+
+struct CtlPair: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "pair", abstract: "Bind two rooms as one stereo pair: the first plays the left channel, the second the right.",
+        discussion: """
+            The pair is one room from then on, named by --as: one volume, one latency, one group, one MPD output and \
+            one Snapcast client. Each half picks its channel from the stream it already receives, and the two play \
+            within a sample of each other. `tutti ctl unpair NAME` gives back the two rooms. Example: \
+            tutti ctl pair kitchen-left kitchen-right --as Kitchen
+            """)
+    @ParentCommand var ctl: Ctl
+    @Argument(help: "The room that plays the left channel.") var left: String
+    @Argument(help: "The room that plays the right channel.") var right: String
+    @Option(name: .customLong("as"), help: "The pair's name.") var name: String
+    func run() async throws { printReply(try await ctl.send(.pair(left: left, right: right, name: name)), json: false) }
+}
+
+struct CtlUnpair: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "unpair", abstract: "Unbind a stereo pair: its halves are two rooms again, each playing stereo.",
+        discussion: "Example: tutti ctl unpair Kitchen")
+    @ParentCommand var ctl: Ctl
+    @Argument(help: "The pair's name (or id).") var room: String
+    func run() async throws { printReply(try await ctl.send(.unpair(room: room)), json: false) }
 }
 
 struct CtlGroupVolume: AsyncParsableCommand {

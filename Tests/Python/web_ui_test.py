@@ -22,6 +22,7 @@ from selenium.webdriver.common.actions import interaction
 from selenium.webdriver.common.actions.action_builder import ActionBuilder
 from selenium.webdriver.common.actions.pointer_input import PointerInput
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select
 from selenium.webdriver.support.ui import WebDriverWait
 
 url, out, join_room, volume_room, code, waiting_room = sys.argv[1:7]
@@ -270,6 +271,37 @@ try:
     except Exception:
         fail(f"speaker {waiting_room} was not admitted: {driver.find_element(By.ID, 'waiting').text!r}")
     report("admitted", room=waiting_room, code=shown)
+
+    # The new room plays the mean of the channels; then it and the join room become a stereo
+    # pair (named at the prompt), one room with its halves shown; Unpair gives back the two.
+    channel = Select(room(waiting_room).find_element(By.CSS_SELECTOR, ".channel"))
+    channel.select_by_value("mono")
+    driver.find_element(By.ID, "title").click()
+    try:
+        wait.until(lambda d: d.execute_script("return document.activeElement.className") != "channel"
+                   and room(waiting_room).find_element(By.CSS_SELECTOR, ".channel").get_attribute("value") == "mono")
+    except Exception:
+        fail(f"{waiting_room}'s channel did not settle at mono")
+    Select(room(waiting_room).find_element(By.CSS_SELECTOR, ".pair-with")).select_by_value(join_room)
+    prompt = wait.until(lambda d: d.switch_to.alert)
+    prompt.send_keys("Den")
+    prompt.accept()
+    try:
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, '#rooms li[data-room="Den"]')
+                   and not d.find_elements(By.CSS_SELECTOR, f'#rooms li[data-room="{waiting_room}"]')
+                   and not d.find_elements(By.CSS_SELECTOR, f'#rooms li[data-room="{join_room}"]'))
+    except Exception:
+        fail(f"no stereo pair Den: {driver.find_element(By.ID, 'rooms').text!r}")
+    halves = room("Den").find_element(By.CSS_SELECTOR, ".pair-halves").text
+    report("stereo-paired", halves=halves)
+    room("Den").find_element(By.CSS_SELECTOR, ".unpair").click()
+    try:
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, f'#rooms li[data-room="{waiting_room}"]')
+                   and d.find_elements(By.CSS_SELECTOR, f'#rooms li[data-room="{join_room}"]')
+                   and not d.find_elements(By.CSS_SELECTOR, '#rooms li[data-room="Den"]'))
+    except Exception:
+        fail(f"the pair Den was not unbound: {driver.find_element(By.ID, 'rooms').text!r}")
+    report("stereo-unpaired", channel=room(waiting_room).find_element(By.CSS_SELECTOR, ".channel").get_attribute("value"))
     errors = console_errors()
     if errors:
         fail(f"console errors: {errors}")

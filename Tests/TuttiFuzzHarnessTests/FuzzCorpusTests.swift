@@ -209,6 +209,7 @@ struct FuzzSeedWriter {
             ("stream-end", .streamEnd(.init(streamID: 7, endFrame: 4_800_000))),
             ("volume", .volume(.init(level: 0.75, rampNanoseconds: 50_000_000))),
             ("room-settings", .roomSettings(.init(name: "Küche links", latencyNanoseconds: 80_000_000))),
+            ("room-settings-right", .roomSettings(.init(name: "Küche rechts", latencyNanoseconds: 0, channelMode: .right))),
             ("speaker-status", .speakerStatus(.init(state: .playing, streamID: 7, playheadFrame: 4800, bufferedUntilFrame: 96000,
                                                     syncErrorNanoseconds: -1200, clockErrorNanoseconds: 300, underruns: 1,
                                                     fillRate: 3.5, problem: "chunk 12: CRC mismatch"))),

@@ -7,9 +7,15 @@ import TuttiProtocol
 /// report with every field set conforms and uses every property its schema lists, and with no
 /// optional set still conforms. A field added to a report, renamed or retyped fails here.
 @Suite struct APISchemaTests {
-    static let room = RoomReport(id: 3, name: "kitchen", group: "default", volume: 40, latencyMs: 12.5, state: "playing", bufferSeconds: 290.5,
-                                 syncErrorMicroseconds: -3.5, clockErrorMicroseconds: 21, underruns: 0, fillRate: 180, playheadSeconds: 12.25,
-                                 sentSeconds: 300, problem: "none", reconnects: 1)
+    static let room: RoomReport = {
+        var room = RoomReport(id: 3, name: "kitchen", group: "default", volume: 40, latencyMs: 12.5, state: "playing", bufferSeconds: 290.5,
+                              syncErrorMicroseconds: -3.5, clockErrorMicroseconds: 21, underruns: 0, fillRate: 180, playheadSeconds: 12.25,
+                              sentSeconds: 300, problem: "none", reconnects: 1)
+        room.channel = .mono
+        room.pair = StereoPairReport(left: .init(id: 3, name: "kitchen left", connected: true, syncErrorMicroseconds: 2),
+                                     right: .init(id: 4, name: "kitchen right", connected: false, syncErrorMicroseconds: -1))
+        return room
+    }()
     static var full: [(String, ControlReply)] {
         var play = PlayReport(items: 2, rooms: ["kitchen"], startsInMs: 145)
         play.waitedMs = 20
@@ -51,11 +57,11 @@ import TuttiProtocol
             ("EditReport", .edited(EditReport(cut: StreamCut(fromSeconds: 12.5, aheadSeconds: 0.4, seamless: false, reason: "late"),
                                               item: 1, stopped: false, queueLength: 3))),
             ("RoomsReport", .rooms(RoomsReport(rooms: [room], waiting: [waiting]))),
-            ("RoomChange", .room(RoomChange(id: 3, room: "kitchen", group: "kitchen", volume: 0, latencyMs: 80))),
+            ("RoomChange", .room(RoomChange(id: 3, room: "kitchen", group: "kitchen", volume: 0, latencyMs: 80, channel: .left, pair: room.pair))),
             ("LibraryBrowseReport", .library(LibraryBrowseReport(artists: ["A"], albums: ["B"],
                                                                  tracks: [LibraryTrack(path: "/m/a.flac", title: "A", artist: "B", album: "C", durationSeconds: 1, format: "flac 44100 Hz")],
                                                                  problems: [LibraryProblem(path: "/m/x.mp3", reason: "invalid data")]))),
-            ("GroupVolumeReport", .group(GroupVolumeReport(percent: 40, rooms: [RoomChange(id: 3, room: "kitchen", group: "default", volume: 40, latencyMs: 0)]))),
+            ("GroupVolumeReport", .group(GroupVolumeReport(percent: 40, rooms: [RoomChange(id: 3, room: "kitchen", group: "default", volume: 40, latencyMs: 0, channel: .right, pair: room.pair)]))),
             ("QueueReport", .queue(QueueReport(items: [{ var entry = QueueEntryReport(index: 0, path: "/m/a.flac", current: true, title: "A", durationSeconds: 200.25)
                                                             entry.id = 7
                                                             return entry }()],

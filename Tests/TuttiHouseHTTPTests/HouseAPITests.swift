@@ -512,6 +512,10 @@ import TuttiTestSupport
         let shown = try #require(admitted["code"] as? String)
         #expect(speakerLog.contains("waiting to be admitted to the house") && speakerLog.contains("(code \(shown))"), "\(admitted) / \(speakerLog)")
         #expect(speakerLog.contains("admitted to the house"), "\(speakerLog)")
+        // The web UI's stereo pair: c (left) and the join room (right) as one room, then two again.
+        let stereoPair = try #require(step("stereo-paired"))
+        #expect((stereoPair["halves"] as? String) == "stereo pair: c (left) + b (right)", "\(stereoPair)")
+        #expect(step("stereo-unpaired")?["channel"] as? String == "stereo", "\(String(describing: step("stereo-unpaired")))")
         // Out of the way of what follows (the group's volume lists the default group's rooms).
         newcomer.interrupt()
         let goneBy = Date().addingTimeInterval(20)

@@ -10,6 +10,7 @@ import Testing
         .volume(room: "kitchen", percent: 40), .queue, .queueAdd(file: "/m/c.ogg", at: 1), .queueAdd(file: "/m/d.ogg"),
         .queueRemove(index: 3), .queueMove(from: 4, to: 1), .status, .previous, .groupVolume(percent: 30), .queueClear,
         .roomLatency(room: "living room", milliseconds: 82.5), .queuePlay(index: 2), .stop, .roomRename(room: "kitchen", to: "Küche links"),
+        .roomChannel(room: "bathroom", channel: .mono), .pair(left: "kitchen left", right: "kitchen right", name: "Küche"), .unpair(room: "Küche"),
         .librarySearch(query: "help beatles", limit: 20), .librarySearch(query: "x"), .libraryBrowse(), .libraryBrowse(artist: "A"),
         .libraryBrowse(artist: "A", album: "B"), .libraryProblems, .queueShuffle, .playModes(repeat: true), .playModes(random: false, consume: true),
         .playModes(repeat: false, random: true, single: true, consume: false), .playlists, .playlistSave(name: "Party mix"),

@@ -85,7 +85,7 @@ import Testing
 
     @Test(arguments: [
         (frame(type: 1, payload: [], magic: 0x4745), "not a Tutti stream (bad magic 0x4745)"),
-        (frame(type: 1, payload: [], version: 9), "protocol version 9 not supported (this build speaks 7)"),
+        (frame(type: 1, payload: [], version: 9), "protocol version 9 not supported (this build speaks 8)"),
         (frame(type: 99, payload: []), "unknown message type 99"),
         (frame(type: 4, payload: [], length: 100_000_000), "message of 100000000 bytes exceeds the limit of 4194304"),
         (frame(type: 6, payload: [0, 0, 0, 1, 0, 0]), "flush message is truncated"),

@@ -29,7 +29,7 @@ extension GroupSession {
             save()
             guard configuration.startWaitNanoseconds > 0 else {
                 try startPlaying(item: firstItemInPlayOrder)
-                var report = PlayReport(items: files.count, rooms: rooms.map(\.name), startsInMs: startsInMilliseconds)
+                var report = PlayReport(items: files.count, rooms: shownRoomNames, startsInMs: startsInMilliseconds)
                 report.startsAtServerTimeNs = stream?.schedule.anchors.last?.serverTime
                 return .started(report)
             }
@@ -120,7 +120,8 @@ extension GroupSession {
             }
             return .edited(EditReport(stopped: true, queueLength: queue.count))
         case .groupVolume(let percent):
-            let members = rooms
+            // A stereo pair is one room: its volume is set once, on both halves.
+            let members = shownRooms
             guard !members.isEmpty else { throw ControlRefusal("no room of \(self) is connected", kind: .conflict) }
             let levels = members.map { core.rooms.records[$0.roomID]?.volume ?? 100 }
             let mean = Double(levels.reduce(0, +)) / Double(levels.count)
@@ -199,7 +200,7 @@ extension GroupSession {
 
     /// The mean volume of the group's connected rooms, rounded.
     var volume: Int? {
-        let levels = rooms.map { core.rooms.records[$0.roomID]?.volume ?? 100 }
+        let levels = shownRooms.map { core.rooms.records[$0.roomID]?.volume ?? 100 }
         return levels.isEmpty ? nil : Int((Double(levels.reduce(0, +)) / Double(levels.count)).rounded())
     }
 
@@ -300,8 +301,8 @@ extension GroupSession {
     }
 
     func report() -> GroupReport {
-        var report = GroupReport(id: id, name: name, isDefault: isDefault, rooms: rooms.map(\.name),
-                                 knownRooms: core.rooms.members(of: id).map(\.name), state: state, queueLength: queue.count)
+        var report = GroupReport(id: id, name: name, isDefault: isDefault, rooms: shownRoomNames,
+                                 knownRooms: core.rooms.members(of: id).filter { !$0.isHiddenHalf }.map(\.shownName), state: state, queueLength: queue.count)
         report.stream = stream?.id
         report.volume = volume
         report.airplay = core.airPlayAddresses[id]

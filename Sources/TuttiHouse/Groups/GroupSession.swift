@@ -101,6 +101,18 @@ final class GroupSession {
     /// Its connected rooms, by name.
     var rooms: [RoomLink] { core.rooms.connected(in: id) }
 
+    /// Its connected rooms as controllers see them: a stereo pair once, by its left half (its
+    /// right, while the left is away).
+    var shownRooms: [RoomLink] {
+        var seen = Set<RoomID>()
+        return rooms.filter { link in seen.insert(core.rooms.records[link.roomID].map(core.rooms.shown)?.id ?? link.roomID).inserted }
+    }
+
+    /// The names controllers know its connected rooms by, sorted.
+    var shownRoomNames: [String] {
+        shownRooms.map { core.rooms.records[$0.roomID].map(core.rooms.shown)?.shownName ?? $0.name }.sorted()
+    }
+
     /// What the store keeps of the group (its stream apart).
     var snapshot: HouseStore.StoredGroup {
         HouseStore.StoredGroup(id: id, name: name, queue: queue, tags: tags, playModes: playModes, randomOrder: randomOrder)

@@ -79,7 +79,7 @@ extension GroupSession {
         if !notReady.isEmpty {
             log("\(self): play started after \(waited) ms without \(notReady.map(\.room).joined(separator: ", ")) (not ready: \(notReady.map { "\($0.room): \($0.reason)" }.joined(separator: "; "))); they join in sync when ready")
         }
-        var report = PlayReport(items: pending.items, rooms: rooms.map(\.name), startsInMs: Int((start - now) / 1_000_000))
+        var report = PlayReport(items: pending.items, rooms: shownRoomNames, startsInMs: Int((start - now) / 1_000_000))
         report.waitedMs = waited
         report.startsAtServerTimeNs = start
         report.notReady = notReady.isEmpty ? nil : notReady

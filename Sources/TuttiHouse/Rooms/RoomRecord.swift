@@ -1,3 +1,5 @@
+import TuttiProtocol
+
 /// A room's identity: the same across renames, restarts and reconnections. MPD's output id,
 /// Snapcast's client id and the HTTP API's room id.
 typealias RoomID = UInt32
@@ -20,4 +22,17 @@ struct RoomRecord: Equatable, Sendable {
     var latencyKnown: Int64?
     /// The group it plays in.
     var group: GroupID
+    /// Which of the stream's channels it plays (`room-channel`; a stereo pair's halves, left
+    /// and right).
+    var channel: ChannelMode = .stereo
+    /// The other half of the stereo pair it is in.
+    var partner: RoomID?
+    /// The pair's name, on its left half, which stands for the pair: to every controller the
+    /// pair is one room, with the left half's id and this name.
+    var pairName: String?
+
+    /// Whether it is the right half of a pair: hidden behind its left half.
+    var isHiddenHalf: Bool { partner != nil && pairName == nil }
+    /// The name a controller sees: the pair's, for a pair's left half.
+    var shownName: String { pairName ?? name }
 }

@@ -39,11 +39,23 @@ final class RoomRegistry {
         return (record, true)
     }
 
-    /// The room a controller names: by its id (all digits; no name is), else by its name.
+    /// The room a controller names: by its id (all digits; no name is), else by its name. A
+    /// stereo pair is one room: its name or either half's names it, and the left half stands
+    /// for it.
     func find(_ reference: String) -> RoomRecord? {
-        if let id = RoomID(reference), let record = records[id] { return record }
-        return records.values.first { $0.name == reference }
+        if let id = RoomID(reference), let record = records[id] { return shown(record) }
+        if let pair = records.values.first(where: { $0.pairName == reference }) { return pair }
+        return records.values.first { $0.name == reference }.map(shown)
     }
+
+    /// The room a controller sees for `record`: its pair's left half, for a right half.
+    func shown(_ record: RoomRecord) -> RoomRecord {
+        guard record.isHiddenHalf, let partner = record.partner, let left = records[partner] else { return record }
+        return left
+    }
+
+    /// The rooms a controller sees: a stereo pair once, by its left half.
+    var shownRecords: [RoomRecord] { records.values.filter { !$0.isHiddenHalf } }
 
     func update(_ id: RoomID, _ change: (inout RoomRecord) -> Void) {
         guard var record = records[id] else { return }
@@ -53,7 +65,7 @@ final class RoomRegistry {
 
     /// Whether `name` is some room's name, or some speaker's (which would take it on connecting).
     func isTaken(_ name: String) -> Bool {
-        records.values.contains { $0.name == name || $0.speakerName == name }
+        records.values.contains { $0.name == name || $0.speakerName == name || $0.pairName == name }
     }
 
     /// The rooms of `group`, by name.

@@ -356,6 +356,12 @@ function makeRoomView(name) {
     <div class="health"></div>
     <div class="room-settings">
       <label>latency <input type="number" class="latency" min="0" max="2000" step="1" inputmode="decimal"> ms</label>
+      <label class="channel-setting">plays <select class="channel">
+        <option value="stereo">stereo</option><option value="left">left</option><option value="right">right</option><option value="mono">mono</option>
+      </select></label>
+      <label class="pair-setting">pair with <select class="pair-with"></select></label>
+      <span class="pair-halves"></span>
+      <button type="button" class="unpair" hidden>Unpair</button>
       <button type="button" class="rename">Rename</button>
     </div>
     <div class="problem"></div>`;
@@ -373,6 +379,20 @@ function makeRoomView(name) {
     }
   });
   item.querySelector(".rename").addEventListener("click", () => startRename(item, name));
+  const channel = item.querySelector(".channel");
+  channel.setAttribute("aria-label", `${name} plays`);
+  channel.addEventListener("change", () => command("PUT", `/rooms/${encodeURIComponent(name)}/channel`, { channel: channel.value }));
+  // A stereo pair: this room the left half, the one chosen the right; the pair's name asked.
+  const pairWith = item.querySelector(".pair-with");
+  pairWith.setAttribute("aria-label", `Pair ${name} with`);
+  pairWith.addEventListener("change", () => {
+    const right = pairWith.value;
+    pairWith.value = "";
+    if (!right) return;
+    const pairName = window.prompt(`Name of the stereo pair: ${name} plays left, ${right} right`, name);
+    if (pairName && pairName.trim()) command("POST", "/pairs", { left: name, right, name: pairName.trim() });
+  });
+  item.querySelector(".unpair").addEventListener("click", () => command("DELETE", `/pairs/${encodeURIComponent(name)}`));
   // The keyboard's way to move a room (the pointer's is a drag between the group cards).
   const select = item.querySelector(".room-group");
   select.setAttribute("aria-label", `${name}'s group`);
@@ -466,10 +486,30 @@ function renderRooms() {
     if (room.underruns) health.push(`${room.underruns} underrun${room.underruns === 1 ? "" : "s"}`);
     const latency = view.querySelector(".latency");
     if (document.activeElement !== latency) latency.value = room.latencyMs ?? 0;
+    renderPairing(view, room, rooms);
     view.querySelector(".health").textContent = health.join(" · ");
     view.querySelector(".problem").textContent = room.problem ?? "";
   });
   renderLegend();
+}
+
+/// A room's channel and pairing: a stereo pair shows its halves and Unpair; a single room, its
+/// channel and the rooms it could be paired with.
+function renderPairing(view, room, rooms) {
+  const pair = room.pair;
+  view.querySelector(".channel-setting").hidden = Boolean(pair);
+  view.querySelector(".pair-setting").hidden = Boolean(pair);
+  view.querySelector(".unpair").hidden = !pair;
+  view.querySelector(".pair-halves").textContent = pair ? `stereo pair: ${pair.left.name} (left) + ${pair.right.name} (right)` : "";
+  if (pair) return;
+  const channel = view.querySelector(".channel");
+  if (document.activeElement !== channel) channel.value = room.channel ?? "stereo";
+  const pairWith = view.querySelector(".pair-with");
+  const others = rooms.filter((other) => other.name !== room.name && !other.pair).map((other) => other.name);
+  if ([...pairWith.options].slice(1).map((option) => option.value).join("\n") !== others.join("\n")) {
+    pairWith.replaceChildren(Object.assign(document.createElement("option"), { value: "", textContent: "…" }),
+                             ...others.map((other) => Object.assign(document.createElement("option"), { value: other, textContent: other })));
+  }
 }
 
 // MARK: Groups

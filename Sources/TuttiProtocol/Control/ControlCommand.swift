@@ -46,6 +46,14 @@ public enum ControlCommand: Sendable, Equatable {
     /// Give a room another name; its volume, group membership and latency go with it, and its
     /// speaker keeps it across restarts.
     case roomRename(room: String, to: String)
+    /// Which of the stream's channels a room plays: stereo (both, the default), left, right, or
+    /// mono (their mean).
+    case roomChannel(room: String, channel: ChannelMode)
+    /// Bind two rooms as one stereo pair named `name`: `left` plays the left channel, `right`
+    /// the right; to every controller the pair is one room (one volume, latency and group).
+    case pair(left: String, right: String, name: String)
+    /// Unbind a stereo pair: its halves are two rooms again, each in stereo.
+    case unpair(room: String)
     /// Set the group's volume, 0–100: the mean of its rooms' volumes, each scaled in proportion
     /// (as Sonos does), so the rooms keep their balance.
     case groupVolume(percent: Int)
@@ -118,6 +126,9 @@ public enum ControlCommand: Sendable, Equatable {
         case .groupVolume: "group-volume"
         case .roomLatency: "room-latency"
         case .roomRename: "room-rename"
+        case .roomChannel: "room-channel"
+        case .pair: "pair"
+        case .unpair: "unpair"
         case .queue: "queue"
         case .queueAdd: "queue-add"
         case .queueRemove: "queue-remove"
@@ -155,7 +166,7 @@ public enum ControlCommand: Sendable, Equatable {
     /// Every command name, for error messages.
     public static let names = ["play", "pause", "resume", "seek", "next", "previous", "rooms", "join", "leave", "groups", "group-create",
                                "group-rename", "group-remove", "volume", "group-volume",
-                               "room-latency", "room-rename", "queue", "queue-add", "queue-remove", "queue-move", "queue-clear", "queue-play", "queue-shuffle", "stop", "status",
+                               "room-latency", "room-rename", "room-channel", "pair", "unpair", "queue", "queue-add", "queue-remove", "queue-move", "queue-clear", "queue-play", "queue-shuffle", "stop", "status",
                                "library-search", "library-browse", "library-problems", "play-modes", "playlists", "playlist-save",
                                "playlist-load", "playlist-remove", "playlist-add", "pair-controller", "admit", "forget"]
 
@@ -183,6 +194,10 @@ public enum ControlCommand: Sendable, Equatable {
             "room-rename needs a new name of 1 to 64 bytes"
         case .roomRename(_, let name) where name.filter({ !$0.isWhitespace }).allSatisfy(\.isNumber):
             "room-rename: a name of digits alone would read as a room's id: \(name)"
+        case .pair(_, _, let name) where name.allSatisfy(\.isWhitespace) || name.utf8.count > 64 || name.contains("\n") || name.contains("\r"):
+            "pair needs a name of 1 to 64 bytes on one line for the pair"
+        case .pair(_, _, let name) where name.filter({ !$0.isWhitespace }).allSatisfy(\.isNumber):
+            "pair: a name of digits alone would read as a room's id: \(name)"
         case .groupCreate(let name), .groupRename(let name):
             Self.groupNameProblem(name).map { "\(self.name): \($0)" }
         case .librarySearch(_, let limit?) where !(1...1000).contains(limit):
@@ -216,7 +231,7 @@ public enum ControlCommand: Sendable, Equatable {
     /// others do not notice it.
     public var actsOnAGroup: Bool {
         switch self {
-        case .rooms, .groups, .groupCreate, .volume, .roomLatency, .roomRename, .playlists, .playlistRemove, .playlistAdd,
+        case .rooms, .groups, .groupCreate, .volume, .roomLatency, .roomRename, .roomChannel, .pair, .unpair, .playlists, .playlistRemove, .playlistAdd,
              .librarySearch, .libraryBrowse, .libraryProblems, .pairController, .admit, .forget:
             false
         default:
@@ -235,6 +250,7 @@ public enum ControlCommand: Sendable, Equatable {
 extension ControlCommand: Codable {
     private enum Key: String, CodingKey {
         case command, speaker, code, files, rooms, seconds, room, percent, file, at, index, from, to, query, limit, artist, album, milliseconds, name, `repeat`, random, single, consume
+        case channel, left, right
     }
 
     public init(from decoder: any Decoder) throws {
@@ -258,6 +274,10 @@ extension ControlCommand: Codable {
         case "group-volume": self = .groupVolume(percent: try c.decode(Int.self, forKey: .percent))
         case "room-latency": self = .roomLatency(room: try c.decode(String.self, forKey: .room), milliseconds: try c.decode(Double.self, forKey: .milliseconds))
         case "room-rename": self = .roomRename(room: try c.decode(String.self, forKey: .room), to: try c.decode(String.self, forKey: .to))
+        case "room-channel": self = .roomChannel(room: try c.decode(String.self, forKey: .room), channel: try c.decode(ChannelMode.self, forKey: .channel))
+        case "pair": self = .pair(left: try c.decode(String.self, forKey: .left), right: try c.decode(String.self, forKey: .right),
+                                  name: try c.decode(String.self, forKey: .name))
+        case "unpair": self = .unpair(room: try c.decode(String.self, forKey: .room))
         case "queue": self = .queue
         case "queue-add": self = .queueAdd(file: try c.decode(String.self, forKey: .file), at: try c.decodeIfPresent(Int.self, forKey: .at))
         case "queue-remove": self = .queueRemove(index: try c.decode(Int.self, forKey: .index))
@@ -330,6 +350,15 @@ extension ControlCommand: Codable {
         case .roomRename(let room, let name):
             try c.encode(room, forKey: .room)
             try c.encode(name, forKey: .to)
+        case .roomChannel(let room, let channel):
+            try c.encode(room, forKey: .room)
+            try c.encode(channel, forKey: .channel)
+        case .pair(let left, let right, let name):
+            try c.encode(left, forKey: .left)
+            try c.encode(right, forKey: .right)
+            try c.encode(name, forKey: .name)
+        case .unpair(let room):
+            try c.encode(room, forKey: .room)
         case .queueAdd(let file, let at):
             try c.encode(file, forKey: .file)
             try c.encodeIfPresent(at, forKey: .at)

@@ -97,8 +97,8 @@ public enum ControlJSON {
             case .resume: return .resumed(try decoder.decode(ResumeReport.self, from: data))
             case .seek, .next, .previous, .queueAdd, .queueRemove, .queueMove, .queueClear, .queuePlay, .queueShuffle, .stop, .playlistLoad:
                 return .edited(try decoder.decode(EditReport.self, from: data))
-            case .rooms, .admit, .forget: return .rooms(try decoder.decode(RoomsReport.self, from: data))
-            case .join, .leave, .volume, .roomLatency, .roomRename: return .room(try decoder.decode(RoomChange.self, from: data))
+            case .rooms, .admit, .forget, .unpair: return .rooms(try decoder.decode(RoomsReport.self, from: data))
+            case .join, .leave, .volume, .roomLatency, .roomRename, .roomChannel, .pair: return .room(try decoder.decode(RoomChange.self, from: data))
             case .groups, .groupCreate, .groupRename, .groupRemove: return .groups(try decoder.decode(GroupsReport.self, from: data))
             case .groupVolume: return .group(try decoder.decode(GroupVolumeReport.self, from: data))
             case .queue: return .queue(try decoder.decode(QueueReport.self, from: data))

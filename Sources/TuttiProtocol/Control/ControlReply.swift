@@ -324,6 +324,10 @@ public struct RoomReport: Codable, Sendable, Equatable {
     public var problem: String?
     /// How many times a room of this name connected again since the house started.
     public var reconnects: Int?
+    /// Which of the stream's channels it plays; nil for both (`stereo`).
+    public var channel: ChannelMode?
+    /// For a stereo pair (one room to every controller): its two halves, each a speaker.
+    public var pair: StereoPairReport?
     public init(id: UInt32, name: String, group: String, volume: Int, latencyMs: Double, state: String, bufferSeconds: Double? = nil,
                 syncErrorMicroseconds: Double? = nil, clockErrorMicroseconds: Double? = nil, underruns: Int? = nil,
                 fillRate: Double? = nil, playheadSeconds: Double? = nil, sentSeconds: Double, problem: String? = nil, reconnects: Int? = nil) {
@@ -393,12 +397,43 @@ public struct RoomChange: Codable, Sendable, Equatable {
     public var volume: Int
     /// The latency it compensates, in ms.
     public var latencyMs: Double?
-    public init(id: UInt32, room: String, group: String, volume: Int, latencyMs: Double? = nil) {
+    /// Which of the stream's channels it plays; nil for both (`stereo`).
+    public var channel: ChannelMode?
+    /// For a stereo pair: its two halves.
+    public var pair: StereoPairReport?
+    public init(id: UInt32, room: String, group: String, volume: Int, latencyMs: Double? = nil, channel: ChannelMode? = nil, pair: StereoPairReport? = nil) {
         self.id = id
         self.room = room
         self.group = group
         self.volume = volume
         self.latencyMs = latencyMs
+        self.channel = channel
+        self.pair = pair
+    }
+}
+
+/// The two halves of a stereo pair: two rooms bound as one (`pair`), the left playing the
+/// stream's left channel, the right its right, in sync to within a sample.
+public struct StereoPairReport: Codable, Sendable, Equatable {
+    /// Each half's own name and id (what `unpair` gives back), and whether it is connected.
+    public struct Half: Codable, Sendable, Equatable {
+        public var id: UInt32
+        public var name: String
+        public var connected: Bool
+        /// The half's own estimate of how far its playback is from the timeline.
+        public var syncErrorMicroseconds: Double?
+        public init(id: UInt32, name: String, connected: Bool, syncErrorMicroseconds: Double? = nil) {
+            self.id = id
+            self.name = name
+            self.connected = connected
+            self.syncErrorMicroseconds = syncErrorMicroseconds
+        }
+    }
+    public var left: Half
+    public var right: Half
+    public init(left: Half, right: Half) {
+        self.left = left
+        self.right = right
     }
 }
 
