@@ -65,6 +65,7 @@ let package = Package(
         .systemLibrary(name: "CFFmpeg", pkgConfig: "libavformat",
                        providers: [.apt(["libavformat-dev", "libavcodec-dev", "libavutil-dev", "libswresample-dev"])]),
         .systemLibrary(name: "CSoxr", pkgConfig: "soxr", providers: [.apt(["libsoxr-dev"])]),
+        .systemLibrary(name: "CEbur128", pkgConfig: "libebur128", providers: [.apt(["libebur128-dev"])]),
         // The room decodes FLAC with the reference libFLAC: a speaker links no FFmpeg.
         .systemLibrary(name: "CFLAC", pkgConfig: "flac", providers: [.apt(["libflac-dev"])]),
         .systemLibrary(name: "CLibOgg", pkgConfig: "ogg", providers: [.apt(["libogg-dev"])]),
@@ -88,7 +89,7 @@ let package = Package(
         // What a room needs of the audio, without FFmpeg: the stream codec's decoder (libFLAC)
         // and the drift resampler. TuttiMedia re-exports it.
         .target(name: "TuttiStreamAudio", dependencies: ["TuttiCore", "CFLAC", "CTuttiDSP"], swiftSettings: optimizedEvenInDebug),
-        .target(name: "TuttiMedia", dependencies: ["TuttiCore", "TuttiStreamAudio", "CFFmpeg", "CSoxr", "CLibOgg", "CTuttiDSP"], swiftSettings: optimizedEvenInDebug),
+        .target(name: "TuttiMedia", dependencies: ["TuttiCore", "TuttiStreamAudio", "CFFmpeg", "CSoxr", "CEbur128", "CLibOgg", "CTuttiDSP"], swiftSettings: optimizedEvenInDebug),
         .target(name: "TuttiMediaHTTP", dependencies: [
             "TuttiCore", "TuttiMedia",
             .product(name: "AsyncHTTPClient", package: "async-http-client"),

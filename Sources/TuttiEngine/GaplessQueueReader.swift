@@ -37,10 +37,14 @@ public final class GaplessQueueReader {
         /// Reported back in `ItemOutcome.tag`, so a caller that edits its queue knows which
         /// entry a report is about.
         public var tag: Int
-        public init(path: String, endTime: MediaTime? = nil, tag: Int) {
+        /// A linear gain on the item's samples (its ReplayGain): 1 leaves them as decoded, bit
+        /// for bit. A change of gain is a change of the entry, so an edit cuts from it.
+        public var gain: Float
+        public init(path: String, endTime: MediaTime? = nil, tag: Int, gain: Float = 1) {
             self.path = path
             self.endTime = endTime
             self.tag = tag
+            self.gain = gain
         }
     }
 
@@ -171,6 +175,13 @@ public final class GaplessQueueReader {
                 if !output.isEmpty { break }
                 continue
             }
+            if itemGain != 1 {
+                // Before the resampler, which is linear: the same as after it, on fewer samples.
+                let gain = itemGain
+                decoded.withUnsafeMutableBufferPointer { samples in
+                    for index in 0..<(frames * channelCount) { samples[index] *= gain }
+                }
+            }
             if let resampler {
                 decoded.withUnsafeBufferPointer { resampler.process($0.baseAddress!, frames: frames, appendingTo: &output) }
                 if output.isEmpty { continue }
@@ -241,12 +252,15 @@ public final class GaplessQueueReader {
             current = report
             itemFrames = 0
             itemEndFrame = entry.endTime.map { $0.frame(atSampleRate: opened.sampleRate, rounding: .toNearestOrAwayFromZero) }
+            itemGain = entry.gain
             onItem?(report)
             return true
         }
     }
 
     private var tail: [Float] = []
+    /// The gain of the item being read.
+    private var itemGain: Float = 1
 
     private func beginSegment(rate: Int) throws(MediaError) {
         if let old = resampler {

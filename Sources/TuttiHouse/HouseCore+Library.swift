@@ -25,6 +25,7 @@ extension House {
                     + ", \(result.removed) removed; \(counts.tracks) tracks")
                 loop.execute {
                     core.value.librarySize = counts
+                    core.value.loudnessCache.removeAll()
                     core.value.noteChange()
                 }
             } catch {
@@ -53,6 +54,8 @@ extension House {
                     let counts = try? library.counts()
                     loop.execute {
                         core.value.libraryScan = progress
+                        // What the batch measured is looked up afresh (`loudness(ofPath:)`).
+                        core.value.loudnessCache.removeAll()
                         if let counts { core.value.librarySize = counts }
                         core.value.noteChange()
                     }

@@ -287,6 +287,7 @@ extension HouseCore {
         report.groupVolume = group.volume
         report.library = libraryStatus
         report.playModes = group.playModes
+        report.replayGain = group.replayGain
         report.storeProblem = storeProblem
         guard let stream = group.stream else { return report }
         let head = group.playhead()

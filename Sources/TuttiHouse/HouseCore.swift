@@ -33,6 +33,9 @@ final class HouseCore {
     private var nextTag = 0
     /// How many times each room has connected since the house started.
     var connectionCounts: [RoomID: Int] = [:]
+    /// The library's loudness of the files queued, by path (nil: not in the library), until the
+    /// library changes (`loudness(ofPath:)`).
+    var loudnessCache: [String: (track: Loudness?, album: Loudness?)?] = [:]
     /// Shuffles for `random` and `queue-shuffle`; seeded from the clock, so a simulated house
     /// shuffles the same way from the same seed.
     var randomSource: SplitMix64

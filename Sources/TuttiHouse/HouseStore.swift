@@ -55,6 +55,7 @@ final class HouseStore: Sendable {
         var tags: [Int] = []
         var playModes = PlayModes()
         var randomOrder: [Int] = []
+        var replayGain = ReplayGainSettings()
         /// The stream it was playing (only when read).
         var stream: StoredStream? = nil
     }
@@ -234,6 +235,9 @@ final class HouseStore: Sendable {
                 ALTER TABLE room_record ADD COLUMN pair_name TEXT;
                 """)
         }
+        migrator.registerMigration("v7: replay gain") { db in
+            try db.execute(sql: "ALTER TABLE house_group ADD COLUMN replay_gain TEXT")
+        }
         return migrator
     }
 
@@ -243,9 +247,12 @@ final class HouseStore: Sendable {
         try database.read { db in
             var snapshot = Snapshot()
             let decoder = JSONDecoder()
-            for row in try Row.fetchAll(db, sql: "SELECT id, name, play_modes, random_order FROM house_group ORDER BY id") {
+            for row in try Row.fetchAll(db, sql: "SELECT id, name, play_modes, random_order, replay_gain FROM house_group ORDER BY id") {
                 let id: Int64 = row["id"]
                 var group = StoredGroup(id: UInt32(truncatingIfNeeded: id), name: row["name"])
+                if let replayGain: String = row["replay_gain"] {
+                    group.replayGain = try decoder.decode(ReplayGainSettings.self, from: Data(replayGain.utf8))
+                }
                 group.playModes = try decoder.decode(PlayModes.self, from: Data((row["play_modes"] as String).utf8))
                 group.randomOrder = try decoder.decode([Int].self, from: Data((row["random_order"] as String).utf8))
                 for item in try Row.fetchAll(db, sql: "SELECT tag, path FROM group_queue_item WHERE group_id = ? ORDER BY position", arguments: [id]) {
@@ -301,10 +308,12 @@ final class HouseStore: Sendable {
     private static func write(_ group: StoredGroup, in db: Database) throws {
         let encoder = JSONEncoder()
         try db.execute(sql: """
-            INSERT INTO house_group (id, name, play_modes, random_order) VALUES (?, ?, ?, ?)
-            ON CONFLICT(id) DO UPDATE SET name = excluded.name, play_modes = excluded.play_modes, random_order = excluded.random_order
+            INSERT INTO house_group (id, name, play_modes, random_order, replay_gain) VALUES (?, ?, ?, ?, ?)
+            ON CONFLICT(id) DO UPDATE SET name = excluded.name, play_modes = excluded.play_modes, random_order = excluded.random_order,
+                replay_gain = excluded.replay_gain
             """, arguments: [Int64(group.id), group.name, String(decoding: try encoder.encode(group.playModes), as: UTF8.self),
-                             String(decoding: try encoder.encode(group.randomOrder), as: UTF8.self)])
+                             String(decoding: try encoder.encode(group.randomOrder), as: UTF8.self),
+                             String(decoding: try encoder.encode(group.replayGain), as: UTF8.self)])
         try db.execute(sql: "DELETE FROM group_queue_item WHERE group_id = ?", arguments: [Int64(group.id)])
         for (position, (path, tag)) in zip(group.queue, group.tags).enumerated() {
             try db.execute(sql: "INSERT INTO group_queue_item (group_id, position, tag, path) VALUES (?, ?, ?, ?)",

@@ -42,7 +42,7 @@ struct APIOperation: Sendable {
     /// under `/api/groups/{group}` on that group (`ControlCommand.actsOnAGroup`).
     static let groupCommands: Set<String> = ["status", "join", "leave", "group-volume", "play", "pause", "resume", "seek", "stop", "next", "previous",
                                              "queue", "queue-clear", "queue-add", "queue-move", "queue-play", "queue-remove", "queue-shuffle",
-                                             "play-modes", "playlist-save", "playlist-load"]
+                                             "play-modes", "replay-gain", "playlist-save", "playlist-load"]
 
     /// The operations, in the order `/openapi.json` lists them: each that acts on a group at
     /// its path (the default group) and again under `/api/groups/{group}`.
@@ -171,6 +171,15 @@ struct APIOperation: Sendable {
                                       Field(name: "single", schema: .boolean, required: false, summary: "Playing stops after the item heard."),
                                       Field(name: "consume", schema: .boolean, required: false, summary: "An item leaves the queue once heard.")],
                          reply: "StatusReport"),
+            APIOperation(method: .post, path: "/api/replay-gain", command: "replay-gain",
+                         summary: "Change how the group evens out its items' loudness (MPD's replay_gain_mode); what is not given stays. Answers with the status.",
+                         bodyFields: [Field(name: "mode", schema: .string(oneOf: ReplayGainSettings.Mode.allCases.map(\.rawValue)), required: false,
+                                            summary: "off, track (each item to -18 LUFS), album (its album to -18 LUFS) or auto (album unless random)."),
+                                      Field(name: "preamp", schema: .number(minimum: -15, maximum: 15), required: false, summary: "dB added to a known loudness's gain."),
+                                      Field(name: "missingPreamp", schema: .number(minimum: -15, maximum: 15), required: false,
+                                            summary: "dB for an item whose loudness is not known."),
+                                      Field(name: "limit", schema: .boolean, required: false, summary: "No gain lifts an item's peak over full scale.")],
+                         reply: "StatusReport", refusals: [.conflict]),
             APIOperation(method: .get, path: "/api/playlists", command: "playlists", summary: "The stored playlists, by name.", reply: "StoredPlaylistsReport"),
             APIOperation(method: .post, path: "/api/playlists", command: "playlist-save", summary: "Store the queue as a playlist, replacing one of that name.",
                          bodyFields: [playlist], reply: "StoredPlaylistsReport"),

@@ -38,6 +38,8 @@ enum APISchemas {
             "LibraryTrack": .object([
                 property("path", string), property("title", string, required: false), property("artist", string, required: false),
                 property("album", string, required: false), property("durationSeconds", number, required: false), property("format", string),
+                property("loudnessLUFS", number, required: false), property("peak", .number(minimum: 0), required: false),
+                property("albumLoudnessLUFS", number, required: false),
             ]),
             "LibraryProblem": .object([property("path", string), property("reason", string)]),
             "LibraryBrowseReport": .object([
@@ -88,6 +90,7 @@ enum APISchemas {
                 property("itemDurationSeconds", number, required: false), property("groupVolume", .integer(minimum: 0, maximum: 100), required: false),
                 property("library", .reference("LibraryStatus"), required: false),
                 property("playModes", .reference("PlayModes"), required: false), property("nextItem", integer, required: false),
+                property("replayGain", .reference("ReplayGainSettings"), required: false),
                 property("storeProblem", string, required: false),
                 property("rooms", .array(of: .reference("RoomReport"))),
                 property("waiting", .array(of: .reference("WaitingSpeakerReport")), required: false),
@@ -106,6 +109,8 @@ enum APISchemas {
                 property("source", .reference("LiveSourceReport"), required: false), property("airplay", string, required: false),
             ]),
             "GroupsReport": .object([property("groups", .array(of: .reference("GroupReport")))]),
+            "ReplayGainSettings": .object([property("mode", .string(oneOf: ReplayGainSettings.Mode.allCases.map(\.rawValue))),
+                                           property("preampDB", number), property("missingPreampDB", number), property("limit", .boolean)]),
             "PlayModes": .object([property("repeat", .boolean), property("random", .boolean), property("single", .boolean), property("consume", .boolean)]),
             "StoredPlaylist": .object([property("name", string), property("files", .array(of: string)), property("modifiedSeconds", number)]),
             "StoredPlaylistsReport": .object([property("playlists", .array(of: .reference("StoredPlaylist")))]),

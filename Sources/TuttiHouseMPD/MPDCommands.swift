@@ -36,7 +36,7 @@ struct MPDCommands {
         "listall", "listallinfo", "listpartitions", "listplaylist", "listplaylistinfo", "listplaylists", "load", "lsinfo",
         "move", "moveid", "moveoutput", "newpartition", "next", "noidle", "notcommands", "outputs", "partition", "password",
         "pause", "ping", "play", "playid", "playlistadd", "playlistfind", "playlistid", "playlistinfo", "playlistsearch", "plchanges", "plchangesposid", "previous", "random",
-        "readpicture", "repeat", "replay_gain_status", "rescan", "rm", "save", "search", "searchadd", "searchaddpl", "seek", "seekcur", "seekid", "setvol", "shuffle",
+        "readpicture", "repeat", "replay_gain_mode", "replay_gain_status", "rescan", "rm", "save", "search", "searchadd", "searchaddpl", "seek", "seekcur", "seekid", "setvol", "shuffle",
         "single", "stats", "status", "stop", "swap", "swapid", "tagtypes", "toggleoutput", "update", "urlhandlers", "volume",
     ]
 
@@ -289,8 +289,13 @@ struct MPDCommands {
                 if filter.matches(song, foldCase: request.name == "playlistsearch") { self.song(item, status: now.status, tags: track, into: &out) }
             }
         case "replay_gain_status":
-            // Loudness normalisation is not applied yet (issue 36): MPD's "off".
-            out.add("replay_gain_mode", "off")
+            try Self.expect(a, 0...0, "replay_gain_status")
+            out.add("replay_gain_mode", (try await current()).status.replayGain?.mode.rawValue ?? "off")
+        case "replay_gain_mode":
+            try Self.expect(a, 1...1, "replay_gain_mode")
+            // MPD's words for the modes are Tutti's.
+            guard let mode = ReplayGainSettings.Mode(rawValue: a[0]) else { throw MPDError(.argument, "Unrecognized replay gain mode") }
+            _ = try await perform(.replayGain(mode: mode), for: "replay_gain_mode")
         case "crossfade":
             try Self.expect(a, 1...1, "crossfade")
             let seconds = try Self.integer(a[0], "seconds")

@@ -66,7 +66,7 @@ public struct MPDPermissions: OptionSet, Sendable, Hashable {
         case "add", "addid", "findadd", "load", "searchadd":
             return .add
         case "clear", "consume", "crossfade", "delete", "deleteid", "move", "moveid", "next", "pause", "play", "playid", "playlistadd",
-             "previous", "random", "repeat", "rescan", "rm", "save", "searchaddpl", "findaddpl", "seek", "seekcur", "seekid", "setvol",
+             "previous", "random", "repeat", "replay_gain_mode", "rescan", "rm", "save", "searchaddpl", "findaddpl", "seek", "seekcur", "seekid", "setvol",
              "shuffle", "single", "stop", "swap", "swapid", "update", "volume":
             return .control
         case "delpartition", "disableoutput", "enableoutput", "moveoutput", "newpartition", "toggleoutput":

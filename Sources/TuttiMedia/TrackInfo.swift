@@ -21,6 +21,8 @@ public struct TrackInfo: Sendable, Equatable {
     public var artist: String?
     public var album: String?
     public var hasArtwork: Bool
+    /// The loudness its tags state (ReplayGain, R128), if any (`TrackProbe` reads them).
+    public var loudnessTags = LoudnessTags()
 
     /// The bits a sample of this source keeps on the house's wire: its own depth between 16
     /// and 24 (a 16-bit source costs what 16-bit FLAC costs); 16 for a lossy codec, whose noise

@@ -36,7 +36,7 @@ struct Ctl: AsyncParsableCommand {
             """,
         subcommands: [CtlHouses.self, CtlPlay.self, CtlPause.self, CtlResume.self, CtlSeek.self, CtlNext.self, CtlPrevious.self, CtlRooms.self,
                       CtlGroups.self, CtlGroup.self, CtlMove.self,
-                      CtlJoin.self, CtlLeave.self, CtlVolume.self, CtlLatency.self, CtlRename.self, CtlChannel.self, CtlPair.self, CtlUnpair.self, CtlGroupVolume.self, CtlQueue.self, CtlModes.self, CtlPlaylist.self, CtlLibrary.self,
+                      CtlJoin.self, CtlLeave.self, CtlVolume.self, CtlLatency.self, CtlRename.self, CtlChannel.self, CtlPair.self, CtlUnpair.self, CtlGroupVolume.self, CtlQueue.self, CtlModes.self, CtlReplayGain.self, CtlPlaylist.self, CtlLibrary.self,
                       CtlStatus.self, CtlPairController.self, CtlAdmit.self, CtlForget.self])
 
     @Option(help: ArgumentHelp("The house server's address.",

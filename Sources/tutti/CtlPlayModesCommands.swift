@@ -39,6 +39,41 @@ struct CtlModes: AsyncParsableCommand {
     }
 }
 
+struct CtlReplayGain: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "replay-gain", abstract: "Show or change how the group evens out loudness (MPD's replay_gain_mode).",
+        discussion: """
+            Each item is brought to ReplayGain's reference, -18 LUFS, from the loudness the library knows of it: \
+            its ReplayGain or R128 tags, else what the scan measured (EBU R128, with libebur128). The gain is \
+            applied in the house, so every room hears the same; a change while playing is cut seamlessly.
+              off     items play as they are (the default)
+              track   each item to -18 LUFS
+              album   each album to -18 LUFS: its tracks keep their levels relative to one another
+              auto    album, unless the queue plays in random order
+            Examples:
+              tutti ctl replay-gain                   show it
+              tutti ctl replay-gain track --preamp 3
+              tutti ctl replay-gain album --missing-preamp -6   files outside the library, URLs, pipes
+            """)
+    @ParentCommand var ctl: Ctl
+    @Argument(help: "off, track, album or auto.") var mode: ReplayGainSettings.Mode?
+    @Option(help: "dB added to a known loudness's gain (-15 to 15).") var preamp: Double?
+    @Option(help: "dB for an item whose loudness is not known (-15 to 15).") var missingPreamp: Double?
+    @Option(help: "on: no gain lifts an item's peak over full scale (the default); off: it may clip.") var limit: CtlModes.Switch?
+    @Flag(help: "Print JSON.") var json = false
+
+    func run() async throws {
+        let change: ControlCommand = .replayGain(mode: mode, preampDB: preamp, missingPreampDB: missingPreamp, limit: limit?.isOn)
+        let reply = try await ctl.send(mode == nil && preamp == nil && missingPreamp == nil && limit == nil ? .status : change)
+        if json { return printReply(.status(reply.status!), json: true) }
+        let settings = reply.status?.replayGain ?? ReplayGainSettings()
+        Terminal.standardOutput("replay gain \(settings.mode.rawValue), preamp \(settings.preampDB) dB, missing preamp \(settings.missingPreampDB) dB, "
+                                + "peaks \(settings.limit ? "limited to full scale" : "not limited")\n")
+    }
+}
+
+extension ReplayGainSettings.Mode: ExpressibleByArgument {}
+
 struct CtlQueueShuffle: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "shuffle", abstract: "Shuffle the queue; the item heard goes first and plays on.")
     @ParentCommand var queue: CtlQueue

@@ -31,6 +31,7 @@ import TuttiProtocol
         status.album = "C"
         status.library = LibraryStatus(tracks: 9, unreadable: 1, scanning: false, scannedFiles: 10, foundFiles: 10)
         status.playModes = PlayModes(repeat: true, random: false, single: false, consume: true)
+        status.replayGain = ReplayGainSettings(mode: .auto, preampDB: 2, missingPreampDB: -3, limit: true)
         status.nextItem = 1
         status.storeProblem = "house.sqlite: cannot store the queue (database or disk is full); going on without it"
         status.group = "default"
@@ -59,7 +60,11 @@ import TuttiProtocol
             ("RoomsReport", .rooms(RoomsReport(rooms: [room], waiting: [waiting]))),
             ("RoomChange", .room(RoomChange(id: 3, room: "kitchen", group: "kitchen", volume: 0, latencyMs: 80, channel: .left, pair: room.pair))),
             ("LibraryBrowseReport", .library(LibraryBrowseReport(artists: ["A"], albums: ["B"],
-                                                                 tracks: [LibraryTrack(path: "/m/a.flac", title: "A", artist: "B", album: "C", durationSeconds: 1, format: "flac 44100 Hz")],
+                                                                 tracks: [{ var track = LibraryTrack(path: "/m/a.flac", title: "A", artist: "B", album: "C", durationSeconds: 1, format: "flac 44100 Hz")
+                                                                           track.loudnessLUFS = -14
+                                                                           track.peak = 0.9
+                                                                           track.albumLoudnessLUFS = -13
+                                                                           return track }()],
                                                                  problems: [LibraryProblem(path: "/m/x.mp3", reason: "invalid data")]))),
             ("GroupVolumeReport", .group(GroupVolumeReport(percent: 40, rooms: [RoomChange(id: 3, room: "kitchen", group: "default", volume: 40, latencyMs: 0, channel: .right, pair: room.pair)]))),
             ("QueueReport", .queue(QueueReport(items: [{ var entry = QueueEntryReport(index: 0, path: "/m/a.flac", current: true, title: "A", durationSeconds: 200.25)

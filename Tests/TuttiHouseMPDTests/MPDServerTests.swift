@@ -492,7 +492,7 @@ import TuttiTestSupport
         }
 
         // Commands clients send that mpc does not (ncmpcpp's and M.A.L.P.'s swap and swapid,
-        // Cantata's replay_gain_status and channels, the queue's own find and search, and the
+        // Cantata's replay_gain_status and channels, replay_gain_mode (python-mpd2 and ncmpcpp send it), the queue's own find and search, and the
         // stored playlists' searchaddpl and playlistadd), on one raw connection each:
         // the same songs in the same places, and the same OK or ACK.
         let script = PythonScript.path("mpd_raw.py")
@@ -523,7 +523,8 @@ import TuttiTestSupport
             guard id.count == 3 else { continue }
             replies[name] = try raw(address, ["swap 0 2", "playlistinfo", "swap 0 9", "swapid \(id[0]) \(id[1])", "playlistinfo",
                                               "playlistfind title \"Song 2\"", "playlistsearch any song", "playlistfind \"(album == 'Elsewhere')\"",
-                                              "replay_gain_status", "channels", "crossfade 0",
+                                              "replay_gain_status", "replay_gain_mode track", "replay_gain_status", "replay_gain_mode loud",
+                                              "replay_gain_mode album", "replay_gain_status", "replay_gain_mode off", "channels", "crossfade 0",
                                               // (findaddpl is MPD 0.24's: 0.23 does not know it.)
                                               "searchaddpl Mix title song", "listplaylist Mix",
                                               "playlistadd Mix Another", "playlistadd Mix \"Test Artist/0.flac\"", "listplaylist Mix", "rm Mix"])

@@ -11,6 +11,7 @@ import Testing
         .queueRemove(index: 3), .queueMove(from: 4, to: 1), .status, .previous, .groupVolume(percent: 30), .queueClear,
         .roomLatency(room: "living room", milliseconds: 82.5), .queuePlay(index: 2), .stop, .roomRename(room: "kitchen", to: "Küche links"),
         .roomChannel(room: "bathroom", channel: .mono), .pair(left: "kitchen left", right: "kitchen right", name: "Küche"), .unpair(room: "Küche"),
+        .replayGain(mode: .album, preampDB: 3, missingPreampDB: -6, limit: false), .replayGain(mode: .off),
         .librarySearch(query: "help beatles", limit: 20), .librarySearch(query: "x"), .libraryBrowse(), .libraryBrowse(artist: "A"),
         .libraryBrowse(artist: "A", album: "B"), .libraryProblems, .queueShuffle, .playModes(repeat: true), .playModes(random: false, consume: true),
         .playModes(repeat: false, random: true, single: true, consume: false), .playlists, .playlistSave(name: "Party mix"),

@@ -146,7 +146,7 @@ import Testing
         try house.writeInbound(hello)
         var reply = try #require(try house.readOutbound(as: ByteBuffer.self))
         guard case .goodbye(let reason)? = try WireMessage.decode(from: &reply) else { Issue.record("no goodbye"); return }
-        #expect(reason == "an unencrypted client of wire protocol 6 (this house speaks 7, encrypted: update it)")
+        #expect(reason == "an unencrypted client of wire protocol 6 (this house speaks \(WireProtocol.version), encrypted: update it)")
     }
 
     /// Both ends of a connection reckon the same code from it; another connection of the same

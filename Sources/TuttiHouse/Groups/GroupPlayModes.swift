@@ -29,7 +29,7 @@ extension GroupSession {
         let paths = Dictionary(uniqueKeysWithValues: zip(tags, queue))
         var tags = playOrderTags
         if playModes.single, let singleTag { tags = tags.filter { $0 == singleTag } }
-        return tags.compactMap { tag in paths[tag].map { QueueProducer.Entry(path: $0, tag: tag) } }
+        return tags.compactMap { tag in paths[tag].map { QueueProducer.Entry(path: $0, tag: tag, gain: gain(forPath: $0)) } }
     }
 
     /// The queue index that plays after `index` in play order (with `repeat`, the first after

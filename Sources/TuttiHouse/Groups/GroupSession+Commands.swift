@@ -173,6 +173,9 @@ extension GroupSession {
         case .playModes(let `repeat`, let random, let single, let consume):
             setPlayModes(repeat: `repeat`, random: random, single: single, consume: consume)
             return .status(core.statusReport(of: self))
+        case .replayGain(let mode, let preamp, let missing, let limit):
+            setReplayGain(mode: mode, preampDB: preamp, missingPreampDB: missing, limit: limit)
+            return .status(core.statusReport(of: self))
         case .playlistSave(let name):
             return .playlists(core.savePlaylist(named: name, files: queue))
         case .playlistLoad(let name):

@@ -51,6 +51,8 @@ final class GroupSession {
     var queue: [String]
     var tags: [Int]
     var playModes: PlayModes
+    /// How it evens out its items' loudness (`GroupSession+ReplayGain`).
+    var replayGain: ReplayGainSettings
     /// With `random`: the queue's tags in the order they play.
     var randomOrder: [Int]
     var stream: ServerStream?
@@ -82,6 +84,7 @@ final class GroupSession {
         queue = stored.queue
         tags = stored.tags.count == stored.queue.count ? stored.tags : stored.queue.indices.map { _ in core.makeTag() }
         playModes = stored.playModes
+        replayGain = stored.replayGain
         randomOrder = stored.randomOrder
         storedStream = stored.stream
     }
@@ -115,7 +118,7 @@ final class GroupSession {
 
     /// What the store keeps of the group (its stream apart).
     var snapshot: HouseStore.StoredGroup {
-        HouseStore.StoredGroup(id: id, name: name, queue: queue, tags: tags, playModes: playModes, randomOrder: randomOrder)
+        HouseStore.StoredGroup(id: id, name: name, queue: queue, tags: tags, playModes: playModes, randomOrder: randomOrder, replayGain: replayGain)
     }
 
     func save() {

@@ -98,10 +98,12 @@ public struct LibraryScanner: Sendable {
             state.done += 1
             state.read += 1
             switch outcome {
-            case .success(let info):
+            case .success(let read):
+                let info = read.info
                 tracks.append(MusicLibrary.Track(path: file.path, modified: file.modified, size: file.size, title: info.title, artist: info.artist,
                                                  album: info.album, durationSeconds: info.duration?.seconds, codec: info.codec,
-                                                 sampleRate: info.sampleRate, channelCount: info.channelCount, hasArtwork: info.hasArtwork))
+                                                 sampleRate: info.sampleRate, channelCount: info.channelCount, hasArtwork: info.hasArtwork,
+                                                 loudness: read.loudness, albumLoudness: info.loudnessTags.album, loudnessFromTags: read.fromTags))
             case .failure(let error):
                 state.unreadable += 1
                 unreadable.append((file.path, file.modified, file.size, error.reason))
@@ -120,6 +122,28 @@ public struct LibraryScanner: Sendable {
         try library.apply(tracks: tracks, unreadable: unreadable, removed: removed)
         progress(state)
         return state
+    }
+
+    /// What the scan learns of one file: its headers and tags (`TrackProbe`), and its loudness:
+    /// its tags', else measured (`LoudnessMeter`, which decodes all of it: a rescan measures only
+    /// new and changed files). Silence has none.
+    struct ReadTrack: Sendable {
+        var info: TrackInfo
+        var loudness: Loudness?
+        var fromTags: Bool
+
+        init(path: String) throws(MediaError) {
+            info = try TrackProbe.read(path: path)
+            if let tagged = info.loudnessTags.track {
+                loudness = tagged
+                fromTags = true
+            } else {
+                // A file whose headers read but whose audio does not decode does not play
+                // either: it is unreadable, with the decoder's reason.
+                loudness = try LoudnessMeter.measure(path: path)
+                fromTags = false
+            }
+        }
     }
 
     /// Starts reading `files` with FFmpeg (`TrackProbe`) on one background thread per core, each
@@ -147,19 +171,19 @@ public struct LibraryScanner: Sendable {
         private let next = Atomic(0)
         /// Guards `outcomes`; signalled as each arrives.
         private let arrived = NSCondition()
-        private var outcomes: [Result<TrackInfo, MediaError>?]
+        private var outcomes: [Result<ReadTrack, MediaError>?]
 
         init(paths: [String]) {
             self.paths = paths
-            outcomes = [Result<TrackInfo, MediaError>?](repeating: nil, count: paths.count)
+            outcomes = [Result<ReadTrack, MediaError>?](repeating: nil, count: paths.count)
         }
 
         func work() {
             while true {
                 let index = next.add(1, ordering: .relaxed).oldValue
                 guard index < paths.count else { return }
-                let outcome: Result<TrackInfo, MediaError>
-                do { outcome = .success(try TrackProbe.read(path: paths[index])) } catch { outcome = .failure(error) }
+                let outcome: Result<ReadTrack, MediaError>
+                do { outcome = .success(try ReadTrack(path: paths[index])) } catch { outcome = .failure(error) }
                 arrived.lock()
                 outcomes[index] = outcome
                 arrived.broadcast()
@@ -168,7 +192,7 @@ public struct LibraryScanner: Sendable {
         }
 
         /// The outcome of `paths[index]`, once read.
-        func outcome(_ index: Int) -> Result<TrackInfo, MediaError> {
+        func outcome(_ index: Int) -> Result<ReadTrack, MediaError> {
             arrived.lock()
             defer { arrived.unlock() }
             while outcomes[index] == nil { arrived.wait() }

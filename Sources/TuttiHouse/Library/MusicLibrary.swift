@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import TuttiMedia
 import TuttiProtocol
 
 /// The music library: every playable file under the library's roots (`tutti server --music`),
@@ -27,6 +28,13 @@ public final class MusicLibrary: Sendable {
         public var sampleRate: Int
         public var channelCount: Int
         public var hasArtwork: Bool
+        /// Its integrated loudness and peak: its tags', else measured when scanned; nil for
+        /// silence.
+        public var loudness: Loudness? = nil
+        /// Its album's, where its tags state one (else the library combines the album's tracks').
+        public var albumLoudness: Loudness? = nil
+        /// Whether `loudness` came from its tags.
+        public var loudnessFromTags = false
     }
 
     let path: String
@@ -71,6 +79,18 @@ public final class MusicLibrary: Sendable {
                 CREATE TABLE unreadable (path TEXT PRIMARY KEY NOT NULL, modified REAL NOT NULL, size INTEGER NOT NULL, reason TEXT NOT NULL);
                 """)
         }
+        migrator.registerMigration("v2: loudness") { db in
+            // A library scanned before knows no loudness: every file is read again (measured)
+            // at the next scan, as if changed.
+            try db.execute(sql: """
+                ALTER TABLE track ADD COLUMN lufs REAL;
+                ALTER TABLE track ADD COLUMN peak REAL;
+                ALTER TABLE track ADD COLUMN album_lufs REAL;
+                ALTER TABLE track ADD COLUMN album_peak REAL;
+                ALTER TABLE track ADD COLUMN loudness_from_tags INTEGER NOT NULL DEFAULT 0;
+                UPDATE track SET modified = -1;
+                """)
+        }
         return migrator
     }
 
@@ -95,13 +115,18 @@ public final class MusicLibrary: Sendable {
             for track in tracks {
                 try db.cachedStatement(sql: "DELETE FROM unreadable WHERE path = ?").execute(arguments: [track.path])
                 try db.cachedStatement(sql: """
-                    INSERT INTO track (path, modified, size, title, artist, album, duration_seconds, codec, sample_rate, channels, has_artwork)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    INSERT INTO track (path, modified, size, title, artist, album, duration_seconds, codec, sample_rate, channels, has_artwork,
+                                       lufs, peak, album_lufs, album_peak, loudness_from_tags)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     ON CONFLICT(path) DO UPDATE SET modified = excluded.modified, size = excluded.size, title = excluded.title,
                         artist = excluded.artist, album = excluded.album, duration_seconds = excluded.duration_seconds, codec = excluded.codec,
-                        sample_rate = excluded.sample_rate, channels = excluded.channels, has_artwork = excluded.has_artwork
+                        sample_rate = excluded.sample_rate, channels = excluded.channels, has_artwork = excluded.has_artwork,
+                        lufs = excluded.lufs, peak = excluded.peak, album_lufs = excluded.album_lufs, album_peak = excluded.album_peak,
+                        loudness_from_tags = excluded.loudness_from_tags
                     """).execute(arguments: [track.path, track.modified, track.size, track.title, track.artist, track.album, track.durationSeconds,
-                                     track.codec, track.sampleRate, track.channelCount, track.hasArtwork])
+                                     track.codec, track.sampleRate, track.channelCount, track.hasArtwork,
+                                     track.loudness?.integratedLUFS, track.loudness?.peak, track.albumLoudness?.integratedLUFS,
+                                     track.albumLoudness?.peak, track.loudnessFromTags])
             }
             for file in unreadable {
                 try db.execute(sql: "DELETE FROM track WHERE path = ?", arguments: [file.path])
@@ -176,7 +201,53 @@ public final class MusicLibrary: Sendable {
     }
 
     private static func track(_ row: Row) -> LibraryTrack {
-        LibraryTrack(path: row["path"], title: row["title"], artist: row["artist"], album: row["album"],
-                     durationSeconds: row["duration_seconds"], format: "\(row["codec"] as String) \(row["sample_rate"] as Int) Hz")
+        var track = LibraryTrack(path: row["path"], title: row["title"], artist: row["artist"], album: row["album"],
+                                 durationSeconds: row["duration_seconds"], format: "\(row["codec"] as String) \(row["sample_rate"] as Int) Hz")
+        track.loudnessLUFS = row["lufs"]
+        track.peak = row["peak"]
+        track.albumLoudnessLUFS = row["album_lufs"]
+        return track
+    }
+
+    /// The loudness of the tracks at `paths` and of their albums, by path: a track's is its tags'
+    /// or was measured at the scan; its album's is its tags', else the combination of every
+    /// track the library holds in the same directory with the same album tag (a track with no
+    /// album tag is an album of its own). Files the library does not know are absent.
+    public func loudness(atPaths paths: [String]) throws -> [String: (track: Loudness?, album: Loudness?)] {
+        try database.read { db in
+            var found: [String: (track: Loudness?, album: Loudness?)] = [:]
+            for path in Set(paths) {
+                guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT lufs, peak, album, album_lufs, album_peak FROM track WHERE path = ?"),
+                                                 arguments: [path]) else { continue }
+                let track = Self.loudness(row["lufs"], row["peak"])
+                var album = Self.loudness(row["album_lufs"], row["album_peak"])
+                if album == nil, let name: String = row["album"] {
+                    let directory = (path as NSString).deletingLastPathComponent
+                    let siblings = try Row.fetchAll(db.cachedStatement(sql: """
+                        SELECT path, lufs, peak, duration_seconds FROM track WHERE album = ? AND path LIKE ? ESCAPE '\\'
+                        """), arguments: [name, Self.likePrefix(directory + "/")])
+                    album = Loudness.combined(siblings.compactMap { sibling in
+                        // Only the directory's own files, not its subdirectories'.
+                        guard ((sibling["path"] as String) as NSString).deletingLastPathComponent == directory,
+                              let loudness = Self.loudness(sibling["lufs"], sibling["peak"]) else { return nil }
+                        return (loudness, sibling["duration_seconds"] ?? 0)
+                    })
+                } else if album == nil {
+                    album = track
+                }
+                found[path] = (track, album)
+            }
+            return found
+        }
+    }
+
+    private static func loudness(_ lufs: Double?, _ peak: Double?) -> Loudness? {
+        guard let lufs else { return nil }
+        return Loudness(integratedLUFS: lufs, peak: peak ?? 1)
+    }
+
+    /// `prefix` as a LIKE pattern matching what starts with it (its wildcards escaped).
+    private static func likePrefix(_ prefix: String) -> String {
+        prefix.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "%", with: "\\%").replacingOccurrences(of: "_", with: "\\_") + "%"
     }
 }

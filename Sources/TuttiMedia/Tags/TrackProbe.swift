@@ -60,7 +60,7 @@ public enum TrackProbe {
         }
         let bits = Int(parameters.pointee.bits_per_raw_sample)
         let duration = Self.duration(format, stream: stream, rate: rate)
-        return TrackInfo(
+        var info = TrackInfo(
             input: path,
             container: containerName,
             codec: String(cString: avcodec_get_name(parameters.pointee.codec_id)),
@@ -75,6 +75,8 @@ public enum TrackProbe {
             artist: tag("artist") ?? tag("album_artist"),
             album: tag("album"),
             hasArtwork: hasArtwork)
+        info.loudnessTags = LoudnessTags(tag: tag)
+        return info
     }
 
     /// libavformat's demuxer for a file name's extension; nil for others (probed).

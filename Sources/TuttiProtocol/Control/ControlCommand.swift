@@ -75,6 +75,9 @@ public enum ControlCommand: Sendable, Equatable {
     case queueShuffle
     /// Change the play modes given (`PlayModes`); the others stay.
     case playModes(repeat: Bool? = nil, random: Bool? = nil, single: Bool? = nil, consume: Bool? = nil)
+    /// Change how the group evens out its items' loudness (`ReplayGainSettings`); what is not
+    /// given stays. MPD's `replay_gain_mode`.
+    case replayGain(mode: ReplayGainSettings.Mode? = nil, preampDB: Double? = nil, missingPreampDB: Double? = nil, limit: Bool? = nil)
     /// The stored playlists.
     case playlists
     /// Store the queue as the playlist `name`, replacing one of that name.
@@ -137,6 +140,7 @@ public enum ControlCommand: Sendable, Equatable {
         case .queuePlay: "queue-play"
         case .queueShuffle: "queue-shuffle"
         case .playModes: "play-modes"
+        case .replayGain: "replay-gain"
         case .playlists: "playlists"
         case .playlistSave: "playlist-save"
         case .playlistLoad: "playlist-load"
@@ -167,7 +171,7 @@ public enum ControlCommand: Sendable, Equatable {
     public static let names = ["play", "pause", "resume", "seek", "next", "previous", "rooms", "join", "leave", "groups", "group-create",
                                "group-rename", "group-remove", "volume", "group-volume",
                                "room-latency", "room-rename", "room-channel", "pair", "unpair", "queue", "queue-add", "queue-remove", "queue-move", "queue-clear", "queue-play", "queue-shuffle", "stop", "status",
-                               "library-search", "library-browse", "library-problems", "play-modes", "playlists", "playlist-save",
+                               "library-search", "library-browse", "library-problems", "play-modes", "replay-gain", "playlists", "playlist-save",
                                "playlist-load", "playlist-remove", "playlist-add", "pair-controller", "admit", "forget"]
 
     /// Far beyond any item (31 years), and far within what the timeline's frame arithmetic holds.
@@ -210,6 +214,11 @@ public enum ControlCommand: Sendable, Equatable {
             "queue position \(at) is negative"
         case .playModes(nil, nil, nil, nil):
             "play-modes needs at least one of repeat, random, single and consume"
+        case .replayGain(nil, nil, nil, nil):
+            "replay-gain needs at least one of mode, preamp, missingPreamp and limit"
+        case .replayGain(_, let preamp, let missing, _)
+            where [preamp, missing].contains(where: { $0.map { !ReplayGainSettings.preampRange.contains($0) } ?? false }):
+            "replay-gain needs preamps from \(Int(ReplayGainSettings.preampRange.lowerBound)) to \(Int(ReplayGainSettings.preampRange.upperBound)) dB"
         case .playlistSave(let name), .playlistLoad(let name), .playlistRemove(let name):
             Self.playlistNameProblem(name).map { "\(self.name): \($0)" }
         case .playlistAdd(let name, let files):
@@ -250,7 +259,7 @@ public enum ControlCommand: Sendable, Equatable {
 extension ControlCommand: Codable {
     private enum Key: String, CodingKey {
         case command, speaker, code, files, rooms, seconds, room, percent, file, at, index, from, to, query, limit, artist, album, milliseconds, name, `repeat`, random, single, consume
-        case channel, left, right
+        case channel, left, right, mode, preamp, missingPreamp
     }
 
     public init(from decoder: any Decoder) throws {
@@ -286,6 +295,10 @@ extension ControlCommand: Codable {
         case "stop": self = .stop
         case "queue-play": self = .queuePlay(index: try c.decode(Int.self, forKey: .index))
         case "queue-shuffle": self = .queueShuffle
+        case "replay-gain": self = .replayGain(mode: try c.decodeIfPresent(ReplayGainSettings.Mode.self, forKey: .mode),
+                                               preampDB: try c.decodeIfPresent(Double.self, forKey: .preamp),
+                                               missingPreampDB: try c.decodeIfPresent(Double.self, forKey: .missingPreamp),
+                                               limit: try c.decodeIfPresent(Bool.self, forKey: .limit))
         case "play-modes": self = .playModes(repeat: try c.decodeIfPresent(Bool.self, forKey: .repeat), random: try c.decodeIfPresent(Bool.self, forKey: .random),
                                              single: try c.decodeIfPresent(Bool.self, forKey: .single), consume: try c.decodeIfPresent(Bool.self, forKey: .consume))
         case "playlists": self = .playlists
@@ -373,6 +386,11 @@ extension ControlCommand: Codable {
         case .libraryBrowse(let artist, let album):
             try c.encodeIfPresent(artist, forKey: .artist)
             try c.encodeIfPresent(album, forKey: .album)
+        case .replayGain(let mode, let preamp, let missing, let limit):
+            try c.encodeIfPresent(mode, forKey: .mode)
+            try c.encodeIfPresent(preamp, forKey: .preamp)
+            try c.encodeIfPresent(missing, forKey: .missingPreamp)
+            try c.encodeIfPresent(limit, forKey: .limit)
         case .playModes(let `repeat`, let random, let single, let consume):
             try c.encodeIfPresent(`repeat`, forKey: .repeat)
             try c.encodeIfPresent(random, forKey: .random)

@@ -461,6 +461,11 @@ public struct LibraryTrack: Codable, Sendable, Equatable {
     public var durationSeconds: Double?
     /// Codec and sample rate, e.g. "flac 44100 Hz".
     public var format: String
+    /// Its integrated loudness (EBU R128, LUFS) and peak (linear), its tags' or measured; and
+    /// its album's (its tags', else its album's tracks' combined). Absent for silence.
+    public var loudnessLUFS: Double?
+    public var peak: Double?
+    public var albumLoudnessLUFS: Double?
     public init(path: String, title: String? = nil, artist: String? = nil, album: String? = nil, durationSeconds: Double? = nil, format: String) {
         self.path = path
         self.title = title
@@ -580,6 +585,8 @@ public struct StatusReport: Codable, Sendable, Equatable {
     public var library: LibraryStatus?
     /// How the queue plays on (nil from a house before play modes).
     public var playModes: PlayModes?
+    /// How the group evens out its items' loudness (nil from a house before it could).
+    public var replayGain: ReplayGainSettings?
     /// The queue item that plays after the one heard, in play order (nil: none, the queue or
     /// `single` ends there).
     public var nextItem: Int?

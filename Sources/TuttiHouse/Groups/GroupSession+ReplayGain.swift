@@ -1,0 +1,69 @@
+import Foundation
+import TuttiMedia
+import TuttiProtocol
+
+/// Even loudness (issue 36): each item's gain under the group's `ReplayGainSettings`, from the
+/// library's loudness of it (its tags', or measured at the scan). The gain goes to the engine
+/// with the item (`GaplessQueueReader.Entry.gain`) and is applied in the house, to the one
+/// stream, so every room hears the same; a change of settings is an edit of the queue, cut
+/// seamlessly from the edit horizon like any other.
+///
+/// Thread-safety: on the house's loop, like all of `GroupSession`.
+extension GroupSession {
+    /// The linear gain of the item at `path`: 1 with replay gain off.
+    func gain(forPath path: String) -> Float {
+        Self.gain(for: core.loudness(ofPath: path), settings: replayGain, random: playModes.random)
+    }
+
+    /// ReplayGain's rule (MPD's): the item's, or its album's, loudness to −18 LUFS, plus the
+    /// preamp; the missing preamp alone for an item whose loudness is not known; never lifting
+    /// its peak over full scale when limited.
+    static func gain(for known: (track: Loudness?, album: Loudness?)?, settings: ReplayGainSettings, random: Bool) -> Float {
+        let album: Bool
+        switch settings.mode {
+        case .off: return 1
+        case .track: album = false
+        case .album: album = true
+        case .auto: album = !random
+        }
+        guard let loudness = album ? (known?.album ?? known?.track) : known?.track else {
+            return Float(pow(10, settings.missingPreampDB / 20))
+        }
+        var gain = pow(10, (loudness.replayGainDB + settings.preampDB) / 20)
+        if settings.limit, loudness.peak > 0 { gain = min(gain, 1 / loudness.peak) }
+        return Float(gain)
+    }
+
+    func setReplayGain(mode: ReplayGainSettings.Mode?, preampDB: Double?, missingPreampDB: Double?, limit: Bool?) {
+        var settings = replayGain
+        if let mode { settings.mode = mode }
+        if let preampDB { settings.preampDB = preampDB }
+        if let missingPreampDB { settings.missingPreampDB = missingPreampDB }
+        if let limit { settings.limit = limit }
+        guard settings != replayGain else { return }
+        replayGain = settings
+        log("\(self): replay gain \(settings.mode.rawValue), preamp \(settings.preampDB) dB, missing \(settings.missingPreampDB) dB, "
+            + (settings.limit ? "peaks limited to full scale" : "peaks not limited"))
+        save()
+        engineFollowsQueue()
+    }
+}
+
+extension HouseCore {
+    /// The library's loudness of the file at `path` and of its album; nil for a file the
+    /// library does not hold (a URL, a pipe, a file outside `--music`). Read on the loop (one
+    /// indexed row, and its album's for an untagged album) and kept until the library changes.
+    func loudness(ofPath path: String) -> (track: Loudness?, album: Loudness?)? {
+        if let cached = loudnessCache[path] { return cached }
+        guard let library else { return nil }
+        var found: (track: Loudness?, album: Loudness?)?
+        do {
+            found = try library.loudness(atPaths: [path])[path]
+        } catch {
+            // The item plays at the missing preamp's gain; said once per path.
+            log("library: cannot read the loudness of \(path) (\(error)); it plays without its replay gain")
+        }
+        loudnessCache[path] = .some(found)
+        return found
+    }
+}
