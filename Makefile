@@ -1,6 +1,6 @@
 # Tutti: `make demo` and `make test` install what is missing, build, and run.
 SHELL := /bin/bash
-APT_PACKAGES := libsqlite3-dev libebur128-dev libflac-dev libavformat-dev libavcodec-dev libavutil-dev libswresample-dev libsoxr-dev libogg-dev libasound2-dev pkg-config ffmpeg gdb chromium chromium-driver \
+APT_PACKAGES := libsqlite3-dev libebur128-dev loudgain libflac-dev libavformat-dev libavcodec-dev libavutil-dev libswresample-dev libsoxr-dev libogg-dev libasound2-dev pkg-config ffmpeg gdb chromium chromium-driver \
 	libavahi-client-dev avahi-daemon dbus-daemon iproute2 mpc gcc alsa-utils ncmpcpp tmux snapclient snapserver libfaketime mpd python3-venv shairport-sync
 # For Tests/TuttiHouseHTTPTests: schemathesis checks the HTTP API against its /openapi.json;
 # websockets is the event feed's client; prometheus_client parses /metrics; selenium drives

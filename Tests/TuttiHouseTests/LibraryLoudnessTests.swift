@@ -85,6 +85,35 @@ import TuttiTestSupport
         #expect(abs(again.integratedLUFS - levels[1]) < 0.5, "the rewritten file measured \(again.integratedLUFS)")
     }
 
+    /// Debian's loudgain (0.6.8, `loudgain -a -s e`: track and album tags, extended) tags an
+    /// album; the library takes its figures exactly, without measuring.
+    @Test func tagsWrittenByLoudgainAreHonoured() throws {
+        let directory = try TemporaryDirectory("library-loudgain")
+        defer { directory.remove() }
+        let music = directory.file("music")
+        try FileManager.default.createDirectory(atPath: music, withIntermediateDirectories: true)
+        let a = music + "/a.flac", b = music + "/b.flac"
+        try Self.noise(a, amplitude: 0.3, seed: 7, metadata: ["album=Tagged"])
+        try Self.noise(b, amplitude: 0.1, seed: 8, metadata: ["album=Tagged"])
+        try TestMedia.run("loudgain", ["-a", "-s", "e", a, b])
+        // What loudgain wrote, read back with FFmpeg.
+        func tag(_ path: String, _ key: String) throws -> String {
+            let output = try TestMedia.run("ffprobe", ["-v", "error", "-show_entries", "format_tags=\(key)", "-of", "default=nw=1:nk=1", path])
+            return String(decoding: output, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        let library = try MusicLibrary(directory: directory.file("state"))
+        #expect(try LibraryScanner(roots: [music], library: library).scan().read == 2)
+        let found = try library.loudness(atPaths: [a, b])
+        for path in [a, b] {
+            let trackGain = try #require(LoudnessTags.decibels(try tag(path, "REPLAYGAIN_TRACK_GAIN")))
+            let albumGain = try #require(LoudnessTags.decibels(try tag(path, "REPLAYGAIN_ALBUM_GAIN")))
+            let peak = try #require(Double(try tag(path, "REPLAYGAIN_TRACK_PEAK")))
+            print("loudgain: \((path as NSString).lastPathComponent) track gain \(trackGain) dB, album gain \(albumGain) dB, peak \(peak)")
+            #expect(found[path]?.track == Loudness(integratedLUFS: -18 - trackGain, peak: peak), "\(String(describing: found[path]))")
+            #expect(found[path]?.album?.integratedLUFS == -18 - albumGain)
+        }
+    }
+
     @Test(arguments: [("-6.20 dB", -6.2), ("+3.1 dB", 3.1), ("-6.2", -6.2), ("  0.00 db ", 0.0)])
     func replayGainTextsParse(text: String, decibels: Double) {
         #expect(LoudnessTags.decibels(text) == decibels)
