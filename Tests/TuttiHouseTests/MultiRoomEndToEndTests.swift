@@ -73,13 +73,13 @@ import TuttiTestSupport
     /// The same, with the room named `proxying` (if any) reaching the house through an
     /// `ImpairmentProxy` that acts as a home network (`homeNetwork`); returns the proxy and
     /// the port it listens on.
-    func startHouse(in directory: TemporaryDirectory, rooms: [RoomSpec], proxying: String?)
+    func startHouse(in directory: TemporaryDirectory, rooms: [RoomSpec], proxying: String?, impairment: ImpairmentProxy.Impairment = homeNetwork)
         async throws -> (server: ChildProcess, port: Int, speakers: [ChildProcess], proxy: (proxy: ImpairmentProxy, port: Int)?) {
         let (server, port) = try startServer(in: directory)
         var speakers: [ChildProcess] = []
         var proxy: (proxy: ImpairmentProxy, port: Int)?
         do {
-            if proxying != nil { proxy = try await startProxy(to: port) }
+            if proxying != nil { proxy = try await startProxy(to: port, impairment: impairment) }
             for room in rooms { speakers.append(try startSpeaker(room, port: room.name == proxying ? proxy!.port : port, in: directory)) }
             try await waitForRooms(port) { reports in
                 reports.count == rooms.count && reports.values.allSatisfy(\.hasSettledClock)

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TuttiCore
 import TuttiProtocol
+import TuttiImpairment
 import TuttiSimulation
 @testable import TuttiDiagnostics
 import TuttiTestSupport
@@ -38,13 +39,36 @@ extension MultiRoomEndToEndTests {
 
     @Test(.timeLimit(.minutes(3)))
     func aStereoPairPlaysLeftAndRightInSync() async throws {
-        let directory = try TemporaryDirectory("stereo-pair")
-        defer { directory.preserveLogs(as: "stereo-pair"); directory.remove() }
+        let p99 = try await playStereoPair(network: nil)
+        #expect(p99 <= 50, "the halves were \(p99) µs apart (p99)")
+    }
+
+    /// The same pair with its right half behind a home network (`ImpairmentProxy` with a
+    /// `NetworkModel`, on a 1 ms floor), the left on the loopback: the halves' time apart is
+    /// reported (issue 36 asks for the figure, issue 33's targets apply to any two rooms).
+    @Test(.timeLimit(.minutes(3)), arguments: ["uniform", "power-save", "coarse-timers-4ms"])
+    func aStereoPairWithOneHalfBehindAHomeNetwork(model: String) async throws {
+        let p99 = try await playStereoPair(network: NetworkModel.named(model)!.withBaseDelay(1_000_000))
+        // A guard against gross failure (a lost clock, a half a period off): the figure itself
+        // is issue 33's to bring under its targets (29.5, 43.8 and 100.2 µs when written, a
+        // few seconds after the clocks settled: a 4 ms grid's floors take longer to find).
+        #expect(p99 <= 500, "the halves were \(p99) µs apart (p99) with the right one behind \(model)")
+    }
+
+    /// Plays 9 s of music into the pair kl + kr ("Kitchen"), kr behind `network` if given,
+    /// checks both cards, and returns the p99 of the halves' time apart, in µs.
+    func playStereoPair(network: NetworkModel?) async throws -> Double {
+        let label = "stereo-pair" + (network.map { "-" + $0.name } ?? "")
+        let directory = try TemporaryDirectory(label)
+        defer { directory.preserveLogs(as: label); directory.remove() }
         let music = directory.file("music.flac")
         try stereoMusic(music, seconds: 9)
         let specs = [RoomSpec(name: "kl", offset: "300", drift: "50", device: "-30", latency: "0"),
                      RoomSpec(name: "kr", offset: "-700", drift: "-80", device: "60", latency: "0")]
-        let (server, port, speakers) = try await startHouse(in: directory, rooms: specs)
+        var impairment = Self.homeNetwork
+        impairment.network = network
+        let (server, port, speakers, proxy) = try await startHouse(in: directory, rooms: specs, proxying: network == nil ? nil : "kr",
+                                                                   impairment: impairment)
         defer {
             for speaker in speakers { speaker.interrupt() }
             server.interrupt()
@@ -100,7 +124,10 @@ extension MultiRoomEndToEndTests {
             return abs(l - r)
         }.sorted()
         let p99 = nearestRankPercentile(gaps, 99) / 1000
-        print("stereo pair: between the halves p50 \(nearestRankPercentile(gaps, 50) / 1000) µs, p99 \(p99) µs, max \((gaps.last ?? .nan) / 1000) µs over \(gaps.count) checkpoints")
-        #expect(gaps.count >= 50 && p99 <= 50, "the halves were \(p99) µs apart (p99)")
+        print("stereo pair\(network.map { " (right half behind \($0.name))" } ?? ""): between the halves p50 \(nearestRankPercentile(gaps, 50) / 1000) µs, "
+              + "p99 \(p99) µs, max \((gaps.last ?? .nan) / 1000) µs over \(gaps.count) checkpoints")
+        #expect(gaps.count >= 50, "\(gaps.count) checkpoints heard by both halves")
+        try await proxy?.proxy.stop()
+        return p99
     }
 }
