@@ -299,6 +299,10 @@ extension HouseCore {
             report.title = source.title ?? source.description
             report.artist = source.artist
             report.album = source.album
+            if let progress = group.liveProgressReport {
+                report.itemPositionSeconds = progress.position
+                report.itemDurationSeconds = progress.duration
+            }
             return report
         }
         if let item = group.currentItem {

@@ -60,8 +60,18 @@ public final class GroupAirPlaySink: AirPlaySink {
     }
 
     public func airPlayMetadata(_ metadata: AirPlayMetadata) {
-        guard metadata.title != nil || metadata.artist != nil || metadata.album != nil else { return }
-        input.metadata(title: metadata.title, artist: metadata.artist, album: metadata.album)
+        if metadata.title != nil || metadata.artist != nil || metadata.album != nil {
+            input.metadata(title: metadata.title, artist: metadata.artist, album: metadata.album)
+        }
+        if let progress = metadata.progress {
+            // RTP times at 44.1 kHz, wrapping at 2^32: from the item's start to the frame sent
+            // now, and to its end.
+            let rate = 44_100.0
+            input.progress(positionSeconds: Double(progress.current &- progress.start) / rate, durationSeconds: Double(progress.end &- progress.start) / rate)
+        }
+        if let artwork = metadata.artwork {
+            input.artwork(artwork, type: metadata.artworkType ?? "image/jpeg")
+        }
     }
 
     public func airPlayFlushed() {

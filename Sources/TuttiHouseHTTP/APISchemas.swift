@@ -99,6 +99,7 @@ enum APISchemas {
             "LiveSourceReport": .object([
                 property("kind", string), property("sender", string), property("senderName", string, required: false),
                 property("title", string, required: false), property("artist", string, required: false), property("album", string, required: false),
+                property("artworkRevision", .integer(minimum: 1), required: false),
             ]),
             "GroupReport": .object([
                 property("id", .integer(minimum: 1)), property("name", string), property("isDefault", .boolean),

@@ -15,6 +15,19 @@ enum ArtworkRoute {
     static let mimeTypes = ["image/jpeg", "image/png", "image/gif", "image/webp", "image/bmp", "image/svg+xml"]
 
     static func answer(_ request: Request, house: House) async -> Response {
+        if let group = request.uri.queryParameters.get("live") {
+            // A live source's cover (`LiveSourceReport.artworkRevision`): the type it was sent
+            // as, if it is an image type this route serves.
+            switch await house.liveArtwork(group: group) {
+            case .success(let artwork) where mimeTypes.contains(artwork.mimeType):
+                return Response(status: .ok, headers: [.contentType: artwork.mimeType, .cacheControl: "no-cache"],
+                                body: ResponseBody(byteBuffer: ByteBuffer(bytes: artwork.bytes)))
+            case .success(let artwork):
+                return HouseAPIRoutes.refusal(ControlRefusal("artwork: the source's cover is \(artwork.mimeType), not an image type served", kind: .notFound))
+            case .failure(let refused):
+                return HouseAPIRoutes.refusal(refused)
+            }
+        }
         guard let path = request.uri.queryParameters.get("path"), !path.isEmpty else {
             return HouseAPIRoutes.refusal(ControlRefusal("artwork: give the track's path: /api/artwork?path=/music/a.flac"))
         }
@@ -49,7 +62,7 @@ enum ArtworkRoute {
         let refusals: [(ControlRefusal.Kind, String)] = [
             (.invalid, "No path, a relative one, a URL, or a placeholder that is not true or false."),
             (.forbidden, "A file outside the directories the house plays from."),
-            (.notFound, "No such file, or no artwork in it or beside it."),
+            (.notFound, "No such file, or no artwork in it or beside it; with `live`, no such group, no live source, or no cover sent."),
             (.unplayable, "A file that is not media."),
         ]
         for (kind, summary) in refusals {
@@ -60,7 +73,10 @@ enum ArtworkRoute {
             "summary": "A track's cover art, as an image.",
             "operationId": "artwork",
             "parameters": [
-                ["name": "path", "in": "query", "required": true, "description": "The track's path on the house's disk.", "schema": ["type": "string"]],
+                ["name": "path", "in": "query", "required": false, "description": "The track's path on the house's disk (without `live`).", "schema": ["type": "string"]],
+                ["name": "live", "in": "query", "required": false,
+                 "description": "Instead of a track: the cover a group's live source (an AirPlay sender) sent; the group's name or id. A status's `source.artworkRevision` says there is one.",
+                 "schema": ["type": "string"]],
                 ["name": "placeholder", "in": "query", "required": false, "description": "Answer a track without artwork with a neutral picture instead of 404.",
                  "schema": ["type": "boolean"]],
             ],

@@ -94,6 +94,9 @@ enum SnapcastServerStatus {
                                          duration: status?.itemDurationSeconds)
         if let path = status?.path, path.hasPrefix("/") {
             metadata.artUrl = "/api/artwork?placeholder=true&path=" + (path.addingPercentEncoding(withAllowedCharacters: .urlQueryAllowed) ?? path)
+        } else if let revision = status?.source?.artworkRevision {
+            // A live source's cover (an AirPlay sender's), by group and revision.
+            metadata.artUrl = "/api/artwork?live=\(group.id)&revision=\(revision)"
         }
         let properties = Snapcast.StreamProperties(
             playbackStatus: playing ? "playing" : group.state == "paused" ? "paused" : "stopped",

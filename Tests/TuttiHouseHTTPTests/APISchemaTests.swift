@@ -43,6 +43,7 @@ import TuttiProtocol
         source.title = "T"
         source.artist = "B"
         source.album = "C"
+        source.artworkRevision = 2
         status.source = source
         var group = GroupReport(id: 2, name: "Kitchen", isDefault: false, rooms: ["kitchen"], knownRooms: ["kitchen", "pantry"], state: "playing", queueLength: 2)
         group.stream = 9

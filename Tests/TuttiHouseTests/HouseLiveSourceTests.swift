@@ -114,9 +114,19 @@ import TuttiTestSupport
             checked += 1
         }
         #expect(checked >= 5)
-        // The status names the source and what it plays.
+        // The status names the source and what it plays, where it is in it (as the source last
+        // said, moved on by the house's clock) and that it sent a cover, which the house gives.
+        input.progress(positionSeconds: 12, durationSeconds: 200)
+        input.artwork([0xFF, 0xD8, 0xFF, 0xE0, 1, 2, 3], type: "image/jpeg")
+        await harness.loop.run()
+        harness.clock.advance(by: 1_500_000_000)
         let status = try #require(try await harness.control(.status).status)
         #expect(status.source?.sender == "192.0.2.7" && status.title == "Live Tune" && status.artist == "Someone" && status.state == "playing")
+        #expect(status.itemPositionSeconds == 13.5 && status.itemDurationSeconds == 200, "\(String(describing: status.itemPositionSeconds)) of \(String(describing: status.itemDurationSeconds))")
+        #expect(status.source?.artworkRevision == 1)
+        let cover = try await harness.house.liveArtwork(group: "default").get()
+        #expect(cover.bytes == [0xFF, 0xD8, 0xFF, 0xE0, 1, 2, 3] && cover.mimeType == "image/jpeg")
+        if case .success = await harness.house.liveArtwork(group: "Nowhere") { Issue.record("a cover for a group that does not exist") }
         // A controller cannot seek it.
         await #expect(throws: (any Error).self) { _ = try await harness.control(.seek(seconds: 1)) }
 

@@ -12,6 +12,11 @@ final class LiveSession {
     var title: String?
     var artist: String?
     var album: String?
+    /// Where the source said it was (`LiveInput.progress`) and when it said it (house clock).
+    var progress: (position: Double, duration: Double, at: Int64)?
+    /// The cover it sent, and how many it has sent (the web UI asks for a new one by it).
+    var artwork: (bytes: [UInt8], type: String)?
+    var artworkRevision = 0
     /// The source ended, or a controller took the group back: what was sent plays out (or stops
     /// on a shared frame), its later calls are dropped, and the reports still name it until the
     /// group lets go of it.
@@ -167,6 +172,27 @@ extension GroupSession {
         core.noteChange()
     }
 
+    func liveProgress(position: Double, duration: Double) {
+        guard let live = takingLive else { return }
+        live.progress = (position, duration, core.now)
+        core.noteChange()
+    }
+
+    func liveArtwork(_ bytes: [UInt8], type: String) {
+        guard let live = takingLive else { return }
+        live.artwork = bytes.isEmpty ? nil : (bytes, type)
+        live.artworkRevision += 1
+        core.noteChange()
+    }
+
+    /// Where the live source is in what it plays now, in seconds, and its length: what it last
+    /// said, moved on by the time since while the group plays.
+    var liveProgressReport: (position: Double, duration: Double)? {
+        guard let live, liveStream != nil, let progress = live.progress else { return nil }
+        let elapsed = state == "playing" ? Double(max(0, core.now - progress.at)) / 1e9 : 0
+        return (min(progress.duration, progress.position + elapsed), progress.duration)
+    }
+
     /// The source dropped what it sent (a pause or seek on the sender): the rooms stop at the
     /// edit horizon, and what follows is heard when its schedule says.
     func liveFlushed() {
@@ -315,6 +341,7 @@ extension GroupSession {
         report.title = live.title
         report.artist = live.artist
         report.album = live.album
+        if live.artwork != nil { report.artworkRevision = live.artworkRevision }
         return report
     }
 }

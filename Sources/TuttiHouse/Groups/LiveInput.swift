@@ -99,6 +99,18 @@ public final class LiveInput: Sendable {
         onGroup { group in group.liveFlushed() }
     }
 
+    /// Where the source is in what it plays, as it says it (AirPlay's `progress`): seconds from
+    /// its start to the frame sent now, and its length.
+    public func progress(positionSeconds: Double, durationSeconds: Double) {
+        guard positionSeconds.isFinite, durationSeconds.isFinite, positionSeconds >= 0, durationSeconds >= 0 else { return }
+        onGroup { group in group.liveProgress(position: positionSeconds, duration: durationSeconds) }
+    }
+
+    /// The cover of what plays, as the source sends it (an image's bytes and MIME type).
+    public func artwork(_ bytes: [UInt8], type: String) {
+        onGroup { group in group.liveArtwork(bytes, type: type) }
+    }
+
     /// The stream ended: what was sent is played out, then the group is back at its queue, paused.
     public func ended(_ reason: String) {
         onGroup { group in group.liveEnded(reason) }

@@ -260,7 +260,7 @@ function renderStatus() {
     ? status.title.slice(status.artist.length + 3) : status.title;
   $("title").textContent = title ? basename(title) : "Nothing playing";
   $("artist-album").textContent = [status.artist, status.album].filter(Boolean).join(" · ");
-  showArtwork(status.path);
+  showArtwork(status.path, status.source?.artworkRevision !== undefined ? `${status.groupId}:${status.source.artworkRevision}` : undefined);
   $("state").textContent = status.state;
   const button = $("play-pause");
   const pausable = playing || status.state === "starting";
@@ -275,11 +275,14 @@ function renderStatus() {
 
 /// The item's cover art, or the note when it has none (the house answers a placeholder rather
 /// than a 404) or is a stream.
-function showArtwork(path) {
+function showArtwork(path, live) {
   const image = $("art");
-  const source = path && path.startsWith("/") ? artworkURL(path) : "";
-  if (image.dataset.path === (path ?? "")) return;
-  image.dataset.path = path ?? "";
+  // A live source's cover, by group and revision: a new cover is a new address.
+  const key = live ? `live:${live}` : (path ?? "");
+  const source = live ? `/api/artwork?live=${encodeURIComponent(live.split(":")[0])}&revision=${live.split(":")[1]}`
+    : path && path.startsWith("/") ? artworkURL(path) : "";
+  if (image.dataset.path === key) return;
+  image.dataset.path = key;
   image.hidden = !source;
   if (source) image.src = source; else image.removeAttribute("src");
 }

@@ -628,6 +628,9 @@ public struct LiveSourceReport: Codable, Sendable, Equatable, CustomStringConver
     public var title: String?
     public var artist: String?
     public var album: String?
+    /// Set when the source sent a cover: `GET /api/artwork?live=GROUP` gives it; a new number,
+    /// a new cover.
+    public var artworkRevision: Int?
     public init(kind: String, sender: String) {
         self.kind = kind
         self.sender = sender
