@@ -47,7 +47,7 @@ struct Ctl: AsyncParsableCommand {
     var house: String?
 
     @Option(help: ArgumentHelp("The group a command acts on (its name or id; see `tutti ctl groups`).",
-                               discussion: "Play, pause, resume, seek, next, previous, queue, modes, status, group-volume, join, leave and playlist save and load act on one group: this one, or the default group."))
+                               discussion: "Play, pause, resume, seek, next, previous, queue, modes, replay-gain, status, group-volume, join, leave and playlist save and load act on one group: this one, or the default group."))
     var group: String?
 
     @Option(name: .customLong("token-file"), help: ArgumentHelp(
