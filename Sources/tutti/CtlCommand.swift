@@ -449,7 +449,7 @@ struct CtlPair: AsyncParsableCommand {
     @ParentCommand var ctl: Ctl
     @Argument(help: "The room that plays the left channel.") var left: String
     @Argument(help: "The room that plays the right channel.") var right: String
-    @Option(name: .customLong("as"), help: "The pair's name.") var name: String
+    @Option(name: .customLong("as"), help: ArgumentHelp("The pair's name.", valueName: "name")) var name: String
     func run() async throws { printReply(try await ctl.send(.pair(left: left, right: right, name: name)), json: false) }
 }
 
