@@ -62,7 +62,8 @@ extension House {
                 }
                 let seconds = Date().timeIntervalSince(started)
                 let counts = (try? library.counts()) ?? (tracks: 0, unreadable: 0)
-                log("library: \(final.total) files in \(String(format: "%.1f", seconds)) s: \(final.read) read, \(final.removed) removed; "
+                log("library: \(final.total) files in \(String(format: "%.1f", seconds)) s: \(final.read) read, \(final.removed) removed, "
+                    + "\(final.measured) measured for loudness; "
                     + "\(counts.tracks) tracks, \(counts.unreadable) unreadable" + (counts.unreadable > 0 ? " (tutti ctl library problems)" : ""))
             } catch {
                 log("library: the scan stopped: \(error); the library keeps what it had")

@@ -114,6 +114,12 @@ for mode in (mpd.single, mpd.consume, mpd.random, mpd.repeat):
 after = mpd.status()
 step("modes off", modes=[after["repeat"], after["random"], after["single"], after["consume"]])
 
+# Replay gain, as python-mpd2 sets and reads it: the mode shows in replay_gain_status.
+mpd.replay_gain_mode("album")
+album = mpd.replay_gain_status()
+mpd.replay_gain_mode("off")
+step("replay gain", album=str(album), off=str(mpd.replay_gain_status()))
+
 # Stored playlists: save, a second save of the name refused, list, load onto a cleared queue,
 # shuffle, remove.
 mpd.save("Evening")

@@ -141,6 +141,8 @@ import TuttiTestSupport
         #expect(["repeat", "random", "single", "consume"].allSatisfy { modes[$0] as? String == "1" }, "\(modes)")
         #expect((modes["woken"] as? [String])?.contains("options") == true)
         #expect(steps["modes off"]?["modes"] as? [String] == ["0", "0", "0", "0"])
+        let replayGain = try #require(steps["replay gain"])
+        #expect((replayGain["album"] as? String)?.contains("album") == true && (replayGain["off"] as? String)?.contains("off") == true, "\(replayGain)")
         let playlists = try #require(steps["playlists"])
         #expect(playlists["saved"] as? [String] == ["Evening"])
         #expect(playlists["files"] as? [String] == ["Test Artist/Test Album/1.flac", "Test Artist/Test Album/2.flac"])

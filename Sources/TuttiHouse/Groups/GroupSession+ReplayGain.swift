@@ -12,7 +12,9 @@ import TuttiProtocol
 extension GroupSession {
     /// The linear gain of the item at `path`: 1 with replay gain off.
     func gain(forPath path: String) -> Float {
-        Self.gain(for: core.loudness(ofPath: path), settings: replayGain, random: playModes.random)
+        // Off: nothing read (the library is not asked on the loop at all).
+        guard replayGain.mode != .off else { return 1 }
+        return Self.gain(for: core.loudness(ofPath: path), settings: replayGain, random: playModes.random)
     }
 
     /// ReplayGain's rule (MPD's): the item's, or its album's, loudness to −18 LUFS, plus the

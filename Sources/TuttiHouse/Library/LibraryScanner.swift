@@ -29,7 +29,12 @@ public struct LibraryScanner: Sendable {
         public var unreadable: Int
         /// Removed from the library: gone from the disk.
         public var removed: Int
+        /// Whether both passes are done: every file listed, every loudness measured.
         public var finished: Bool
+        /// Whether the first pass (tags) is done: every file is listed and searchable.
+        public var listed = false
+        /// Tracks whose loudness the second pass measured (`measureLoudness`).
+        public var measured = 0
     }
 
     public let roots: [String]
@@ -43,7 +48,12 @@ public struct LibraryScanner: Sendable {
     /// Scans every root; `progress` is called after each batch and at the end (on this thread).
     @discardableResult
     public func scan(progress: (Progress) -> Void = { _ in }) throws -> Progress {
-        try reconcile(found: roots.flatMap(Self.musicFiles(under:)), under: nil, progress: progress)
+        var state = try reconcile(found: roots.flatMap(Self.musicFiles(under:)), under: nil, progress: progress)
+        // The first pass's tracks are listed and searchable already; then their loudness.
+        state.measured = try measureLoudness()
+        state.finished = true
+        progress(state)
+        return state
     }
 
     /// Applies what `LibraryWatcher` saw: each changed path (a file, or a directory whose whole
@@ -63,7 +73,10 @@ public struct LibraryScanner: Sendable {
                 found.append(file)
             }
         }
-        return try reconcile(found: found, under: looked + changes.removed.filter(isUnderRoots))
+        var state = try reconcile(found: found, under: looked + changes.removed.filter(isUnderRoots))
+        state.measured = try measureLoudness()
+        state.finished = true
+        return state
     }
 
     private func isUnderRoots(_ path: String) -> Bool {
@@ -92,7 +105,7 @@ public struct LibraryScanner: Sendable {
             if let old = known[file.path], old.modified == file.modified, old.size == file.size { state.done += 1 } else { changed.append(file) }
         }
         // The reading threads run ahead while this one writes each batch as it completes.
-        let job = Self.startReading(changed)
+        let job = Self.startReading(changed.map(\.path)) { path throws(MediaError) in try ReadTrack(path: path) }
         for (index, file) in changed.enumerated() {
             let outcome = job.outcome(index)
             state.done += 1
@@ -103,7 +116,7 @@ public struct LibraryScanner: Sendable {
                 tracks.append(MusicLibrary.Track(path: file.path, modified: file.modified, size: file.size, title: info.title, artist: info.artist,
                                                  album: info.album, durationSeconds: info.duration?.seconds, codec: info.codec,
                                                  sampleRate: info.sampleRate, channelCount: info.channelCount, hasArtwork: info.hasArtwork,
-                                                 loudness: read.loudness, albumLoudness: info.loudnessTags.album, loudnessFromTags: read.fromTags))
+                                                 loudness: read.loudness, albumLoudness: info.loudnessTags.album, loudnessFromTags: read.loudness != nil))
             case .failure(let error):
                 state.unreadable += 1
                 unreadable.append((file.path, file.modified, file.size, error.reason))
@@ -118,40 +131,30 @@ public struct LibraryScanner: Sendable {
             return paths.contains(path) || prefixes.contains { path.hasPrefix($0) }
         }
         state.removed = removed.count
-        state.finished = true
+        state.listed = true
         try library.apply(tracks: tracks, unreadable: unreadable, removed: removed)
         progress(state)
         return state
     }
 
-    /// What the scan learns of one file: its headers and tags (`TrackProbe`), and its loudness:
-    /// its tags', else measured (`LoudnessMeter`, which decodes all of it: a rescan measures only
-    /// new and changed files). Silence has none.
+    /// What the scan's first pass learns of one file: its headers and tags (`TrackProbe`),
+    /// with the loudness its tags state, if any. Untagged files are measured by the second
+    /// pass (`measureLoudness`), so that a new library is listed and searchable first.
     struct ReadTrack: Sendable {
         var info: TrackInfo
-        var loudness: Loudness?
-        var fromTags: Bool
+        var loudness: Loudness? { info.loudnessTags.track }
 
         init(path: String) throws(MediaError) {
             info = try TrackProbe.read(path: path)
-            if let tagged = info.loudnessTags.track {
-                loudness = tagged
-                fromTags = true
-            } else {
-                // A file whose headers read but whose audio does not decode does not play
-                // either: it is unreadable, with the decoder's reason.
-                loudness = try LoudnessMeter.measure(path: path)
-                fromTags = false
-            }
         }
     }
 
-    /// Starts reading `files` with FFmpeg (`TrackProbe`) on one background thread per core, each
-    /// at nice 10; `ReadJob.outcome(_:)` waits for each in turn.
-    static func startReading(_ files: [(path: String, modified: Double, size: Int64)]) -> ReadJob {
-        let job = ReadJob(paths: files.map(\.path))
-        let workers = max(1, min(ProcessInfo.processInfo.activeProcessorCount, files.count))
-        for _ in 0..<(files.isEmpty ? 0 : workers) {
+    /// Starts `read` on every path on one background thread per core, each at nice 10;
+    /// `ReadJob.outcome(_:)` waits for each in turn.
+    static func startReading<Value: Sendable>(_ paths: [String], _ read: @escaping @Sendable (String) throws(MediaError) -> Value) -> ReadJob<Value> {
+        let job = ReadJob(paths: paths, read: read)
+        let workers = max(1, min(ProcessInfo.processInfo.activeProcessorCount, paths.count))
+        for _ in 0..<(paths.isEmpty ? 0 : workers) {
             let thread = Thread {
                 #if os(Linux)
                 // Per thread on Linux (`who` 0 is the calling thread).
@@ -166,24 +169,26 @@ public struct LibraryScanner: Sendable {
     }
 
     /// Paths shared out among reading threads, one at a time, and what each read gave.
-    final class ReadJob: @unchecked Sendable {
+    final class ReadJob<Value: Sendable>: @unchecked Sendable {
         let paths: [String]
+        private let read: @Sendable (String) throws(MediaError) -> Value
         private let next = Atomic(0)
         /// Guards `outcomes`; signalled as each arrives.
         private let arrived = NSCondition()
-        private var outcomes: [Result<ReadTrack, MediaError>?]
+        private var outcomes: [Result<Value, MediaError>?]
 
-        init(paths: [String]) {
+        init(paths: [String], read: @escaping @Sendable (String) throws(MediaError) -> Value) {
             self.paths = paths
-            outcomes = [Result<ReadTrack, MediaError>?](repeating: nil, count: paths.count)
+            self.read = read
+            outcomes = [Result<Value, MediaError>?](repeating: nil, count: paths.count)
         }
 
         func work() {
             while true {
                 let index = next.add(1, ordering: .relaxed).oldValue
                 guard index < paths.count else { return }
-                let outcome: Result<ReadTrack, MediaError>
-                do { outcome = .success(try ReadTrack(path: paths[index])) } catch { outcome = .failure(error) }
+                let outcome: Result<Value, MediaError>
+                do { outcome = .success(try read(paths[index])) } catch { outcome = .failure(error) }
                 arrived.lock()
                 outcomes[index] = outcome
                 arrived.broadcast()
@@ -192,12 +197,38 @@ public struct LibraryScanner: Sendable {
         }
 
         /// The outcome of `paths[index]`, once read.
-        func outcome(_ index: Int) -> Result<ReadTrack, MediaError> {
+        func outcome(_ index: Int) -> Result<Value, MediaError> {
             arrived.lock()
             defer { arrived.unlock() }
             while outcomes[index] == nil { arrived.wait() }
             return outcomes[index]!
         }
+    }
+
+    /// The second pass: measures the loudness of every track the library holds without one
+    /// (untagged, new or changed since), decoding each whole (`LoudnessMeter`), and stores it in
+    /// batches; a file that changed meanwhile keeps waiting for the next pass. Returns how many
+    /// were measured.
+    @discardableResult
+    func measureLoudness() throws -> Int {
+        let pending = try library.tracksNeedingLoudness()
+        let job = Self.startReading(pending.map(\.path)) { path throws(MediaError) in try LoudnessMeter.measure(path: path) }
+        var batch: [MusicLibrary.MeasuredLoudness] = []
+        for (index, file) in pending.enumerated() {
+            switch job.outcome(index) {
+            case .success(let loudness):
+                batch.append(.init(path: file.path, modified: file.modified, size: file.size, loudness: loudness, failure: nil))
+            case .failure(let error):
+                // Listed, but not decodable to the end: it plays without a gain of its own.
+                batch.append(.init(path: file.path, modified: file.modified, size: file.size, loudness: nil, failure: error.reason))
+            }
+            if batch.count == Self.batchSize {
+                try library.setLoudness(batch)
+                batch.removeAll(keepingCapacity: true)
+            }
+        }
+        if !batch.isEmpty { try library.setLoudness(batch) }
+        return pending.count
     }
 
     /// The music files under `root` with their modification times and sizes, in path order;

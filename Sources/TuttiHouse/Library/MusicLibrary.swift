@@ -12,8 +12,10 @@ import TuttiProtocol
 /// rescan rebuilds from the files, so a damaged one never touches the house's state, and a
 /// scan's long transactions never hold up the commits the house makes on its event loop.
 ///
-/// Thread-safety: every method may be called from any thread (GRDB's `DatabaseQueue`
-/// serializes them).
+/// Thread-safety: every method may be called from any thread. On disk it is a GRDB
+/// `DatabasePool` (WAL): reads run beside a scan's writes instead of waiting for them — the
+/// house reads an item's loudness on its loop (`HouseCore.loudness(ofPath:)`), which a
+/// `DatabaseQueue` held behind a scan's batch for seconds. In memory, a `DatabaseQueue`.
 public final class MusicLibrary: Sendable {
     /// A file as the library knows it.
     public struct Track: Sendable, Equatable {
@@ -38,7 +40,7 @@ public final class MusicLibrary: Sendable {
     }
 
     let path: String
-    private let database: DatabaseQueue
+    private let database: any DatabaseWriter
 
     /// Opens (or creates) the library in `directory`; in memory when nil.
     public init(directory: String?) throws {
@@ -48,7 +50,7 @@ public final class MusicLibrary: Sendable {
             var configuration = Configuration()
             configuration.journalMode = .wal
             configuration.busyMode = .timeout(5)
-            database = try DatabaseQueue(path: path, configuration: configuration)
+            database = try DatabasePool(path: path, configuration: configuration)
         } else {
             path = ":memory:"
             database = try DatabaseQueue()
@@ -88,6 +90,8 @@ public final class MusicLibrary: Sendable {
                 ALTER TABLE track ADD COLUMN album_lufs REAL;
                 ALTER TABLE track ADD COLUMN album_peak REAL;
                 ALTER TABLE track ADD COLUMN loudness_from_tags INTEGER NOT NULL DEFAULT 0;
+                ALTER TABLE track ADD COLUMN loudness_state INTEGER NOT NULL DEFAULT 0;
+                CREATE INDEX track_loudness_state ON track (loudness_state);
                 UPDATE track SET modified = -1;
                 """)
         }
@@ -116,17 +120,18 @@ public final class MusicLibrary: Sendable {
                 try db.cachedStatement(sql: "DELETE FROM unreadable WHERE path = ?").execute(arguments: [track.path])
                 try db.cachedStatement(sql: """
                     INSERT INTO track (path, modified, size, title, artist, album, duration_seconds, codec, sample_rate, channels, has_artwork,
-                                       lufs, peak, album_lufs, album_peak, loudness_from_tags)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                       lufs, peak, album_lufs, album_peak, loudness_from_tags, loudness_state)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     ON CONFLICT(path) DO UPDATE SET modified = excluded.modified, size = excluded.size, title = excluded.title,
                         artist = excluded.artist, album = excluded.album, duration_seconds = excluded.duration_seconds, codec = excluded.codec,
                         sample_rate = excluded.sample_rate, channels = excluded.channels, has_artwork = excluded.has_artwork,
                         lufs = excluded.lufs, peak = excluded.peak, album_lufs = excluded.album_lufs, album_peak = excluded.album_peak,
-                        loudness_from_tags = excluded.loudness_from_tags
+                        loudness_from_tags = excluded.loudness_from_tags, loudness_state = excluded.loudness_state
                     """).execute(arguments: [track.path, track.modified, track.size, track.title, track.artist, track.album, track.durationSeconds,
                                      track.codec, track.sampleRate, track.channelCount, track.hasArtwork,
                                      track.loudness?.integratedLUFS, track.loudness?.peak, track.albumLoudness?.integratedLUFS,
-                                     track.albumLoudness?.peak, track.loudnessFromTags])
+                                     track.albumLoudness?.peak, track.loudnessFromTags,
+                                     track.loudnessFromTags ? LoudnessState.known.rawValue : LoudnessState.pending.rawValue])
             }
             for file in unreadable {
                 try db.execute(sql: "DELETE FROM track WHERE path = ?", arguments: [file.path])
@@ -136,6 +141,44 @@ public final class MusicLibrary: Sendable {
             for path in removed {
                 try db.execute(sql: "DELETE FROM track WHERE path = ?", arguments: [path])
                 try db.execute(sql: "DELETE FROM unreadable WHERE path = ?", arguments: [path])
+            }
+        }
+    }
+
+    /// Where a track's loudness stands: waiting for the scan's second pass, known (its tags', or
+    /// measured; none for silence), or not measurable (its audio does not decode to the end).
+    enum LoudnessState: Int {
+        case pending = 0, known = 1, failed = 2
+    }
+
+    /// A loudness the second pass measured, for the file as it was then.
+    struct MeasuredLoudness: Sendable {
+        var path: String
+        var modified: Double
+        var size: Int64
+        var loudness: Loudness?
+        var failure: String?
+    }
+
+    /// The tracks whose loudness is still to be measured, as they were listed.
+    func tracksNeedingLoudness() throws -> [(path: String, modified: Double, size: Int64)] {
+        try database.read { db in
+            try Row.fetchAll(db, sql: "SELECT path, modified, size FROM track WHERE loudness_state = 0 ORDER BY path").map {
+                (path: $0["path"], modified: $0["modified"], size: $0["size"])
+            }
+        }
+    }
+
+    /// Stores measured loudness, each only if its file is still as it was listed (a file
+    /// changed meanwhile was listed again, and waits for its own measurement).
+    func setLoudness(_ measured: [MeasuredLoudness]) throws {
+        try database.write { db in
+            for item in measured {
+                try db.cachedStatement(sql: """
+                    UPDATE track SET lufs = ?, peak = ?, loudness_state = ? WHERE path = ? AND modified = ? AND size = ? AND loudness_state = 0
+                    """).execute(arguments: [item.loudness?.integratedLUFS, item.loudness?.peak,
+                                             (item.failure == nil ? LoudnessState.known : LoudnessState.failed).rawValue,
+                                             item.path, item.modified, item.size])
             }
         }
     }
