@@ -1,5 +1,6 @@
 import Foundation
 import NIOCore
+import TuttiMedia
 import TuttiProtocol
 
 /// The house's music library: scanned on a thread of its own, queried off the event loop (the
@@ -150,5 +151,24 @@ extension HouseCore {
     private func noSuchPlaylist(_ name: String) -> ControlRefusal {
         let known = storedPlaylists.keys.sorted()
         return ControlRefusal("no stored playlist named \(name) (stored: \(known.isEmpty ? "none" : known.joined(separator: ", ")))", kind: .notFound)
+    }
+}
+
+extension HouseCore {
+    /// The library's loudness of the file at `path` and of its album; nil for a file the
+    /// library does not hold (a URL, a pipe, a file outside `--music`). Read on the loop (one
+    /// indexed row, and its album's for an untagged album) and kept until the library changes.
+    func loudness(ofPath path: String) -> (track: Loudness?, album: Loudness?)? {
+        if let cached = loudnessCache[path] { return cached }
+        guard let library else { return nil }
+        var found: (track: Loudness?, album: Loudness?)?
+        do {
+            found = try library.loudness(atPaths: [path])[path]
+        } catch {
+            // The item plays at the missing preamp's gain; said once per path.
+            log("library: cannot read the loudness of \(path) (\(error)); it plays without its replay gain")
+        }
+        loudnessCache[path] = .some(found)
+        return found
     }
 }

@@ -18,8 +18,8 @@ struct ChannelMix {
     /// stream's left and right; any further ones are left as they are.
     mutating func apply(_ target: ChannelMode, to samples: UnsafeMutablePointer<Float>, frames: Int, channels: Int) {
         if target != mode {
-            // From where the crossover is (a change during a change starts from the new mode's
-            // predecessor: at 10 ms, the step that leaves is at most half a crossover long).
+            // A change that comes during a crossover starts a new one from the mode it was
+            // heading to: the blend left behind steps once, by what remained of a 10 ms fade.
             previous = mode
             mode = target
             crossoverLeft = crossoverFrames

@@ -105,18 +105,21 @@ public struct LibraryScanner: Sendable {
             if let old = known[file.path], old.modified == file.modified, old.size == file.size { state.done += 1 } else { changed.append(file) }
         }
         // The reading threads run ahead while this one writes each batch as it completes.
-        let job = Self.startReading(changed.map(\.path)) { path throws(MediaError) in try ReadTrack(path: path) }
+        // The first pass: headers and tags (`TrackProbe`), with the loudness the tags state;
+        // untagged files are measured by the second (`measureLoudness`), so that a new library
+        // is listed and searchable first.
+        let job = Self.startReading(changed.map(\.path)) { path throws(MediaError) in try TrackProbe.read(path: path) }
         for (index, file) in changed.enumerated() {
             let outcome = job.outcome(index)
             state.done += 1
             state.read += 1
             switch outcome {
-            case .success(let read):
-                let info = read.info
+            case .success(let info):
+                let tagged = info.loudnessTags.track
                 tracks.append(MusicLibrary.Track(path: file.path, modified: file.modified, size: file.size, title: info.title, artist: info.artist,
                                                  album: info.album, durationSeconds: info.duration?.seconds, codec: info.codec,
                                                  sampleRate: info.sampleRate, channelCount: info.channelCount, hasArtwork: info.hasArtwork,
-                                                 loudness: read.loudness, albumLoudness: info.loudnessTags.album, loudnessFromTags: read.loudness != nil))
+                                                 loudness: tagged, albumLoudness: info.loudnessTags.album, loudnessFromTags: tagged != nil))
             case .failure(let error):
                 state.unreadable += 1
                 unreadable.append((file.path, file.modified, file.size, error.reason))
@@ -135,18 +138,6 @@ public struct LibraryScanner: Sendable {
         try library.apply(tracks: tracks, unreadable: unreadable, removed: removed)
         progress(state)
         return state
-    }
-
-    /// What the scan's first pass learns of one file: its headers and tags (`TrackProbe`),
-    /// with the loudness its tags state, if any. Untagged files are measured by the second
-    /// pass (`measureLoudness`), so that a new library is listed and searchable first.
-    struct ReadTrack: Sendable {
-        var info: TrackInfo
-        var loudness: Loudness? { info.loudnessTags.track }
-
-        init(path: String) throws(MediaError) {
-            info = try TrackProbe.read(path: path)
-        }
     }
 
     /// Starts `read` on every path on one background thread per core, each at nice 10;

@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// How loud a track or an album is: its integrated loudness (EBU R128 / ITU-R BS.1770, in LUFS)
 /// and its peak (linear: 1 is full scale). Measured by `LoudnessMeter` (the true peak, 4×
 /// oversampled) or read from the file's tags (`LoudnessTags`: ReplayGain's sample peak).
@@ -24,15 +30,7 @@ public struct Loudness: Sendable, Equatable, Codable {
         let weighted = parts.filter { $0.seconds > 0 && $0.loudness.integratedLUFS.isFinite }
         let total = weighted.reduce(0) { $0 + $1.seconds }
         guard total > 0 else { return nil }
-        let power = weighted.reduce(0) { $0 + $1.seconds * pow10($1.loudness.integratedLUFS / 10) } / total
+        let power = weighted.reduce(0) { $0 + $1.seconds * pow(10, $1.loudness.integratedLUFS / 10) } / total
         return Loudness(integratedLUFS: 10 * log10(power), peak: parts.map(\.loudness.peak).max() ?? 0)
     }
 }
-
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
-private func pow10(_ x: Double) -> Double { pow(10, x) }

@@ -1,3 +1,5 @@
+import Foundation
+
 /// The loudness a file's tags state, as taggers write it (`loudgain`, `rsgain`, foobar2000,
 /// MusicBrainz Picard): ReplayGain's `REPLAYGAIN_TRACK_GAIN` ("-6.20 dB", against −18 LUFS) and
 /// `REPLAYGAIN_TRACK_PEAK` (linear), or Opus's `R128_TRACK_GAIN` (a Q7.8 integer of dB against
@@ -38,5 +40,3 @@ public struct LoudnessTags: Sendable, Equatable {
         return value
     }
 }
-
-import Foundation
