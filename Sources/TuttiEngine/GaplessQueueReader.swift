@@ -20,6 +20,8 @@ public struct ItemOutcome: Sendable {
     public var tag: Int = 0
     /// The item's own time of its first frame: zero, or where a seek started it.
     public var itemStartTime: MediaTime = .zero
+    /// The linear gain its samples were read with (`GaplessQueueReader.Entry.gain`).
+    public var gain: Float = 1
 }
 
 /// Reads a queue of files as one continuous PCM stream at an output rate and channel count:
@@ -28,6 +30,14 @@ public struct ItemOutcome: Sendable {
 /// Items follow each other with no added or missing frames; one resampler is kept across
 /// consecutive items of the same source rate, so joins are continuous through its filter. An
 /// item that cannot be played is reported and skipped. Not thread-safe: one reading thread.
+///
+/// With a crossfade, the last `crossfadeFrames` of each item are held back until the next item
+/// is open: then they are mixed with its first frames on the equal-power curve (`Crossfade`),
+/// and the next item's `startFrame` is where the fade begins, so the two items' spans overlap on
+/// the timeline. Each faded item has its own resampler; an album's next track (never faded)
+/// shares it as without crossfade. A reader started inside an item's last `crossfadeFrames`
+/// (an edit that cut at a fade's start) fades the rest of it into the next item over what is
+/// left, which is the fade it cut.
 public final class GaplessQueueReader {
     /// One queue entry: what to play, where to stop, and the caller's tag for it.
     public struct Entry: Sendable, Equatable {
@@ -53,6 +63,8 @@ public final class GaplessQueueReader {
     public let outputRate: Int
     public let channelCount: Int
     public let quality: Resampler.Quality
+    /// Frames at the output rate over which consecutive items crossfade (0: gapless joins).
+    public let crossfadeFrames: Int
     /// Called on the reading thread when an item starts (with `frameCount` 0), fails, or ends.
     public var onItem: ((ItemOutcome) -> Void)?
     /// Called on a network task with an item's retries and radio titles (item index, event).
@@ -88,17 +100,21 @@ public final class GaplessQueueReader {
     private var pass = 0
 
     public convenience init(paths: [String], outputRate: Int, channelCount: Int, quality: Resampler.Quality = .high,
-                            firstItem: Int = 0, offset: MediaTime = .zero, firstFrame: Int64 = 0, passes: Int? = 1) {
+                            firstItem: Int = 0, offset: MediaTime = .zero, firstFrame: Int64 = 0, passes: Int? = 1,
+                            crossfade: MediaTime = .zero) {
         self.init(entries: paths.enumerated().map { Entry(path: $1, tag: $0) }, outputRate: outputRate, channelCount: channelCount,
-                  quality: quality, firstItem: firstItem, offset: offset, firstFrame: firstFrame, passes: passes)
+                  quality: quality, firstItem: firstItem, offset: offset, firstFrame: firstFrame, passes: passes, crossfade: crossfade)
     }
 
     /// - Parameter firstPass: the pass number of the first item (a reader that takes over a
     ///   looping queue midway); `passes` counts from it.
+    /// - Parameter crossfade: how long consecutive items overlap (zero: gapless joins).
     public init(entries: [Entry], outputRate: Int, channelCount: Int, quality: Resampler.Quality = .high,
                 firstItem: Int = 0, offset: MediaTime = .zero, firstFrame: Int64 = 0, passes: Int? = 1, firstPass: Int = 0,
-                cancellation: InputCancellation = InputCancellation()) {
+                crossfade: MediaTime = .zero, cancellation: InputCancellation = InputCancellation()) {
         precondition(passes.map { $0 > firstPass } ?? true, "a queue plays at least once")
+        precondition(crossfade >= .zero, "a crossfade lasts zero seconds or more")
+        crossfadeFrames = Int(crossfade.frame(atSampleRate: outputRate, rounding: .toNearestOrAwayFromZero))
         self.cancellation = cancellation
         self.passes = passes
         self.entries = entries
@@ -132,6 +148,7 @@ public final class GaplessQueueReader {
     /// 0 once the queue is exhausted.
     public func read(into output: inout [Float]) -> Int {
         output.removeAll(keepingCapacity: true)
+        if crossfadeFrames > 0 { return readCrossfading(into: &output) }
         while !finished {
             if !tail.isEmpty {
                 // The previous run's resampler tail, ahead of a run at another rate.
@@ -236,7 +253,17 @@ public final class GaplessQueueReader {
             }
             startOffset = .zero
             report.info = opened.info
-            if opened.sampleRate != segmentRate || (resampler == nil && opened.sampleRate != outputRate) {
+            report.gain = entry.gain
+            if crossfadeFrames > 0 {
+                do throws(MediaError) {
+                    try joinCrossfading(opened.info)
+                } catch {
+                    report.error = error
+                    onItem?(report)
+                    failuresThisPass += 1
+                    continue
+                }
+            } else if opened.sampleRate != segmentRate || (resampler == nil && opened.sampleRate != outputRate) {
                 // A new run of another source rate: the previous resampler's tail ends the old run.
                 do throws(MediaError) {
                     try beginSegment(rate: opened.sampleRate)
@@ -262,6 +289,166 @@ public final class GaplessQueueReader {
     /// The gain of the item being read.
     private var itemGain: Float = 1
 
+    // MARK: Crossfade
+
+    /// The frames read and not yet returned (crossfade only): the current item's last
+    /// `crossfadeFrames` at most, once more are read; from `heldStart` on.
+    private var held: [Float] = []
+    private var heldStart = 0
+    /// The previous item's last frames, fading out under the current item's first.
+    private var fadeTail: [Float] = []
+    private var fadeLength = 0
+    private var fadePosition = 0
+    /// The last item that played (for the album rule); nil before the reader's first.
+    private var previousInfo: TrackInfo?
+    /// The current item's block as resampled (crossfade only).
+    private var fresh: [Float] = []
+
+    private var heldFrames: Int { (held.count - heldStart) / channelCount }
+
+    private func readCrossfading(into output: inout [Float]) -> Int {
+        while true {
+            let frames = heldFrames
+            if frames > crossfadeFrames || (finished && frames > 0) {
+                // What can no longer be part of a fade: all of it once the queue has ended.
+                emitHeld(frames: finished ? frames : frames - crossfadeFrames, into: &output)
+                break
+            }
+            if finished { break }
+            stepCrossfading()
+        }
+        written += Int64(output.count / channelCount)
+        return output.count / channelCount
+    }
+
+    private func emitHeld(frames: Int, into output: inout [Float]) {
+        let end = heldStart + frames * channelCount
+        output.append(contentsOf: held[heldStart..<end])
+        heldStart = end
+        if heldStart == held.count {
+            held.removeAll(keepingCapacity: true)
+            heldStart = 0
+        } else if heldStart > 1 << 16 && heldStart * 2 > held.count {
+            held.removeFirst(heldStart)
+            heldStart = 0
+        }
+    }
+
+    /// Reads one block of the current item into `held` (mixed with the fading tail while a fade
+    /// lasts), ends the item, or opens the next; sets `finished` when the queue is exhausted.
+    private func stepCrossfading() {
+        guard let decoder else {
+            if !openNext() {
+                endRun()
+                finished = true
+            }
+            return
+        }
+        var frames: Int
+        do throws(MediaError) {
+            frames = try decoder.read(into: &decoded)
+        } catch {
+            current?.error = error
+            finishItem()
+            return
+        }
+        if frames == 0 {
+            finishItem()
+            return
+        }
+        var reachedEndTime = false
+        if let end = itemEndFrame, decoder.position >= end {
+            frames = max(0, frames - Int(decoder.position - end))
+            decoded.removeSubrange((frames * channelCount)...)
+            reachedEndTime = true
+        }
+        itemFrames += Int64(frames)
+        segmentInput += Int64(frames)
+        if frames > 0 {
+            if itemGain != 1 {
+                let gain = itemGain
+                decoded.withUnsafeMutableBufferPointer { samples in
+                    for index in 0..<(frames * channelCount) { samples[index] *= gain }
+                }
+            }
+            fresh.removeAll(keepingCapacity: true)
+            if let resampler {
+                decoded.withUnsafeBufferPointer { resampler.process($0.baseAddress!, frames: frames, appendingTo: &fresh) }
+            } else {
+                fresh.append(contentsOf: decoded[0..<(frames * channelCount)])
+            }
+            mixFadeIn(&fresh)
+            held.append(contentsOf: fresh)
+        }
+        if reachedEndTime { finishItem() }
+    }
+
+    /// Mixes the start of the incoming item's `block` with the fading tail of the previous one.
+    private func mixFadeIn(_ block: inout [Float]) {
+        guard fadePosition < fadeLength else { return }
+        let count = min(block.count / channelCount, fadeLength - fadePosition)
+        let channels = channelCount
+        block.withUnsafeMutableBufferPointer { incoming in
+            fadeTail.withUnsafeBufferPointer { outgoing in
+                for frame in 0..<count {
+                    let gains = Crossfade.gains(atFrame: fadePosition + frame, of: fadeLength)
+                    let tailBase = (fadePosition + frame) * channels
+                    for channel in 0..<channels {
+                        let index = frame * channels + channel
+                        incoming[index] = incoming[index] * gains.fadingIn + outgoing[tailBase + channel] * gains.fadingOut
+                    }
+                }
+            }
+        }
+        fadePosition += count
+    }
+
+    /// Ends the run of audio before an item that does not share it: the previous item's
+    /// resampler tail, and the rest of a fade the previous item was too short to cover (the
+    /// item before it fading out alone), join `held`.
+    private func endRun() {
+        if let old = resampler {
+            old.flush(appendingTo: &held)
+            resampler = nil
+        }
+        if fadePosition < fadeLength {
+            var rest: [Float] = []
+            rest.reserveCapacity((fadeLength - fadePosition) * channelCount)
+            for frame in fadePosition..<fadeLength {
+                let gain = Crossfade.gains(atFrame: frame, of: fadeLength).fadingOut
+                for channel in 0..<channelCount { rest.append(fadeTail[frame * channelCount + channel] * gain) }
+            }
+            held.append(contentsOf: rest)
+            fadePosition = fadeLength
+        }
+    }
+
+    /// Joins an opened item to what was read (crossfade on): fades into it unless it continues
+    /// the previous item's album; a faded item, one at another rate, or one after an unfinished
+    /// fade starts a run of its own (its own resampler), placed where its audio begins.
+    private func joinCrossfading(_ info: TrackInfo) throws(MediaError) {
+        let fades = previousInfo.map { !Crossfade.continuesAlbum($0, info) } ?? false
+        let sharesRun = !fades && fadePosition == fadeLength && info.sampleRate == segmentRate
+            && (resampler != nil || info.sampleRate == outputRate)
+        guard !sharesRun else { return }
+        endRun()
+        var start = written + Int64(heldFrames)
+        if fades, heldFrames > 0 {
+            let length = min(crossfadeFrames, heldFrames)
+            fadeTail.removeAll(keepingCapacity: true)
+            fadeTail.append(contentsOf: held[(held.count - length * channelCount)...])
+            held.removeLast(length * channelCount)
+            fadeLength = length
+            fadePosition = 0
+            start -= Int64(length)
+        }
+        resampler = info.sampleRate == outputRate ? nil
+            : try Resampler(inputRate: info.sampleRate, outputRate: outputRate, channelCount: channelCount, quality: quality)
+        segmentRate = info.sampleRate
+        segmentOutputStart = start
+        segmentInput = 0
+    }
+
     private func beginSegment(rate: Int) throws(MediaError) {
         if let old = resampler {
             tail.removeAll(keepingCapacity: true)
@@ -275,6 +462,7 @@ public final class GaplessQueueReader {
     }
 
     private func finishItem() {
+        if let info = current?.info { previousInfo = info }
         if var report = current, let decoder {
             let cut = itemEndFrame.map { decoder.position >= $0 } ?? false
             if report.error == nil { report.error = Self.problem(with: decoder, framesDecoded: itemFrames, cutShort: cut) }

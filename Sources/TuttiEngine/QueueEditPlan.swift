@@ -11,7 +11,16 @@ import TuttiCore
 ///   the reader opens next (`.continueReading`);
 /// - cuts at the first item boundary from which the edited queue differs, never before the
 ///   horizon, and restarts decoding there (`.cut`);
-/// - cuts inside the item at the horizon for a seek, an advance or the removal of that item.
+/// - cuts inside the item at the horizon for a seek, an advance or the removal of that item;
+/// - cuts inside the item at the horizon, and decodes it again from there, when it is no longer
+///   to sound as decoded (its gain changed, or the crossfade); a later item decoded with another
+///   gain is cut at its start.
+///
+/// With a crossfade, an item's span overlaps the next one's while it fades out. A cut at the
+/// start of an item that an earlier item fades into restarts that earlier item where the fade
+/// began (its offset there), so its fade plays again into whatever follows now; a cut never
+/// falls inside a fade but for a seek, an advance or the removal of the item fading in, which
+/// end the fade there as they end an item.
 /// A value type; not thread-safe by itself (one producer owns it).
 public struct QueueEditPlan: Equatable, Sendable {
     /// One item as decoded onto the timeline.
@@ -21,11 +30,22 @@ public struct QueueEditPlan: Equatable, Sendable {
         public var start: Int64
         /// Its last frame + 1, once known.
         public var end: Int64?
-        public init(tag: Int, pass: Int, start: Int64, end: Int64?) {
+        /// The item's own time at `start` (zero, or where a seek or cut started it).
+        public var startTime: MediaTime
+        /// The gain it was decoded with.
+        public var gain: Float
+        public init(tag: Int, pass: Int, start: Int64, end: Int64?, startTime: MediaTime = .zero, gain: Float = 1) {
             self.tag = tag
             self.pass = pass
             self.start = start
             self.end = end
+            self.startTime = startTime
+            self.gain = gain
+        }
+
+        /// The item's own time at timeline frame `frame` (output frames at `rate`).
+        func time(atFrame frame: Int64, rate: Int) -> MediaTime {
+            startTime + MediaTime(frame: frame - start, sampleRate: rate)
         }
     }
 
@@ -64,10 +84,26 @@ public struct QueueEditPlan: Equatable, Sendable {
     ///   - readerExhausted: the reader has read the whole queue (or there is none).
     ///   - advances: `advanceToNextItem` calls since the last plan.
     ///   - seekTime: a seek within the item at the horizon.
+    ///   - outputRate: the timeline's frame rate (to find an item's time at a frame).
+    ///   - crossfadeFrames: the crossfade the queue is now read with (0: gapless).
+    ///   - crossfadeChanged: it differs from the one what is decoded was read with.
     public init(entries: [GaplessQueueReader.Entry], previousEntries: [GaplessQueueReader.Entry], spans: [TimelineSpan],
-                passes: Int?, horizon: Int64, written: Int64, readerExhausted: Bool, advances: Int = 0, seekTime: MediaTime? = nil) {
+                passes: Int?, horizon: Int64, written: Int64, readerExhausted: Bool, advances: Int = 0, seekTime: MediaTime? = nil,
+                outputRate: Int, crossfadeFrames: Int64 = 0, crossfadeChanged: Bool = false) {
         func successor(of tag: Int, pass: Int) -> (index: Int, pass: Int)? {
             Self.successor(of: tag, pass: pass, in: entries, previous: previousEntries, passes: passes)
+        }
+        /// Whether the item of `span` is still to sound as it was decoded (the same gain).
+        func decodedAsQueued(_ span: TimelineSpan) -> Bool {
+            entries.first { $0.tag == span.tag }.map { $0.gain == span.gain } ?? true
+        }
+        /// A cut at the start of `spans[index]`: if an earlier item still fades out there, it
+        /// restarts where its fade began; else `fallback` does.
+        func restart(cuttingAt index: Int, fallback: Restart?) -> Restart? {
+            let frame = spans[index].start
+            guard index > 0, let fading = spans[..<index].last(where: { $0.start < frame && ($0.end ?? .max) > frame }),
+                  let entry = entries.firstIndex(where: { $0.tag == fading.tag }) else { return fallback }
+            return Restart(index: entry, pass: fading.pass, offset: fading.time(atFrame: frame, rate: outputRate))
         }
         guard let current = spans.lastIndex(where: { $0.start <= horizon }) ?? spans.indices.first else {
             // Nothing decoded yet: the queue starts with its first entry.
@@ -83,6 +119,7 @@ public struct QueueEditPlan: Equatable, Sendable {
             return
         }
         if advances > 0 || !playingStays {
+            // A hard cut, as a skip always is: an item fading out there stops with it.
             var next = successor(of: playing.tag, pass: playing.pass)
             for _ in 1..<max(advances, 1) {
                 guard let step = next else { break }
@@ -92,11 +129,28 @@ public struct QueueEditPlan: Equatable, Sendable {
                           insideItem: true)
             return
         }
-        // The first decoded item after the playing one that the edited queue no longer follows.
+        if crossfadeChanged || !decodedAsQueued(playing) {
+            // Decoded again from the horizon: the rest of the item with its new gain, and its
+            // end faded as now set. Not inside a fade into it, which plays out first.
+            var frame = min(max(horizon, playing.start), written)
+            if let fading = spans[..<current].last(where: { ($0.end ?? .max) > frame }), let end = fading.end {
+                frame = min(end, written)
+            }
+            let index = entries.firstIndex { $0.tag == playing.tag }!
+            if playing.end.map({ $0 > frame }) ?? true {
+                action = .cut(frame: frame, restart: Restart(index: index, pass: playing.pass, offset: playing.time(atFrame: frame, rate: outputRate)),
+                              insideItem: true)
+                return
+            }
+        }
+        // The first decoded item after the playing one that the edited queue no longer follows,
+        // or that is to sound otherwise than decoded.
         var expected = successor(of: playing.tag, pass: playing.pass)
-        for span in spans[(current + 1)...] {
-            guard let next = expected, entries[next.index].tag == span.tag, next.pass == span.pass else {
-                action = .cut(frame: span.start, restart: expected.map { Restart(index: $0.index, pass: $0.pass, offset: .zero) },
+        for index in (current + 1)..<spans.count {
+            let span = spans[index]
+            guard let next = expected, entries[next.index].tag == span.tag, next.pass == span.pass, decodedAsQueued(span) else {
+                action = .cut(frame: span.start,
+                              restart: restart(cuttingAt: index, fallback: expected.map { Restart(index: $0.index, pass: $0.pass, offset: .zero) }),
                               insideItem: false)
                 return
             }
@@ -105,8 +159,16 @@ public struct QueueEditPlan: Equatable, Sendable {
         if !readerExhausted {
             action = .continueReading(nextIndex: expected?.index ?? entries.count, pass: expected?.pass ?? (passes.map { $0 - 1 } ?? 0))
         } else if let next = expected {
-            // The queue had run out; the new items follow what is decoded.
-            action = .cut(frame: written, restart: Restart(index: next.index, pass: next.pass, offset: .zero), insideItem: false)
+            // The queue had run out; the new items follow what is decoded, faded into from the
+            // last item's end where that is not heard yet.
+            let last = spans[spans.count - 1]
+            let fadeStart = max(horizon, last.start, (last.end ?? written) - crossfadeFrames)
+            if crossfadeFrames > 0, last.end == written, fadeStart < written, let index = entries.firstIndex(where: { $0.tag == last.tag }) {
+                action = .cut(frame: fadeStart, restart: Restart(index: index, pass: last.pass, offset: last.time(atFrame: fadeStart, rate: outputRate)),
+                              insideItem: true)
+            } else {
+                action = .cut(frame: written, restart: Restart(index: next.index, pass: next.pass, offset: .zero), insideItem: false)
+            }
         } else {
             action = .unchanged
         }

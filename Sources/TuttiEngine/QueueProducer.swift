@@ -14,7 +14,8 @@ import TuttiMedia
 /// Every item put on the timeline (or failing) is recorded as an `ItemOutcome` with its
 /// frames, so an owner can tell which item is heard at any frame.
 ///
-/// Thread-safety: the control methods (`edit`, `advanceToNextItem`, `seek`, `replan`, `stop`)
+/// Thread-safety: the control methods (`edit`, `advanceToNextItem`, `seek`, `setPasses`,
+/// `setCrossfade`, `replan`, `stop`)
 /// and the read-only properties may be used from any thread. `onItem`, `onRead` and
 /// `onNetworkEvent` are called on the producer thread; set them before `start()`.
 public final class QueueProducer: @unchecked Sendable {
@@ -34,6 +35,9 @@ public final class QueueProducer: @unchecked Sendable {
         public var startTime: MediaTime = .zero
         /// Opens the items that are URLs; nil refuses them, each with a one-line error.
         public var network: (any NetworkInputOpener)?
+        /// How long consecutive items crossfade (zero: gapless); `setCrossfade` changes it
+        /// while playing.
+        public var crossfade: MediaTime = .zero
         public init(outputFormat: AudioFormat) {
             self.outputFormat = outputFormat
         }
@@ -54,6 +58,7 @@ public final class QueueProducer: @unchecked Sendable {
     private struct Requests {
         var entries: [Entry]
         var passes: Int?
+        var crossfade: MediaTime
         var advances = 0
         var seekTime: MediaTime?
         var generation = 0
@@ -79,7 +84,7 @@ public final class QueueProducer: @unchecked Sendable {
         self.configuration = configuration
         self.output = output
         self.cancellation = cancellation
-        requests = Mutex(Requests(entries: entries, passes: configuration.passes))
+        requests = Mutex(Requests(entries: entries, passes: configuration.passes, crossfade: configuration.crossfade))
     }
 
     // MARK: Control
@@ -150,6 +155,14 @@ public final class QueueProducer: @unchecked Sendable {
         request({ $0.passes = passes }, completion)
     }
 
+    /// Sets how long consecutive items crossfade (zero: gapless), as an edit: what is decoded
+    /// from the edit horizon on is decoded again with it, seamlessly (the item heard goes on
+    /// from the same frame).
+    @discardableResult
+    public func setCrossfade(_ crossfade: MediaTime, completion: EditCompletion? = nil) -> Bool {
+        request({ $0.crossfade = crossfade }, completion)
+    }
+
     /// Plans again with the queue unchanged (something the output decides on has changed).
     public func replan() {
         _ = request({ _ in }, nil)
@@ -189,6 +202,8 @@ public final class QueueProducer: @unchecked Sendable {
     private var exhausted = false
     /// The pass count in force (`setPasses`).
     private var passes: Int?
+    /// The crossfade in force (`setCrossfade`).
+    private var crossfade: MediaTime = .zero
 
     /// What one step of production did.
     private enum Step {
@@ -249,7 +264,7 @@ public final class QueueProducer: @unchecked Sendable {
         // Edits made before production began are part of the queue it starts with.
         for completion in early { completion(.unchanged) }
         plannedEntries = initial
-        passes = requests.withLock { $0.passes }
+        (passes, crossfade) = requests.withLock { ($0.passes, $0.crossfade) }
         let first = configuration.startTag.flatMap { tag in initial.firstIndex { $0.tag == tag } } ?? 0
         reader = initial.isEmpty ? nil : makeReader(initial, firstItem: first, offset: configuration.startTime,
                                                     firstFrame: output.writtenFrames, firstPass: 0)
@@ -315,6 +330,7 @@ public final class QueueProducer: @unchecked Sendable {
     private struct Edits {
         var entries: [Entry]
         var passes: Int?
+        var crossfade: MediaTime
         var advances: Int
         var seekTime: MediaTime?
         var completions: [EditCompletion]
@@ -328,7 +344,8 @@ public final class QueueProducer: @unchecked Sendable {
                 state.seekTime = nil
                 state.completions.removeAll()
             }
-            return (Edits(entries: state.entries, passes: state.passes, advances: state.advances, seekTime: state.seekTime, completions: state.completions),
+            return (Edits(entries: state.entries, passes: state.passes, crossfade: state.crossfade, advances: state.advances,
+                          seekTime: state.seekTime, completions: state.completions),
                     state.generation)
         }
         seen = generation
@@ -350,7 +367,7 @@ public final class QueueProducer: @unchecked Sendable {
                                         firstItem: firstItem, offset: offset, firstFrame: firstFrame,
                                         // A queue no longer repeating plays out the pass it is in.
                                         passes: passes.map { max($0, firstPass + 1) },
-                                        firstPass: firstPass, cancellation: cancellation)
+                                        firstPass: firstPass, crossfade: crossfade, cancellation: cancellation)
         reader.onItem = { [self] in record($0) }
         reader.onNetworkEvent = onNetworkEvent
         reader.network = configuration.network
@@ -361,11 +378,15 @@ public final class QueueProducer: @unchecked Sendable {
     private func apply(_ edits: Edits, exhausted: Bool) -> QueueEditPlan.Action {
         output.willApplyEdits()
         let written = output.writtenFrames
+        let rate = configuration.outputFormat.sampleRate
         let plan = QueueEditPlan(entries: edits.entries, previousEntries: plannedEntries, spans: spans,
                                  passes: edits.passes, horizon: output.editHorizon, written: written,
-                                 readerExhausted: exhausted || reader == nil, advances: edits.advances, seekTime: edits.seekTime)
+                                 readerExhausted: exhausted || reader == nil, advances: edits.advances, seekTime: edits.seekTime,
+                                 outputRate: rate, crossfadeFrames: edits.crossfade.frame(atSampleRate: rate, rounding: .toNearestOrAwayFromZero),
+                                 crossfadeChanged: edits.crossfade != crossfade)
         plannedEntries = edits.entries
         passes = edits.passes
+        crossfade = edits.crossfade
         switch plan.action {
         case .unchanged:
             break
@@ -383,15 +404,15 @@ public final class QueueProducer: @unchecked Sendable {
     }
 
     /// Drops what was decoded from `frame` on from the records: items that will not play, and
-    /// the end of the item cut there.
+    /// the end of the items cut there (with a crossfade, the one fading in and the one fading out).
     private func forgetTimeline(from frame: Int64) {
         spans.removeAll { $0.start >= frame }
-        if let last = spans.indices.last, spans[last].end.map({ $0 > frame }) ?? true { spans[last].end = frame }
+        for index in spans.indices where spans[index].end.map({ $0 > frame }) ?? true { spans[index].end = frame }
         outcomeList.withLock { list in
             list.removeAll { $0.startFrame >= frame }
-            if let last = list.indices.last, list[last].info != nil,
-               list[last].startFrame + list[last].frameCount > frame || (list[last].frameCount == 0 && list[last].error == nil) {
-                list[last].frameCount = frame - list[last].startFrame
+            for index in list.indices where list[index].info != nil
+                && (list[index].startFrame + list[index].frameCount > frame || (list[index].frameCount == 0 && list[index].error == nil)) {
+                list[index].frameCount = frame - list[index].startFrame
             }
         }
     }
@@ -410,7 +431,8 @@ public final class QueueProducer: @unchecked Sendable {
             if let last = spans.indices.last, spans[last].tag == outcome.tag, spans[last].start == outcome.startFrame {
                 spans[last].end = end
             } else {
-                spans.append(QueueEditPlan.TimelineSpan(tag: outcome.tag, pass: outcome.pass, start: outcome.startFrame, end: end))
+                spans.append(QueueEditPlan.TimelineSpan(tag: outcome.tag, pass: outcome.pass, start: outcome.startFrame, end: end,
+                                                        startTime: outcome.itemStartTime, gain: outcome.gain))
             }
             if spans.count > 4096 { spans.removeFirst(2048) }
         }

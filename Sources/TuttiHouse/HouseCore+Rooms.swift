@@ -288,6 +288,7 @@ extension HouseCore {
         report.library = libraryStatus
         report.playModes = group.playModes
         report.replayGain = group.replayGain
+        report.crossfadeSeconds = group.crossfadeSeconds
         report.storeProblem = storeProblem
         guard let stream = group.stream else { return report }
         let head = group.playhead()

@@ -56,6 +56,8 @@ final class HouseStore: Sendable {
         var playModes = PlayModes()
         var randomOrder: [Int] = []
         var replayGain = ReplayGainSettings()
+        /// Its crossfade in seconds (0: gapless).
+        var crossfadeSeconds = 0.0
         /// The stream it was playing (only when read).
         var stream: StoredStream? = nil
     }
@@ -238,6 +240,9 @@ final class HouseStore: Sendable {
         migrator.registerMigration("v7: replay gain") { db in
             try db.execute(sql: "ALTER TABLE house_group ADD COLUMN replay_gain TEXT")
         }
+        migrator.registerMigration("v8: crossfade") { db in
+            try db.execute(sql: "ALTER TABLE house_group ADD COLUMN crossfade REAL NOT NULL DEFAULT 0")
+        }
         return migrator
     }
 
@@ -247,9 +252,10 @@ final class HouseStore: Sendable {
         try database.read { db in
             var snapshot = Snapshot()
             let decoder = JSONDecoder()
-            for row in try Row.fetchAll(db, sql: "SELECT id, name, play_modes, random_order, replay_gain FROM house_group ORDER BY id") {
+            for row in try Row.fetchAll(db, sql: "SELECT id, name, play_modes, random_order, replay_gain, crossfade FROM house_group ORDER BY id") {
                 let id: Int64 = row["id"]
                 var group = StoredGroup(id: UInt32(truncatingIfNeeded: id), name: row["name"])
+                group.crossfadeSeconds = row["crossfade"]
                 if let replayGain: String = row["replay_gain"] {
                     group.replayGain = try decoder.decode(ReplayGainSettings.self, from: Data(replayGain.utf8))
                 }
@@ -308,12 +314,12 @@ final class HouseStore: Sendable {
     private static func write(_ group: StoredGroup, in db: Database) throws {
         let encoder = JSONEncoder()
         try db.execute(sql: """
-            INSERT INTO house_group (id, name, play_modes, random_order, replay_gain) VALUES (?, ?, ?, ?, ?)
+            INSERT INTO house_group (id, name, play_modes, random_order, replay_gain, crossfade) VALUES (?, ?, ?, ?, ?, ?)
             ON CONFLICT(id) DO UPDATE SET name = excluded.name, play_modes = excluded.play_modes, random_order = excluded.random_order,
-                replay_gain = excluded.replay_gain
+                replay_gain = excluded.replay_gain, crossfade = excluded.crossfade
             """, arguments: [Int64(group.id), group.name, String(decoding: try encoder.encode(group.playModes), as: UTF8.self),
                              String(decoding: try encoder.encode(group.randomOrder), as: UTF8.self),
-                             String(decoding: try encoder.encode(group.replayGain), as: UTF8.self)])
+                             String(decoding: try encoder.encode(group.replayGain), as: UTF8.self), group.crossfadeSeconds])
         try db.execute(sql: "DELETE FROM group_queue_item WHERE group_id = ?", arguments: [Int64(group.id)])
         for (position, (path, tag)) in zip(group.queue, group.tags).enumerated() {
             try db.execute(sql: "INSERT INTO group_queue_item (group_id, position, tag, path) VALUES (?, ?, ?, ?)",

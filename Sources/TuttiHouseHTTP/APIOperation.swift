@@ -42,7 +42,7 @@ struct APIOperation: Sendable {
     /// under `/api/groups/{group}` on that group (`ControlCommand.actsOnAGroup`).
     static let groupCommands: Set<String> = ["status", "join", "leave", "group-volume", "play", "pause", "resume", "seek", "stop", "next", "previous",
                                              "queue", "queue-clear", "queue-add", "queue-move", "queue-play", "queue-remove", "queue-shuffle",
-                                             "play-modes", "replay-gain", "playlist-save", "playlist-load"]
+                                             "play-modes", "replay-gain", "crossfade", "playlist-save", "playlist-load"]
 
     /// The operations, in the order `/openapi.json` lists them: each that acts on a group at
     /// its path (the default group) and again under `/api/groups/{group}`.
@@ -180,6 +180,10 @@ struct APIOperation: Sendable {
                                             summary: "dB for an item whose loudness is not known."),
                                       Field(name: "limit", schema: .boolean, required: false, summary: "No gain lifts an item's peak over full scale.")],
                          reply: "StatusReport", refusals: [.conflict]),
+            APIOperation(method: .post, path: "/api/crossfade", command: "crossfade",
+                         summary: "Set how long consecutive items crossfade (MPD's crossfade); 0 joins them gapless, and an album's next track always is. Answers with the status.",
+                         bodyFields: [Field(name: "seconds", schema: .number(minimum: 0, maximum: ControlCommand.maximumCrossfadeSeconds), summary: "The overlap, equal power.")],
+                         reply: "StatusReport"),
             APIOperation(method: .get, path: "/api/playlists", command: "playlists", summary: "The stored playlists, by name.", reply: "StoredPlaylistsReport"),
             APIOperation(method: .post, path: "/api/playlists", command: "playlist-save", summary: "Store the queue as a playlist, replacing one of that name.",
                          bodyFields: [playlist], reply: "StoredPlaylistsReport"),

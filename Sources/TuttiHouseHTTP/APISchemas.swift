@@ -91,6 +91,7 @@ enum APISchemas {
                 property("library", .reference("LibraryStatus"), required: false),
                 property("playModes", .reference("PlayModes"), required: false), property("nextItem", integer, required: false),
                 property("replayGain", .reference("ReplayGainSettings"), required: false),
+                property("crossfadeSeconds", .number(minimum: 0, maximum: ControlCommand.maximumCrossfadeSeconds), required: false),
                 property("storeProblem", string, required: false),
                 property("rooms", .array(of: .reference("RoomReport"))),
                 property("waiting", .array(of: .reference("WaitingSpeakerReport")), required: false),

@@ -300,8 +300,8 @@ struct MPDCommands {
             try Self.expect(a, 1...1, "crossfade")
             let seconds = try Self.integer(a[0], "seconds")
             guard seconds >= 0 else { throw MPDError(.argument, "Number is negative: \(a[0])") }
-            // Items follow each other gaplessly; crossfading is issue 36's.
-            guard seconds == 0 else { throw MPDError(.argument, "crossfade is not supported yet: items play gaplessly") }
+            guard Double(seconds) <= ControlCommand.maximumCrossfadeSeconds else { throw MPDError(.argument, "Number too large: \(a[0])") }
+            _ = try await perform(.crossfade(seconds: Double(seconds)), for: "crossfade")
         case "channels":
             // No client-to-client channels (MPD's subscribe/sendmessage): none to list.
             break
@@ -497,6 +497,8 @@ struct MPDCommands {
         default: "stop"
         }
         out.add("state", state)
+        // MPD's: only when crossfading, in whole seconds.
+        if let crossfade = status.crossfadeSeconds, crossfade > 0 { out.add("xfade", Int(crossfade.rounded())) }
         if let item = status.item, let entry = now.queue.items.first(where: { $0.index == item }) {
             out.add("song", item)
             out.add("songid", Self.songID(entry))

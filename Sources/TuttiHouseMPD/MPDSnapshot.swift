@@ -22,7 +22,8 @@ struct MPDSnapshot: Sendable {
             changed.insert("playlist")
         }
         if status.groupVolume != later.status.groupVolume { changed.insert("mixer") }
-        if status.playModes != later.status.playModes || status.replayGain != later.status.replayGain { changed.insert("options") }
+        if status.playModes != later.status.playModes || status.replayGain != later.status.replayGain
+            || status.crossfadeSeconds != later.status.crossfadeSeconds { changed.insert("options") }
         if playlists != later.playlists { changed.insert("stored_playlist") }
         if status.rooms.map({ "\($0.id)/\($0.name)/\($0.group)" }).sorted() != later.status.rooms.map({ "\($0.id)/\($0.name)/\($0.group)" }).sorted() {
             changed.insert("output")

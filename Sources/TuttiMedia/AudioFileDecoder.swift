@@ -243,6 +243,8 @@ public final class AudioFileDecoder {
             title: tag("title"),
             artist: tag("artist") ?? tag("album_artist"),
             album: tag("album"),
+            albumArtist: tag("album_artist"),
+            albumPosition: AlbumPosition(track: tag("track"), disc: tag("disc")),
             hasArtwork: hasArtwork)
     }
 

@@ -20,6 +20,10 @@ public struct TrackInfo: Sendable, Equatable {
     public var title: String?
     public var artist: String?
     public var album: String?
+    /// The album's artist, when tagged apart from the track's (`album_artist`).
+    public var albumArtist: String?
+    /// Its disc and track number on the album, when tagged.
+    public var albumPosition: AlbumPosition?
     public var hasArtwork: Bool
     /// The loudness its tags state (ReplayGain, R128), if any (`TrackProbe` reads them).
     public var loudnessTags = LoudnessTags()

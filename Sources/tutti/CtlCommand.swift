@@ -36,7 +36,7 @@ struct Ctl: AsyncParsableCommand {
             """,
         subcommands: [CtlHouses.self, CtlPlay.self, CtlPause.self, CtlResume.self, CtlSeek.self, CtlNext.self, CtlPrevious.self, CtlRooms.self,
                       CtlGroups.self, CtlGroup.self, CtlMove.self,
-                      CtlJoin.self, CtlLeave.self, CtlVolume.self, CtlLatency.self, CtlRename.self, CtlChannel.self, CtlPair.self, CtlUnpair.self, CtlGroupVolume.self, CtlQueue.self, CtlModes.self, CtlReplayGain.self, CtlPlaylist.self, CtlLibrary.self,
+                      CtlJoin.self, CtlLeave.self, CtlVolume.self, CtlLatency.self, CtlRename.self, CtlChannel.self, CtlPair.self, CtlUnpair.self, CtlGroupVolume.self, CtlQueue.self, CtlModes.self, CtlReplayGain.self, CtlCrossfade.self, CtlPlaylist.self, CtlLibrary.self,
                       CtlStatus.self, CtlPairController.self, CtlAdmit.self, CtlForget.self])
 
     @Option(help: ArgumentHelp("The house server's address.",
@@ -47,7 +47,7 @@ struct Ctl: AsyncParsableCommand {
     var house: String?
 
     @Option(help: ArgumentHelp("The group a command acts on (its name or id; see `tutti ctl groups`).",
-                               discussion: "Play, pause, resume, seek, next, previous, queue, modes, replay-gain, status, group-volume, join, leave and playlist save and load act on one group: this one, or the default group."))
+                               discussion: "Play, pause, resume, seek, next, previous, queue, modes, replay-gain, crossfade, status, group-volume, join, leave and playlist save and load act on one group: this one, or the default group."))
     var group: String?
 
     @Option(name: .customLong("token-file"), help: ArgumentHelp(

@@ -74,6 +74,33 @@ struct CtlReplayGain: AsyncParsableCommand {
 
 extension ReplayGainSettings.Mode: ExpressibleByArgument {}
 
+struct CtlCrossfade: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "crossfade", abstract: "Show or set how long consecutive items crossfade (MPD's crossfade).",
+        discussion: """
+            The end of each item fades out as the next fades in, on an equal-power curve, computed in the \
+            house on the one stream, so every room of the group fades alike. 0 joins items gapless (the \
+            default). Consecutive tracks of one album, in album order (by their track and disc tags), \
+            always join gapless: a live album or a DJ mix plays on unbroken. A change while playing \
+            applies from the next join, seamlessly.
+            Examples:
+              tutti ctl crossfade                     show it
+              tutti ctl crossfade 4                   4 s fades
+              tutti ctl crossfade 0                   gapless again
+            """)
+    @ParentCommand var ctl: Ctl
+    @Argument(help: "Seconds, 0 to 30 (fractions allowed).") var seconds: Double?
+    @Flag(help: "Print JSON.") var json = false
+
+    func run() async throws {
+        let reply = try await ctl.send(seconds.map { .crossfade(seconds: $0) } ?? .status)
+        if json { return printReply(.status(reply.status!), json: true) }
+        let crossfade = reply.status?.crossfadeSeconds ?? 0
+        Terminal.standardOutput(crossfade == 0 ? "crossfade off: items join gapless\n"
+                                : "crossfade \(crossfade) s; an album's next track joins gapless\n")
+    }
+}
+
 struct CtlQueueShuffle: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "shuffle", abstract: "Shuffle the queue; the item heard goes first and plays on.")
     @ParentCommand var queue: CtlQueue

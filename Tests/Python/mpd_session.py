@@ -120,6 +120,17 @@ album = mpd.replay_gain_status()
 mpd.replay_gain_mode("off")
 step("replay gain", album=str(album), off=str(mpd.replay_gain_status()))
 
+# Crossfade, as MPD's: `crossfade N` sets it, status shows `xfade` only while it is on.
+mpd.crossfade(4)
+on = mpd.status().get("xfade")
+try:
+    mpd.crossfade(-1)
+    negative = None
+except Exception as error:
+    negative = str(error)
+mpd.crossfade(0)
+step("crossfade", on=on, off=mpd.status().get("xfade"), negative=negative)
+
 # Stored playlists: save, a second save of the name refused, list, load onto a cleared queue,
 # shuffle, remove.
 mpd.save("Evening")

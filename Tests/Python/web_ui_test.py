@@ -302,6 +302,25 @@ try:
     except Exception:
         fail(f"the pair Den was not unbound: {driver.find_element(By.ID, 'rooms').text!r}")
     report("stereo-unpaired", channel=room(waiting_room).find_element(By.CSS_SELECTOR, ".channel").get_attribute("value"))
+
+    def shown_group_status():
+        """The shown group's status, as the house answers it to this page's session."""
+        return driver.execute_async_script(
+            "const done = arguments[arguments.length - 1];"
+            "const group = encodeURIComponent(document.getElementById('selected-group').textContent);"
+            "fetch(`/api/groups/${group}/status`).then((r) => r.json()).then(done, (e) => done({error: String(e)}));")
+
+    def set_crossfade(seconds):
+        Select(driver.find_element(By.ID, "crossfade")).select_by_value(str(seconds))
+        try:
+            wait.until(lambda d: shown_group_status().get("crossfadeSeconds") == seconds)
+        except Exception:
+            fail(f"crossfade {seconds} s was not set: {shown_group_status()!r}")
+
+    set_crossfade(4)
+    report("crossfade", seconds=shown_group_status().get("crossfadeSeconds"))
+    # Gapless again for what the test checks of the cards afterwards.
+    set_crossfade(0)
     errors = console_errors()
     if errors:
         fail(f"console errors: {errors}")

@@ -20,7 +20,8 @@ import TuttiEngine
     func plan(_ tags: [Int], previous: [Int] = [0, 1, 2], spans: [TimelineSpan] = decoded, passes: Int? = 1, horizon: Int64 = 400,
               written: Int64 = 3000, exhausted: Bool = false, advances: Int = 0, seek: MediaTime? = nil) -> QueueEditPlan.Action {
         QueueEditPlan(entries: Self.entries(tags), previousEntries: Self.entries(previous), spans: spans, passes: passes,
-                      horizon: horizon, written: written, readerExhausted: exhausted, advances: advances, seekTime: seek).action
+                      horizon: horizon, written: written, readerExhausted: exhausted, advances: advances, seekTime: seek,
+                      outputRate: 48_000).action
     }
 
     @Test func anInsertCutsAtTheFirstChangedBoundary() {

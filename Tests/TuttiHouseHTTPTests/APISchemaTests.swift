@@ -32,6 +32,7 @@ import TuttiProtocol
         status.library = LibraryStatus(tracks: 9, unreadable: 1, scanning: false, scannedFiles: 10, foundFiles: 10)
         status.playModes = PlayModes(repeat: true, random: false, single: false, consume: true)
         status.replayGain = ReplayGainSettings(mode: .auto, preampDB: 2, missingPreampDB: -3, limit: true)
+        status.crossfadeSeconds = 6
         status.nextItem = 1
         status.storeProblem = "house.sqlite: cannot store the queue (database or disk is full); going on without it"
         status.group = "default"

@@ -516,6 +516,8 @@ import TuttiTestSupport
         let stereoPair = try #require(step("stereo-paired"))
         #expect((stereoPair["halves"] as? String) == "stereo pair: c (left) + b (right)", "\(stereoPair)")
         #expect(step("stereo-unpaired")?["channel"] as? String == "stereo", "\(String(describing: step("stereo-unpaired")))")
+        // The web UI's crossfade, set for the shown group as its house reports it.
+        #expect(step("crossfade")?["seconds"] as? Double == 4, "\(String(describing: step("crossfade")))")
         // Out of the way of what follows (the group's volume lists the default group's rooms).
         newcomer.interrupt()
         let goneBy = Date().addingTimeInterval(20)

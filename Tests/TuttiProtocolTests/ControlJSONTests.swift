@@ -11,7 +11,7 @@ import Testing
         .queueRemove(index: 3), .queueMove(from: 4, to: 1), .status, .previous, .groupVolume(percent: 30), .queueClear,
         .roomLatency(room: "living room", milliseconds: 82.5), .queuePlay(index: 2), .stop, .roomRename(room: "kitchen", to: "Küche links"),
         .roomChannel(room: "bathroom", channel: .mono), .pair(left: "kitchen left", right: "kitchen right", name: "Küche"), .unpair(room: "Küche"),
-        .replayGain(mode: .album, preampDB: 3, missingPreampDB: -6, limit: false), .replayGain(mode: .off),
+        .replayGain(mode: .album, preampDB: 3, missingPreampDB: -6, limit: false), .replayGain(mode: .off), .crossfade(seconds: 4.5),
         .librarySearch(query: "help beatles", limit: 20), .librarySearch(query: "x"), .libraryBrowse(), .libraryBrowse(artist: "A"),
         .libraryBrowse(artist: "A", album: "B"), .libraryProblems, .queueShuffle, .playModes(repeat: true), .playModes(random: false, consume: true),
         .playModes(repeat: false, random: true, single: true, consume: false), .playlists, .playlistSave(name: "Party mix"),
@@ -105,6 +105,8 @@ import Testing
         #expect(ControlCommand.seek(seconds: -1).problem != nil)
         #expect(ControlCommand.seek(seconds: .infinity).problem != nil)
         #expect(ControlCommand.volume(room: "a", percent: 101).problem != nil)
+        #expect(ControlCommand.crossfade(seconds: -1).problem == "crossfade needs seconds from 0 to 30")
+        #expect(ControlCommand.crossfade(seconds: .nan).problem != nil && ControlCommand.crossfade(seconds: 30).problem == nil)
         #expect(ControlCommand.queueAdd(file: "a", at: -1).problem != nil)
         #expect(ControlCommand.volume(room: "a", percent: 100).problem == nil)
         #expect(ControlCommand.playModes().problem == "play-modes needs at least one of repeat, random, single and consume")

@@ -176,6 +176,9 @@ extension GroupSession {
         case .replayGain(let mode, let preamp, let missing, let limit):
             setReplayGain(mode: mode, preampDB: preamp, missingPreampDB: missing, limit: limit)
             return .status(core.statusReport(of: self))
+        case .crossfade(let seconds):
+            setCrossfade(seconds: seconds)
+            return .status(core.statusReport(of: self))
         case .playlistSave(let name):
             return .playlists(core.savePlaylist(named: name, files: queue))
         case .playlistLoad(let name):

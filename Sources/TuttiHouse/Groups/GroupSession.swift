@@ -53,6 +53,8 @@ final class GroupSession {
     var playModes: PlayModes
     /// How it evens out its items' loudness (`GroupSession+ReplayGain`).
     var replayGain: ReplayGainSettings
+    /// How long consecutive items crossfade, in seconds (0: gapless; `GroupSession+Crossfade`).
+    var crossfadeSeconds: Double
     /// With `random`: the queue's tags in the order they play.
     var randomOrder: [Int]
     var stream: ServerStream?
@@ -85,6 +87,7 @@ final class GroupSession {
         tags = stored.tags.count == stored.queue.count ? stored.tags : stored.queue.indices.map { _ in core.makeTag() }
         playModes = stored.playModes
         replayGain = stored.replayGain
+        crossfadeSeconds = stored.crossfadeSeconds
         randomOrder = stored.randomOrder
         storedStream = stored.stream
     }
@@ -118,7 +121,8 @@ final class GroupSession {
 
     /// What the store keeps of the group (its stream apart).
     var snapshot: HouseStore.StoredGroup {
-        HouseStore.StoredGroup(id: id, name: name, queue: queue, tags: tags, playModes: playModes, randomOrder: randomOrder, replayGain: replayGain)
+        HouseStore.StoredGroup(id: id, name: name, queue: queue, tags: tags, playModes: playModes, randomOrder: randomOrder, replayGain: replayGain,
+                               crossfadeSeconds: crossfadeSeconds)
     }
 
     func save() {
@@ -188,6 +192,7 @@ final class GroupSession {
         engineConfiguration.startTime = offset
         engineConfiguration.network = configuration.network
         engineConfiguration.passes = enginePasses
+        engineConfiguration.crossfade = crossfade
         let engine = QueueProducer(entries: queueEntries, configuration: engineConfiguration, output: output)
         let log = core.log, store = self.store
         let reported = Mutex(Set<String>())

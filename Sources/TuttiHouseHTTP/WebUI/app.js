@@ -271,7 +271,21 @@ function renderStatus() {
   if (status.itemDurationSeconds !== undefined) seek.max = status.itemDurationSeconds;
   $("duration").textContent = clock(status.itemDurationSeconds);
   tickPosition();
+  renderCrossfade(status.crossfadeSeconds ?? 0);
 }
+
+/// The group's crossfade: a setting another controller made (say 5 s over MPD) is shown as it is.
+function renderCrossfade(seconds) {
+  const select = $("crossfade");
+  if (document.activeElement === select) return;
+  const value = String(seconds);
+  if (![...select.options].some((option) => option.value === value)) {
+    select.append(Object.assign(document.createElement("option"), { value, textContent: `${seconds} s` }));
+  }
+  select.value = value;
+}
+
+$("crossfade").addEventListener("change", () => command("POST", groupPath("/crossfade"), { seconds: Number($("crossfade").value) }));
 
 /// The item's cover art, or the note when it has none (the house answers a placeholder rather
 /// than a 404) or is a stream.

@@ -74,6 +74,8 @@ public enum TrackProbe {
             title: tag("title"),
             artist: tag("artist") ?? tag("album_artist"),
             album: tag("album"),
+            albumArtist: tag("album_artist"),
+            albumPosition: AlbumPosition(track: tag("track"), disc: tag("disc")),
             hasArtwork: hasArtwork)
         info.loudnessTags = LoudnessTags(tag: tag)
         return info

@@ -78,6 +78,9 @@ public enum ControlCommand: Sendable, Equatable {
     /// Change how the group evens out its items' loudness (`ReplayGainSettings`); what is not
     /// given stays. MPD's `replay_gain_mode`.
     case replayGain(mode: ReplayGainSettings.Mode? = nil, preampDB: Double? = nil, missingPreampDB: Double? = nil, limit: Bool? = nil)
+    /// Set how long consecutive items crossfade, in seconds (0: gapless); an album's next track
+    /// stays gapless. MPD's `crossfade`.
+    case crossfade(seconds: Double)
     /// The stored playlists.
     case playlists
     /// Store the queue as the playlist `name`, replacing one of that name.
@@ -141,6 +144,7 @@ public enum ControlCommand: Sendable, Equatable {
         case .queueShuffle: "queue-shuffle"
         case .playModes: "play-modes"
         case .replayGain: "replay-gain"
+        case .crossfade: "crossfade"
         case .playlists: "playlists"
         case .playlistSave: "playlist-save"
         case .playlistLoad: "playlist-load"
@@ -171,8 +175,12 @@ public enum ControlCommand: Sendable, Equatable {
     public static let names = ["play", "pause", "resume", "seek", "next", "previous", "rooms", "join", "leave", "groups", "group-create",
                                "group-rename", "group-remove", "volume", "group-volume",
                                "room-latency", "room-rename", "room-channel", "pair", "unpair", "queue", "queue-add", "queue-remove", "queue-move", "queue-clear", "queue-play", "queue-shuffle", "stop", "status",
-                               "library-search", "library-browse", "library-problems", "play-modes", "replay-gain", "playlists", "playlist-save",
+                               "library-search", "library-browse", "library-problems", "play-modes", "replay-gain", "crossfade", "playlists", "playlist-save",
                                "playlist-load", "playlist-remove", "playlist-add", "pair-controller", "admit", "forget"]
+
+    /// The longest crossfade (Music Assistant's longest is 10 s; longer overlaps hold much
+    /// audio for no listener's benefit).
+    public static let maximumCrossfadeSeconds = 30.0
 
     /// Far beyond any item (31 years), and far within what the timeline's frame arithmetic holds.
     public static let maximumSeekSeconds = 1e9
@@ -219,6 +227,8 @@ public enum ControlCommand: Sendable, Equatable {
         case .replayGain(_, let preamp, let missing, _)
             where [preamp, missing].contains(where: { $0.map { !ReplayGainSettings.preampRange.contains($0) } ?? false }):
             "replay-gain needs preamps from \(Int(ReplayGainSettings.preampRange.lowerBound)) to \(Int(ReplayGainSettings.preampRange.upperBound)) dB"
+        case .crossfade(let seconds) where !(seconds >= 0 && seconds <= Self.maximumCrossfadeSeconds):
+            "crossfade needs seconds from 0 to \(Int(Self.maximumCrossfadeSeconds))"
         case .playlistSave(let name), .playlistLoad(let name), .playlistRemove(let name):
             Self.playlistNameProblem(name).map { "\(self.name): \($0)" }
         case .playlistAdd(let name, let files):
@@ -299,6 +309,7 @@ extension ControlCommand: Codable {
                                                preampDB: try c.decodeIfPresent(Double.self, forKey: .preamp),
                                                missingPreampDB: try c.decodeIfPresent(Double.self, forKey: .missingPreamp),
                                                limit: try c.decodeIfPresent(Bool.self, forKey: .limit))
+        case "crossfade": self = .crossfade(seconds: try c.decode(Double.self, forKey: .seconds))
         case "play-modes": self = .playModes(repeat: try c.decodeIfPresent(Bool.self, forKey: .repeat), random: try c.decodeIfPresent(Bool.self, forKey: .random),
                                              single: try c.decodeIfPresent(Bool.self, forKey: .single), consume: try c.decodeIfPresent(Bool.self, forKey: .consume))
         case "playlists": self = .playlists
@@ -348,7 +359,7 @@ extension ControlCommand: Codable {
         case .play(let files, let rooms):
             try c.encode(files, forKey: .files)
             try c.encodeIfPresent(rooms, forKey: .rooms)
-        case .seek(let seconds):
+        case .seek(let seconds), .crossfade(let seconds):
             try c.encode(seconds, forKey: .seconds)
         case .join(let room), .leave(let room):
             try c.encode(room, forKey: .room)

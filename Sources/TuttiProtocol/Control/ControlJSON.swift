@@ -102,7 +102,7 @@ public enum ControlJSON {
             case .groups, .groupCreate, .groupRename, .groupRemove: return .groups(try decoder.decode(GroupsReport.self, from: data))
             case .groupVolume: return .group(try decoder.decode(GroupVolumeReport.self, from: data))
             case .queue: return .queue(try decoder.decode(QueueReport.self, from: data))
-            case .status, .playModes, .replayGain: return .status(try decoder.decode(StatusReport.self, from: data))
+            case .status, .playModes, .replayGain, .crossfade: return .status(try decoder.decode(StatusReport.self, from: data))
             case .playlists, .playlistSave, .playlistRemove, .playlistAdd: return .playlists(try decoder.decode(StoredPlaylistsReport.self, from: data))
             case .librarySearch, .libraryBrowse, .libraryProblems: return .library(try decoder.decode(LibraryBrowseReport.self, from: data))
             case .pairController: return .pairing(try decoder.decode(PairingReport.self, from: data))

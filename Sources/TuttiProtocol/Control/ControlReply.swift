@@ -587,6 +587,9 @@ public struct StatusReport: Codable, Sendable, Equatable {
     public var playModes: PlayModes?
     /// How the group evens out its items' loudness (nil from a house before it could).
     public var replayGain: ReplayGainSettings?
+    /// How long consecutive items crossfade, in seconds; 0 gapless (nil from a house before
+    /// crossfade).
+    public var crossfadeSeconds: Double?
     /// The queue item that plays after the one heard, in play order (nil: none, the queue or
     /// `single` ends there).
     public var nextItem: Int?
