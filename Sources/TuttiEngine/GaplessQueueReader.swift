@@ -20,8 +20,9 @@ public struct ItemOutcome: Sendable {
     public var tag: Int = 0
     /// The item's own time of its first frame: zero, or where a seek started it.
     public var itemStartTime: MediaTime = .zero
-    /// The linear gain its samples were read with (`GaplessQueueReader.Entry.gain`).
-    public var gain: Float = 1
+    /// Its loudness, measured as it was read (`Entry.measuresLoudness`), on the report of its end
+    /// when all of it was read, from its start to its end, without error.
+    public var measuredLoudness: Loudness?
 }
 
 /// Reads a queue of files as one continuous PCM stream at an output rate and channel count:
@@ -48,13 +49,18 @@ public final class GaplessQueueReader {
         /// entry a report is about.
         public var tag: Int
         /// A linear gain on the item's samples (its ReplayGain): 1 leaves them as decoded, bit
-        /// for bit. A change of gain is a change of the entry, so an edit cuts from it.
+        /// for bit. A new gain for an item already decoded is heard where it is read again, or
+        /// at once when the edit says the sound changed (`QueueProducer.edit(soundChanged:)`).
         public var gain: Float
-        public init(path: String, endTime: MediaTime? = nil, tag: Int, gain: Float = 1) {
+        /// Measure the item's loudness as it is read (before its gain), for a caller that keeps
+        /// it (the house, for items outside its library): `ItemOutcome.measuredLoudness`.
+        public var measuresLoudness: Bool
+        public init(path: String, endTime: MediaTime? = nil, tag: Int, gain: Float = 1, measuresLoudness: Bool = false) {
             self.path = path
             self.endTime = endTime
             self.tag = tag
             self.gain = gain
+            self.measuresLoudness = measuresLoudness
         }
     }
 
@@ -187,6 +193,7 @@ public final class GaplessQueueReader {
             }
             itemFrames += Int64(frames)
             segmentInput += Int64(frames)
+            measure(frames: frames)
             if reachedEndTime { finishItem() }
             if frames == 0 {
                 if !output.isEmpty { break }
@@ -253,7 +260,6 @@ public final class GaplessQueueReader {
             }
             startOffset = .zero
             report.info = opened.info
-            report.gain = entry.gain
             if crossfadeFrames > 0 {
                 do throws(MediaError) {
                     try joinCrossfading(opened.info)
@@ -280,6 +286,9 @@ public final class GaplessQueueReader {
             itemFrames = 0
             itemEndFrame = entry.endTime.map { $0.frame(atSampleRate: opened.sampleRate, rounding: .toNearestOrAwayFromZero) }
             itemGain = entry.gain
+            // Only an item read from its start can be measured whole.
+            meter = entry.measuresLoudness && report.itemStartTime == .zero
+                ? RunningLoudnessMeter(channelCount: channelCount, sampleRate: opened.sampleRate) : nil
             onItem?(report)
             return true
         }
@@ -288,6 +297,14 @@ public final class GaplessQueueReader {
     private var tail: [Float] = []
     /// The gain of the item being read.
     private var itemGain: Float = 1
+    /// Measures the item being read, when its entry asks.
+    private var meter: RunningLoudnessMeter?
+
+    /// Feeds the decoded block to the item's meter, if it has one (before the gain).
+    private func measure(frames: Int) {
+        guard let meter, frames > 0 else { return }
+        decoded.withUnsafeBufferPointer { meter.add($0.baseAddress!, frames: frames) }
+    }
 
     // MARK: Crossfade
 
@@ -364,6 +381,7 @@ public final class GaplessQueueReader {
         }
         itemFrames += Int64(frames)
         segmentInput += Int64(frames)
+        measure(frames: frames)
         if frames > 0 {
             if itemGain != 1 {
                 let gain = itemGain
@@ -466,11 +484,13 @@ public final class GaplessQueueReader {
         if var report = current, let decoder {
             let cut = itemEndFrame.map { decoder.position >= $0 } ?? false
             if report.error == nil { report.error = Self.problem(with: decoder, framesDecoded: itemFrames, cutShort: cut) }
+            if let meter, report.error == nil, !cut { report.measuredLoudness = meter.loudness }
             report.frameCount = inputPosition - report.startFrame
             onItem?(report)
         }
         decoder = nil
         current = nil
+        meter = nil
     }
 
     /// Partial failures found after decoding: the item played, but not all of it.

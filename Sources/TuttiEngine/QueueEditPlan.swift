@@ -12,9 +12,10 @@ import TuttiCore
 /// - cuts at the first item boundary from which the edited queue differs, never before the
 ///   horizon, and restarts decoding there (`.cut`);
 /// - cuts inside the item at the horizon for a seek, an advance or the removal of that item;
-/// - cuts inside the item at the horizon, and decodes it again from there, when it is no longer
-///   to sound as decoded (its gain changed, or the crossfade); a later item decoded with another
-///   gain is cut at its start.
+/// - cuts inside the item at the horizon, and decodes it again from there, when what is decoded
+///   is no longer to sound as it does (the crossfade changed, or the caller says the entries'
+///   gains did: `soundChanged`). Entries are otherwise compared by tag: a gain found for an item
+///   already decoded (its loudness measured as it was read) applies from its next reading.
 ///
 /// With a crossfade, an item's span overlaps the next one's while it fades out. A cut at the
 /// start of an item that an earlier item fades into restarts that earlier item where the fade
@@ -32,15 +33,12 @@ public struct QueueEditPlan: Equatable, Sendable {
         public var end: Int64?
         /// The item's own time at `start` (zero, or where a seek or cut started it).
         public var startTime: MediaTime
-        /// The gain it was decoded with.
-        public var gain: Float
-        public init(tag: Int, pass: Int, start: Int64, end: Int64?, startTime: MediaTime = .zero, gain: Float = 1) {
+        public init(tag: Int, pass: Int, start: Int64, end: Int64?, startTime: MediaTime = .zero) {
             self.tag = tag
             self.pass = pass
             self.start = start
             self.end = end
             self.startTime = startTime
-            self.gain = gain
         }
 
         /// The item's own time at timeline frame `frame` (output frames at `rate`).
@@ -86,16 +84,13 @@ public struct QueueEditPlan: Equatable, Sendable {
     ///   - seekTime: a seek within the item at the horizon.
     ///   - outputRate: the timeline's frame rate (to find an item's time at a frame).
     ///   - crossfadeFrames: the crossfade the queue is now read with (0: gapless).
-    ///   - crossfadeChanged: it differs from the one what is decoded was read with.
+    ///   - soundChanged: what is decoded is to sound otherwise (the crossfade or the entries'
+    ///     gains changed): it is decoded again from the horizon.
     public init(entries: [GaplessQueueReader.Entry], previousEntries: [GaplessQueueReader.Entry], spans: [TimelineSpan],
                 passes: Int?, horizon: Int64, written: Int64, readerExhausted: Bool, advances: Int = 0, seekTime: MediaTime? = nil,
-                outputRate: Int, crossfadeFrames: Int64 = 0, crossfadeChanged: Bool = false) {
+                outputRate: Int, crossfadeFrames: Int64 = 0, soundChanged: Bool = false) {
         func successor(of tag: Int, pass: Int) -> (index: Int, pass: Int)? {
             Self.successor(of: tag, pass: pass, in: entries, previous: previousEntries, passes: passes)
-        }
-        /// Whether the item of `span` is still to sound as it was decoded (the same gain).
-        func decodedAsQueued(_ span: TimelineSpan) -> Bool {
-            entries.first { $0.tag == span.tag }.map { $0.gain == span.gain } ?? true
         }
         /// A cut at the start of `spans[index]`: if an earlier item still fades out there, it
         /// restarts where its fade began; else `fallback` does.
@@ -129,7 +124,7 @@ public struct QueueEditPlan: Equatable, Sendable {
                           insideItem: true)
             return
         }
-        if crossfadeChanged || !decodedAsQueued(playing) {
+        if soundChanged {
             // Decoded again from the horizon: the rest of the item with its new gain, and its
             // end faded as now set. Not inside a fade into it, which plays out first.
             var frame = min(max(horizon, playing.start), written)
@@ -143,12 +138,11 @@ public struct QueueEditPlan: Equatable, Sendable {
                 return
             }
         }
-        // The first decoded item after the playing one that the edited queue no longer follows,
-        // or that is to sound otherwise than decoded.
+        // The first decoded item after the playing one that the edited queue no longer follows.
         var expected = successor(of: playing.tag, pass: playing.pass)
         for index in (current + 1)..<spans.count {
             let span = spans[index]
-            guard let next = expected, entries[next.index].tag == span.tag, next.pass == span.pass, decodedAsQueued(span) else {
+            guard let next = expected, entries[next.index].tag == span.tag, next.pass == span.pass else {
                 action = .cut(frame: span.start,
                               restart: restart(cuttingAt: index, fallback: expected.map { Restart(index: $0.index, pass: $0.pass, offset: .zero) }),
                               insideItem: false)

@@ -61,6 +61,8 @@ public final class QueueProducer: @unchecked Sendable {
         var crossfade: MediaTime
         var advances = 0
         var seekTime: MediaTime?
+        /// The entries' gains changed: what is decoded from the horizon is decoded again.
+        var soundChanged = false
         var generation = 0
         var completions: [EditCompletion] = []
         /// Production has ended: edits no longer reach the timeline.
@@ -130,9 +132,17 @@ public final class QueueProducer: @unchecked Sendable {
 
     /// Edits the queue; the producer brings the timeline in line at its next step and calls
     /// `completion` with what it did. Returns false if production has already ended.
+    ///
+    /// Entries are matched to what is decoded by tag: a new gain for an item already decoded
+    /// applies where it is read next, unless `soundChanged` says the change is to be heard now
+    /// (replay gain settings changed): then what is decoded from the edit horizon on is decoded
+    /// again, the item heard going on from the same frame.
     @discardableResult
-    public func edit(_ change: (inout [Entry]) -> Void, completion: EditCompletion? = nil) -> Bool {
-        request({ change(&$0.entries) }, completion)
+    public func edit(_ change: (inout [Entry]) -> Void, soundChanged: Bool = false, completion: EditCompletion? = nil) -> Bool {
+        request({
+            change(&$0.entries)
+            if soundChanged { $0.soundChanged = true }
+        }, completion)
     }
 
     /// Ends the item heard at the edit horizon there and goes on with the next one.
@@ -331,6 +341,7 @@ public final class QueueProducer: @unchecked Sendable {
         var entries: [Entry]
         var passes: Int?
         var crossfade: MediaTime
+        var soundChanged: Bool
         var advances: Int
         var seekTime: MediaTime?
         var completions: [EditCompletion]
@@ -342,9 +353,11 @@ public final class QueueProducer: @unchecked Sendable {
             defer {
                 state.advances = 0
                 state.seekTime = nil
+                state.soundChanged = false
                 state.completions.removeAll()
             }
-            return (Edits(entries: state.entries, passes: state.passes, crossfade: state.crossfade, advances: state.advances,
+            return (Edits(entries: state.entries, passes: state.passes, crossfade: state.crossfade, soundChanged: state.soundChanged,
+                          advances: state.advances,
                           seekTime: state.seekTime, completions: state.completions),
                     state.generation)
         }
@@ -383,7 +396,7 @@ public final class QueueProducer: @unchecked Sendable {
                                  passes: edits.passes, horizon: output.editHorizon, written: written,
                                  readerExhausted: exhausted || reader == nil, advances: edits.advances, seekTime: edits.seekTime,
                                  outputRate: rate, crossfadeFrames: edits.crossfade.frame(atSampleRate: rate, rounding: .toNearestOrAwayFromZero),
-                                 crossfadeChanged: edits.crossfade != crossfade)
+                                 soundChanged: edits.soundChanged || edits.crossfade != crossfade)
         plannedEntries = edits.entries
         passes = edits.passes
         crossfade = edits.crossfade
@@ -432,7 +445,7 @@ public final class QueueProducer: @unchecked Sendable {
                 spans[last].end = end
             } else {
                 spans.append(QueueEditPlan.TimelineSpan(tag: outcome.tag, pass: outcome.pass, start: outcome.startFrame, end: end,
-                                                        startTime: outcome.itemStartTime, gain: outcome.gain))
+                                                        startTime: outcome.itemStartTime))
             }
             if spans.count > 4096 { spans.removeFirst(2048) }
         }

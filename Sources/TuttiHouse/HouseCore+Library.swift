@@ -155,20 +155,34 @@ extension HouseCore {
 }
 
 extension HouseCore {
-    /// The library's loudness of the file at `path` and of its album; nil for a file the
-    /// library does not hold (a URL, a pipe, a file outside `--music`). Read on the loop (one
-    /// indexed row, and its album's for an untagged album) and kept until the library changes.
+    /// The library's loudness of the file at `path` and of its album; for an item the library
+    /// does not hold (a URL, a file outside `--music`), what was measured as it played, if it
+    /// was. Read on the loop (one indexed row, and its album's for an untagged album) and kept
+    /// until the library changes.
     func loudness(ofPath path: String) -> (track: Loudness?, album: Loudness?)? {
         if let cached = loudnessCache[path] { return cached }
-        guard let library else { return nil }
         var found: (track: Loudness?, album: Loudness?)?
-        do {
-            found = try library.loudness(atPaths: [path])[path]
-        } catch {
-            // The item plays at the missing preamp's gain; said once per path.
-            log("library: cannot read the loudness of \(path) (\(error)); it plays without its replay gain")
+        if let library {
+            do {
+                found = try library.loudness(atPaths: [path])[path]
+            } catch {
+                // The item plays at the missing preamp's gain; said once per path.
+                log("library: cannot read the loudness of \(path) (\(error)); it plays without its replay gain")
+            }
         }
+        if found?.track == nil, let played = playedLoudness[path] { found = (played, nil) }
         loudnessCache[path] = .some(found)
         return found
+    }
+
+    /// Keeps the loudness the engine measured of an item outside the library as it played
+    /// through: its gain from its next play (what is decoded already plays on as it is).
+    func rememberPlayedLoudness(_ loudness: Loudness, ofPath path: String) {
+        guard playedLoudness[path] != loudness else { return }
+        playedLoudness[path] = loudness
+        loudnessCache[path] = nil
+        log("replay gain: \(path) measured as it played, \(String(format: "%.1f", loudness.integratedLUFS)) LUFS, "
+            + "peak \(String(format: "%.2f", loudness.peak)); its own gain from its next play")
+        if let store { stored(store.savePlayedLoudness(loudness, ofInput: path, at: Date().timeIntervalSince1970)) }
     }
 }

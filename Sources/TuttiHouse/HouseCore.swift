@@ -36,6 +36,8 @@ final class HouseCore {
     /// The library's loudness of the files queued, by path (nil: not in the library), until the
     /// library changes (`loudness(ofPath:)`).
     var loudnessCache: [String: (track: Loudness?, album: Loudness?)?] = [:]
+    /// The loudness of items outside the library, measured as they played (`ReplayGainSettings.measureAsPlayed`).
+    var playedLoudness: [String: Loudness] = [:]
     /// Shuffles for `random` and `queue-shuffle`; seeded from the clock, so a simulated house
     /// shuffles the same way from the same seed.
     var randomSource: SplitMix64
@@ -89,6 +91,7 @@ final class HouseCore {
         }
         rooms = RoomRegistry(records: snapshot.rooms)
         storedPlaylists = snapshot.playlists
+        playedLoudness = snapshot.playedLoudness
         nextTag = (snapshot.groups.flatMap(\.tags).max() ?? -1) + 1
         for stored in snapshot.groups {
             groups[stored.id] = GroupSession(core: self, stored: stored)

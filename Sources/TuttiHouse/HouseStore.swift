@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import TuttiCore
+import TuttiMedia
 import TuttiProtocol
 
 /// What the house keeps across restarts, in SQLite (`<state-dir>/house.sqlite`, through GRDB,
@@ -66,7 +67,12 @@ final class HouseStore: Sendable {
         var groups: [StoredGroup] = []
         var rooms: [RoomRecord] = []
         var playlists: [String: StoredPlaylistsReport.Playlist] = [:]
+        /// The loudness of items outside the library, measured as they played, by input.
+        var playedLoudness: [String: Loudness] = [:]
     }
+
+    /// The most inputs whose played loudness is kept (the oldest measured give way).
+    static let playedLoudnessLimit = 10_000
 
     let path: String
     private let database: DatabaseQueue
@@ -243,6 +249,12 @@ final class HouseStore: Sendable {
         migrator.registerMigration("v8: crossfade") { db in
             try db.execute(sql: "ALTER TABLE house_group ADD COLUMN crossfade REAL NOT NULL DEFAULT 0")
         }
+        migrator.registerMigration("v9: loudness of items outside the library, measured as they played") { db in
+            try db.execute(sql: """
+                CREATE TABLE played_loudness (input TEXT PRIMARY KEY NOT NULL, lufs REAL NOT NULL, peak REAL NOT NULL,
+                                              measured_seconds REAL NOT NULL)
+                """)
+        }
         return migrator
     }
 
@@ -280,6 +292,9 @@ final class HouseStore: Sendable {
                 record.partner = partner.map { RoomID(truncatingIfNeeded: $0) }
                 record.pairName = row["pair_name"]
                 snapshot.rooms.append(record)
+            }
+            for row in try Row.fetchAll(db, sql: "SELECT input, lufs, peak FROM played_loudness") {
+                snapshot.playedLoudness[row["input"]] = Loudness(integratedLUFS: row["lufs"], peak: row["peak"])
             }
             for row in try Row.fetchAll(db, sql: "SELECT name, files, modified_seconds FROM stored_playlist") {
                 let name: String = row["name"], files: String = row["files"]
@@ -354,6 +369,18 @@ final class HouseStore: Sendable {
         attempt("playlist \(playlist.name)") { db in
             try db.execute(sql: "INSERT OR REPLACE INTO stored_playlist (name, files, modified_seconds) VALUES (?, ?, ?)",
                            arguments: [playlist.name, String(decoding: try JSONEncoder().encode(playlist.files), as: UTF8.self), playlist.modifiedSeconds])
+        }
+    }
+
+    /// The loudness of an item outside the library, measured as it played.
+    func savePlayedLoudness(_ loudness: Loudness, ofInput input: String, at seconds: Double) -> String? {
+        attempt("the loudness of \(input)") { db in
+            try db.execute(sql: "INSERT OR REPLACE INTO played_loudness (input, lufs, peak, measured_seconds) VALUES (?, ?, ?, ?)",
+                           arguments: [input, loudness.integratedLUFS, loudness.peak, seconds])
+            try db.execute(sql: """
+                DELETE FROM played_loudness WHERE input NOT IN
+                    (SELECT input FROM played_loudness ORDER BY measured_seconds DESC LIMIT ?)
+                """, arguments: [Self.playedLoudnessLimit])
         }
     }
 

@@ -54,21 +54,29 @@ struct CtlReplayGain: AsyncParsableCommand {
               tutti ctl replay-gain                   show it
               tutti ctl replay-gain track --preamp 3
               tutti ctl replay-gain album --missing-preamp -6   files outside the library, URLs, pipes
+            A file outside the library, or a URL of one, plays at the missing preamp until it has played through \
+            once; it is measured as it plays and its own gain applies from then on (--measure-as-played off: never). \
+            Pipes, standard input and HLS streams change from one play to the next and are never measured.
             """)
     @ParentCommand var ctl: Ctl
     @Argument(help: "off, track, album or auto.") var mode: ReplayGainSettings.Mode?
     @Option(help: "dB added to a known loudness's gain (-15 to 15).") var preamp: Double?
     @Option(help: "dB for an item whose loudness is not known (-15 to 15).") var missingPreamp: Double?
     @Option(help: "on: no gain lifts an item's peak over full scale (the default); off: it may clip.") var limit: CtlModes.Switch?
+    @Option(help: "on: a file outside the library or a URL is measured the first time it plays through, its gain right from its next play (the default); off: it always plays at the missing preamp.")
+    var measureAsPlayed: CtlModes.Switch?
     @Flag(help: "Print JSON.") var json = false
 
     func run() async throws {
-        let change: ControlCommand = .replayGain(mode: mode, preampDB: preamp, missingPreampDB: missingPreamp, limit: limit?.isOn)
-        let reply = try await ctl.send(mode == nil && preamp == nil && missingPreamp == nil && limit == nil ? .status : change)
+        let change: ControlCommand = .replayGain(mode: mode, preampDB: preamp, missingPreampDB: missingPreamp, limit: limit?.isOn,
+                                                 measureAsPlayed: measureAsPlayed?.isOn)
+        let nothingGiven = mode == nil && preamp == nil && missingPreamp == nil && limit == nil && measureAsPlayed == nil
+        let reply = try await ctl.send(nothingGiven ? .status : change)
         if json { return printReply(.status(reply.status!), json: true) }
         let settings = reply.status?.replayGain ?? ReplayGainSettings()
         Terminal.standardOutput("replay gain \(settings.mode.rawValue), preamp \(settings.preampDB) dB, missing preamp \(settings.missingPreampDB) dB, "
-                                + "peaks \(settings.limit ? "limited to full scale" : "not limited")\n")
+                                + "peaks \(settings.limit ? "limited to full scale" : "not limited"), "
+                                + "items outside the library \(settings.measureAsPlayed ? "measured as they play" : "left at the missing preamp")\n")
     }
 }
 

@@ -83,6 +83,47 @@ import TuttiTestSupport
         #expect(try await restarted.control(.status).status?.replayGain?.mode == .album)
     }
 
+    /// A file outside the library has no known loudness: it plays at the missing preamp's gain
+    /// the first time, is measured as it plays, and plays at its own gain from its next play on,
+    /// across a restart of the house too. Pipes and HLS are never measured.
+    @Test func anItemOutsideTheLibraryIsMeasuredTheFirstTimeItPlaysThrough() async throws {
+        let directory = try TemporaryDirectory("house-replay-gain-played")
+        defer { directory.remove() }
+        let seconds = 4
+        let loud = directory.file("loud.flac")
+        try TestMedia.ffmpeg(["-f", "lavfi", "-i", "anoisesrc=c=white:a=0.48:seed=1:d=\(seconds):r=48000", "-ac", "2", loud])
+        var configuration = House.Configuration()
+        configuration.stateDirectory = directory.file("state")
+        let house = HouseHarness(configuration: configuration)
+        try await house.connect("kitchen")
+        _ = try await house.control(.replayGain(mode: .track))
+        _ = try await house.control(.play(files: [loud]))
+        let first = try await itemLoudness(house, items: 1, seconds: seconds).levels[0]
+        try await house.runLoop(until: "the item's loudness, measured as it played") { $0.playedLoudness[loud] != nil }
+        _ = try await house.control(.stop)
+        _ = try await house.messages("kitchen")
+        _ = try await house.control(.play(files: [loud]))
+        let second = try await itemLoudness(house, items: 1, seconds: seconds).levels[0]
+        print("replay gain, an item outside the library: first play \(first) LUFS, second \(second) LUFS")
+        #expect(first > -10, "the first play was not at the missing preamp's 0 dB: \(first) LUFS")
+        #expect(abs(second + 18) < 0.5, "the second play was not at −18 LUFS: \(second)")
+
+        let restarted = HouseHarness(configuration: configuration, clock: house.clock)
+        try await restarted.connect("kitchen")
+        _ = try await restarted.control(.play(files: [loud]))
+        let third = try await itemLoudness(restarted, items: 1, seconds: seconds).levels[0]
+        #expect(abs(third + 18) < 0.5, "after a restart: \(third) LUFS")
+
+        // The same audio each play: files and URLs of files; a pipe, standard input or HLS not.
+        #expect(GroupSession.isMeasurableAsPlayed("/music/a.flac") && GroupSession.isMeasurableAsPlayed("https://h/a.mp3"))
+        #expect(!GroupSession.isMeasurableAsPlayed("pipe:/tmp/fifo") && !GroupSession.isMeasurableAsPlayed("-")
+                && !GroupSession.isMeasurableAsPlayed("https://h/live.m3u8"))
+        // Off: never measured.
+        let status = try await restarted.control(.replayGain(measureAsPlayed: false)).status
+        #expect(status?.replayGain?.measureAsPlayed == false)
+        #expect(try await restarted.onLoop { $0.defaultGroup.queueEntry(path: "/elsewhere/b.flac", tag: 1).measuresLoudness } == false)
+    }
+
     @Test func theRuleItemByItem() {
         let quiet = Loudness(integratedLUFS: -23, peak: 0.3), loud = Loudness(integratedLUFS: -8, peak: 1.0)
         func gain(_ known: (track: Loudness?, album: Loudness?)?, _ settings: ReplayGainSettings, random: Bool = false) -> Double {

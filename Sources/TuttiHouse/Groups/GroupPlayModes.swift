@@ -29,7 +29,7 @@ extension GroupSession {
         let paths = Dictionary(uniqueKeysWithValues: zip(tags, queue))
         var tags = playOrderTags
         if playModes.single, let singleTag { tags = tags.filter { $0 == singleTag } }
-        return tags.compactMap { tag in paths[tag].map { QueueProducer.Entry(path: $0, tag: tag, gain: gain(forPath: $0)) } }
+        return tags.compactMap { tag in paths[tag].map { queueEntry(path: $0, tag: tag) } }
     }
 
     /// The queue index that plays after `index` in play order (with `repeat`, the first after
@@ -111,16 +111,18 @@ extension GroupSession {
 
     /// Hands `engine` the queue in play order and the pass count, as one edit: it cuts only
     /// what changes, and `completion` hears what it did.
-    func giveQueue(to engine: QueueProducer, completion: QueueProducer.EditCompletion?) {
+    /// - Parameter soundChanged: the items' gains changed (replay gain settings): what is decoded
+    ///   from the edit horizon is decoded again with them.
+    func giveQueue(to engine: QueueProducer, soundChanged: Bool = false, completion: QueueProducer.EditCompletion?) {
         let entries = queueEntries
         engine.setPasses(enginePasses)
-        engine.edit({ $0 = entries }, completion: completion)
+        engine.edit({ $0 = entries }, soundChanged: soundChanged, completion: completion)
     }
 
     /// The playing stream's engine takes the queue as it now is (no one awaits the answer).
-    func engineFollowsQueue() {
+    func engineFollowsQueue(soundChanged: Bool = false) {
         guard let engine = stream?.engine else { return }
-        giveQueue(to: engine, completion: nil)
+        giveQueue(to: engine, soundChanged: soundChanged, completion: nil)
         productionMayProceed()
     }
 

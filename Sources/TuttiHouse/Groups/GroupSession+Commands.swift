@@ -173,8 +173,8 @@ extension GroupSession {
         case .playModes(let `repeat`, let random, let single, let consume):
             setPlayModes(repeat: `repeat`, random: random, single: single, consume: consume)
             return .status(core.statusReport(of: self))
-        case .replayGain(let mode, let preamp, let missing, let limit):
-            setReplayGain(mode: mode, preampDB: preamp, missingPreampDB: missing, limit: limit)
+        case .replayGain(let mode, let preamp, let missing, let limit, let measureAsPlayed):
+            setReplayGain(mode: mode, preampDB: preamp, missingPreampDB: missing, limit: limit, measureAsPlayed: measureAsPlayed)
             return .status(core.statusReport(of: self))
         case .crossfade(let seconds):
             setCrossfade(seconds: seconds)

@@ -1,4 +1,5 @@
 import Foundation
+import TuttiEngine
 import TuttiMedia
 import TuttiProtocol
 
@@ -10,11 +11,28 @@ import TuttiProtocol
 ///
 /// Thread-safety: on the house's loop, like all of `GroupSession`.
 extension GroupSession {
-    /// The linear gain of the item at `path`: 1 with replay gain off.
-    func gain(forPath path: String) -> Float {
+    /// The engine's entry for the item at `path`: its gain (1 with replay gain off), and whether
+    /// the engine is to measure it as it plays (its loudness unknown, and measurable).
+    func queueEntry(path: String, tag: Int) -> QueueProducer.Entry {
         // Off: nothing read (the library is not asked on the loop at all).
-        guard replayGain.mode != .off else { return 1 }
-        return Self.gain(for: core.loudness(ofPath: path), settings: replayGain, random: playModes.random)
+        guard replayGain.mode != .off else { return QueueProducer.Entry(path: path, tag: tag) }
+        let known = core.loudness(ofPath: path)
+        return QueueProducer.Entry(path: path, tag: tag, gain: Self.gain(for: known, settings: replayGain, random: playModes.random),
+                                   measuresLoudness: replayGain.measureAsPlayed && known?.track == nil && Self.isMeasurableAsPlayed(path))
+    }
+
+    /// A file, or an http(s) URL of one: the same audio each time it plays. A pipe, standard
+    /// input or an HLS stream is not, and a measure of one play says nothing of the next.
+    static func isMeasurableAsPlayed(_ path: String) -> Bool {
+        guard let location = try? InputLocation(path) else { return false }
+        return location.kind == .file || location.kind == .network
+    }
+
+    /// The engine measured an item outside the library as it played through: its loudness from
+    /// now on (`HouseCore.rememberPlayedLoudness`).
+    func measuredAsPlayed(_ outcome: ItemOutcome) {
+        guard let loudness = outcome.measuredLoudness else { return }
+        core.rememberPlayedLoudness(loudness, ofPath: outcome.path)
     }
 
     /// ReplayGain's rule (MPD's): the item's, or its album's, loudness to −18 LUFS, plus the
@@ -36,17 +54,19 @@ extension GroupSession {
         return Float(gain)
     }
 
-    func setReplayGain(mode: ReplayGainSettings.Mode?, preampDB: Double?, missingPreampDB: Double?, limit: Bool?) {
+    func setReplayGain(mode: ReplayGainSettings.Mode?, preampDB: Double?, missingPreampDB: Double?, limit: Bool?, measureAsPlayed: Bool?) {
         var settings = replayGain
         if let mode { settings.mode = mode }
         if let preampDB { settings.preampDB = preampDB }
         if let missingPreampDB { settings.missingPreampDB = missingPreampDB }
         if let limit { settings.limit = limit }
+        if let measureAsPlayed { settings.measureAsPlayed = measureAsPlayed }
         guard settings != replayGain else { return }
         replayGain = settings
         log("\(self): replay gain \(settings.mode.rawValue), preamp \(settings.preampDB) dB, missing \(settings.missingPreampDB) dB, "
-            + (settings.limit ? "peaks limited to full scale" : "peaks not limited"))
+            + (settings.limit ? "peaks limited to full scale" : "peaks not limited")
+            + (settings.measureAsPlayed ? ", items outside the library measured as they play" : ""))
         save()
-        engineFollowsQueue()
+        engineFollowsQueue(soundChanged: true)
     }
 }

@@ -197,6 +197,7 @@ final class GroupSession {
         let log = core.log, store = self.store
         let reported = Mutex(Set<String>())
         engine.onItem = { outcome in
+            if outcome.measuredLoudness != nil { loop.execute { group.object?.measuredAsPlayed(outcome) } }
             // On the producer thread, before any of the item's audio is encoded: a restarted
             // house must know what every frame its rooms hold is.
             if let info = outcome.info { output.noteSourceBits(info.wireBits, fromFrame: outcome.startFrame) }

@@ -77,7 +77,8 @@ public enum ControlCommand: Sendable, Equatable {
     case playModes(repeat: Bool? = nil, random: Bool? = nil, single: Bool? = nil, consume: Bool? = nil)
     /// Change how the group evens out its items' loudness (`ReplayGainSettings`); what is not
     /// given stays. MPD's `replay_gain_mode`.
-    case replayGain(mode: ReplayGainSettings.Mode? = nil, preampDB: Double? = nil, missingPreampDB: Double? = nil, limit: Bool? = nil)
+    case replayGain(mode: ReplayGainSettings.Mode? = nil, preampDB: Double? = nil, missingPreampDB: Double? = nil, limit: Bool? = nil,
+                    measureAsPlayed: Bool? = nil)
     /// Set how long consecutive items crossfade, in seconds (0: gapless); an album's next track
     /// stays gapless. MPD's `crossfade`.
     case crossfade(seconds: Double)
@@ -222,9 +223,9 @@ public enum ControlCommand: Sendable, Equatable {
             "queue position \(at) is negative"
         case .playModes(nil, nil, nil, nil):
             "play-modes needs at least one of repeat, random, single and consume"
-        case .replayGain(nil, nil, nil, nil):
-            "replay-gain needs at least one of mode, preamp, missingPreamp and limit"
-        case .replayGain(_, let preamp, let missing, _)
+        case .replayGain(nil, nil, nil, nil, nil):
+            "replay-gain needs at least one of mode, preamp, missingPreamp, limit and measureAsPlayed"
+        case .replayGain(_, let preamp, let missing, _, _)
             where [preamp, missing].contains(where: { $0.map { !ReplayGainSettings.preampRange.contains($0) } ?? false }):
             "replay-gain needs preamps from \(Int(ReplayGainSettings.preampRange.lowerBound)) to \(Int(ReplayGainSettings.preampRange.upperBound)) dB"
         case .crossfade(let seconds) where !(seconds >= 0 && seconds <= Self.maximumCrossfadeSeconds):
@@ -269,7 +270,7 @@ public enum ControlCommand: Sendable, Equatable {
 extension ControlCommand: Codable {
     private enum Key: String, CodingKey {
         case command, speaker, code, files, rooms, seconds, room, percent, file, at, index, from, to, query, limit, artist, album, milliseconds, name, `repeat`, random, single, consume
-        case channel, left, right, mode, preamp, missingPreamp
+        case channel, left, right, mode, preamp, missingPreamp, measureAsPlayed
     }
 
     public init(from decoder: any Decoder) throws {
@@ -308,7 +309,8 @@ extension ControlCommand: Codable {
         case "replay-gain": self = .replayGain(mode: try c.decodeIfPresent(ReplayGainSettings.Mode.self, forKey: .mode),
                                                preampDB: try c.decodeIfPresent(Double.self, forKey: .preamp),
                                                missingPreampDB: try c.decodeIfPresent(Double.self, forKey: .missingPreamp),
-                                               limit: try c.decodeIfPresent(Bool.self, forKey: .limit))
+                                               limit: try c.decodeIfPresent(Bool.self, forKey: .limit),
+                                               measureAsPlayed: try c.decodeIfPresent(Bool.self, forKey: .measureAsPlayed))
         case "crossfade": self = .crossfade(seconds: try c.decode(Double.self, forKey: .seconds))
         case "play-modes": self = .playModes(repeat: try c.decodeIfPresent(Bool.self, forKey: .repeat), random: try c.decodeIfPresent(Bool.self, forKey: .random),
                                              single: try c.decodeIfPresent(Bool.self, forKey: .single), consume: try c.decodeIfPresent(Bool.self, forKey: .consume))
@@ -397,11 +399,12 @@ extension ControlCommand: Codable {
         case .libraryBrowse(let artist, let album):
             try c.encodeIfPresent(artist, forKey: .artist)
             try c.encodeIfPresent(album, forKey: .album)
-        case .replayGain(let mode, let preamp, let missing, let limit):
+        case .replayGain(let mode, let preamp, let missing, let limit, let measureAsPlayed):
             try c.encodeIfPresent(mode, forKey: .mode)
             try c.encodeIfPresent(preamp, forKey: .preamp)
             try c.encodeIfPresent(missing, forKey: .missingPreamp)
             try c.encodeIfPresent(limit, forKey: .limit)
+            try c.encodeIfPresent(measureAsPlayed, forKey: .measureAsPlayed)
         case .playModes(let `repeat`, let random, let single, let consume):
             try c.encodeIfPresent(`repeat`, forKey: .repeat)
             try c.encodeIfPresent(random, forKey: .random)

@@ -17,12 +17,32 @@ public struct ReplayGainSettings: Codable, Sendable, Equatable {
     public var missingPreampDB: Double
     /// Peak protection: no gain lifts an item's peak over full scale.
     public var limit: Bool
+    /// An item outside the library (a file elsewhere, an http(s) URL of a file) is measured the
+    /// first time it plays to its end, and that loudness is its gain's from its next play on;
+    /// off: such items play at the missing preamp's gain, always. Pipes, standard input and
+    /// HLS, whose content is not the same twice, never are.
+    public var measureAsPlayed: Bool
 
-    public init(mode: Mode = .off, preampDB: Double = 0, missingPreampDB: Double = 0, limit: Bool = true) {
+    public init(mode: Mode = .off, preampDB: Double = 0, missingPreampDB: Double = 0, limit: Bool = true, measureAsPlayed: Bool = true) {
         self.mode = mode
         self.preampDB = preampDB
         self.missingPreampDB = missingPreampDB
         self.limit = limit
+        self.measureAsPlayed = measureAsPlayed
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case mode, preampDB, missingPreampDB, limit, measureAsPlayed
+    }
+
+    /// Settings stored before `measureAsPlayed` existed read it as on, its default.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        mode = try container.decode(Mode.self, forKey: .mode)
+        preampDB = try container.decode(Double.self, forKey: .preampDB)
+        missingPreampDB = try container.decode(Double.self, forKey: .missingPreampDB)
+        limit = try container.decode(Bool.self, forKey: .limit)
+        measureAsPlayed = try container.decodeIfPresent(Bool.self, forKey: .measureAsPlayed) ?? true
     }
 
     /// The preamps a controller may set, in dB (MPD's range).
