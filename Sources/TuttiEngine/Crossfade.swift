@@ -11,12 +11,13 @@ import TuttiMedia
 /// mix stays gapless (`continuesAlbum`).
 public enum Crossfade {
     /// Whether `next` is the track after `previous` on the same album (same title, same album
-    /// artist where both name one, next track number or the next disc's first track): kept
-    /// gapless.
+    /// artist — or artist, where no album artist is tagged — and the next track number or the
+    /// next disc's first track): kept gapless.
     public static func continuesAlbum(_ previous: TrackInfo, _ next: TrackInfo) -> Bool {
         guard let album = previous.album, !album.isEmpty, next.album == album,
-              let before = previous.albumPosition, let after = next.albumPosition else { return false }
-        if let first = previous.albumArtist, let second = next.albumArtist, first != second { return false }
+              let before = previous.albumPosition, let after = next.albumPosition,
+              // Two artists' "Greatest Hits" are two albums.
+              previous.albumArtist ?? previous.artist == next.albumArtist ?? next.artist else { return false }
         return after.follows(before)
     }
 

@@ -262,7 +262,7 @@ public final class GaplessQueueReader {
             report.info = opened.info
             if crossfadeFrames > 0 {
                 do throws(MediaError) {
-                    try joinCrossfading(opened.info)
+                    try joinCrossfading(opened)
                 } catch {
                     report.error = error
                     onItem?(report)
@@ -308,27 +308,47 @@ public final class GaplessQueueReader {
 
     // MARK: Crossfade
 
-    /// The frames read and not yet returned (crossfade only): the current item's last
-    /// `crossfadeFrames` at most, once more are read; from `heldStart` on.
+    /// The frames read and not yet returned (crossfade only), from `heldStart` on: the current
+    /// item's last frames, kept until the next item is open, once its end may be a crossfade away.
     private var held: [Float] = []
     private var heldStart = 0
+    /// Frames at the front of `held` that nothing can change any more (before a fade's start).
+    private var finalFrames = 0
+    /// Frames of the current item itself at the end of `held`, not mixed with a fade into it:
+    /// the most a fade out of it may take, so a fade never reaches back before its own start.
+    private var ownFrames = 0
     /// The previous item's last frames, fading out under the current item's first.
     private var fadeTail: [Float] = []
     private var fadeLength = 0
     private var fadePosition = 0
     /// The last item that played (for the album rule); nil before the reader's first.
     private var previousInfo: TrackInfo?
+    /// What `ownFrames` was before the current item's fade took them (to undo it for an item
+    /// that gave no audio).
+    private var ownFramesBeforeFade = 0
     /// The current item's block as resampled (crossfade only).
     private var fresh: [Float] = []
 
     private var heldFrames: Int { (held.count - heldStart) / channelCount }
 
+    /// How many of the last frames read stay held: the crossfade's length once the item's end
+    /// may be that near (a second's margin for an estimated length), none while it is farther,
+    /// and none for an item of unknown length (a live stream: it is not delayed by the
+    /// crossfade, and is never faded out).
+    private var holdBack: Int {
+        guard let decoder else { return crossfadeFrames }
+        guard var end = decoder.expectedFrameCount else { return 0 }
+        if let itemEndFrame { end = min(end, itemEndFrame) }
+        let remaining = WideMath.multiplyDivide(max(0, end - decoder.position), Int64(outputRate), Int64(decoder.sampleRate))
+        return remaining > Int64(crossfadeFrames + outputRate) ? 0 : crossfadeFrames
+    }
+
     private func readCrossfading(into output: inout [Float]) -> Int {
         while true {
             let frames = heldFrames
-            if frames > crossfadeFrames || (finished && frames > 0) {
-                // What can no longer be part of a fade: all of it once the queue has ended.
-                emitHeld(frames: finished ? frames : frames - crossfadeFrames, into: &output)
+            let emittable = finished ? frames : max(finalFrames, frames - holdBack)
+            if emittable > 0 {
+                emitHeld(frames: emittable, into: &output)
                 break
             }
             if finished { break }
@@ -342,6 +362,7 @@ public final class GaplessQueueReader {
         let end = heldStart + frames * channelCount
         output.append(contentsOf: held[heldStart..<end])
         heldStart = end
+        finalFrames = max(0, finalFrames - frames)
         if heldStart == held.count {
             held.removeAll(keepingCapacity: true)
             heldStart = 0
@@ -395,38 +416,45 @@ public final class GaplessQueueReader {
             } else {
                 fresh.append(contentsOf: decoded[0..<(frames * channelCount)])
             }
-            mixFadeIn(&fresh)
-            held.append(contentsOf: fresh)
+            holdFresh()
         }
         if reachedEndTime { finishItem() }
     }
 
-    /// Mixes the start of the incoming item's `block` with the fading tail of the previous one.
-    private func mixFadeIn(_ block: inout [Float]) {
-        guard fadePosition < fadeLength else { return }
-        let count = min(block.count / channelCount, fadeLength - fadePosition)
-        let channels = channelCount
-        block.withUnsafeMutableBufferPointer { incoming in
-            fadeTail.withUnsafeBufferPointer { outgoing in
-                for frame in 0..<count {
-                    let gains = Crossfade.gains(atFrame: fadePosition + frame, of: fadeLength)
-                    let tailBase = (fadePosition + frame) * channels
-                    for channel in 0..<channels {
-                        let index = frame * channels + channel
-                        incoming[index] = incoming[index] * gains.fadingIn + outgoing[tailBase + channel] * gains.fadingOut
+    /// Moves `fresh`, the current item's next frames, into `held`: its start mixed with the
+    /// fading tail while a fade lasts, the rest counted as the item's own.
+    private func holdFresh() {
+        let count = fresh.count / channelCount
+        var mixed = 0
+        if fadePosition < fadeLength {
+            mixed = min(count, fadeLength - fadePosition)
+            let channels = channelCount, position = fadePosition, length = fadeLength
+            fresh.withUnsafeMutableBufferPointer { incoming in
+                fadeTail.withUnsafeBufferPointer { outgoing in
+                    for frame in 0..<mixed {
+                        let gains = Crossfade.gains(atFrame: position + frame, of: length)
+                        let tailBase = (position + frame) * channels
+                        for channel in 0..<channels {
+                            let index = frame * channels + channel
+                            incoming[index] = incoming[index] * gains.fadingIn + outgoing[tailBase + channel] * gains.fadingOut
+                        }
                     }
                 }
             }
+            fadePosition += mixed
         }
-        fadePosition += count
+        ownFrames += count - mixed
+        held.append(contentsOf: fresh)
     }
 
     /// Ends the run of audio before an item that does not share it: the previous item's
-    /// resampler tail, and the rest of a fade the previous item was too short to cover (the
-    /// item before it fading out alone), join `held`.
+    /// resampler tail (its last frames), and the rest of a fade the previous item was too short
+    /// to cover (the item before it fading out alone), join `held`.
     private func endRun() {
         if let old = resampler {
-            old.flush(appendingTo: &held)
+            fresh.removeAll(keepingCapacity: true)
+            old.flush(appendingTo: &fresh)
+            holdFresh()
             resampler = nil
         }
         if fadePosition < fadeLength {
@@ -444,26 +472,58 @@ public final class GaplessQueueReader {
     /// Joins an opened item to what was read (crossfade on): fades into it unless it continues
     /// the previous item's album; a faded item, one at another rate, or one after an unfinished
     /// fade starts a run of its own (its own resampler), placed where its audio begins.
-    private func joinCrossfading(_ info: TrackInfo) throws(MediaError) {
+    ///
+    /// The fade is at most the crossfade, the previous item's own frames (never reaching back
+    /// into a fade into it), and half the new item where its length is known; everything held
+    /// before it is final, so a queue of items shorter than the crossfade still moves on.
+    private func joinCrossfading(_ opened: AudioFileDecoder) throws(MediaError) {
+        let info = opened.info
         let fades = previousInfo.map { !Crossfade.continuesAlbum($0, info) } ?? false
         let sharesRun = !fades && fadePosition == fadeLength && info.sampleRate == segmentRate
             && (resampler != nil || info.sampleRate == outputRate)
-        guard !sharesRun else { return }
-        endRun()
-        var start = written + Int64(heldFrames)
-        if fades, heldFrames > 0 {
-            let length = min(crossfadeFrames, heldFrames)
-            fadeTail.removeAll(keepingCapacity: true)
-            fadeTail.append(contentsOf: held[(held.count - length * channelCount)...])
-            held.removeLast(length * channelCount)
-            fadeLength = length
-            fadePosition = 0
-            start -= Int64(length)
+        ownFramesBeforeFade = ownFrames
+        guard !sharesRun else {
+            ownFrames = 0
+            return
         }
-        resampler = info.sampleRate == outputRate ? nil
+        // Made first: a resampler refused leaves everything as it was.
+        let next = info.sampleRate == outputRate ? nil
             : try Resampler(inputRate: info.sampleRate, outputRate: outputRate, channelCount: channelCount, quality: quality)
+        endRun()
+        ownFramesBeforeFade = ownFrames
+        var start = written + Int64(heldFrames)
+        if fades {
+            var length = min(crossfadeFrames, ownFrames, heldFrames)
+            if let expected = opened.expectedFrameCount {
+                let remaining = max(0, expected - opened.position)
+                length = min(length, Int(WideMath.multiplyDivide(remaining, Int64(outputRate), Int64(opened.sampleRate)) / 2))
+            }
+            if length > 0 {
+                fadeTail.removeAll(keepingCapacity: true)
+                fadeTail.append(contentsOf: held[(held.count - length * channelCount)...])
+                held.removeLast(length * channelCount)
+                fadeLength = length
+                fadePosition = 0
+                start -= Int64(length)
+            }
+        }
+        finalFrames = heldFrames
+        ownFrames = 0
+        resampler = next
         segmentRate = info.sampleRate
         segmentOutputStart = start
+        segmentInput = 0
+    }
+
+    /// An item that ended having given no audio leaves the fade into it undone: the tail goes
+    /// back as it was, to fade into the next item instead, and the album rule looks past it.
+    private func undoEmptyItem() {
+        if fadePosition == 0 && fadeLength > 0 {
+            held.append(contentsOf: fadeTail[0..<(fadeLength * channelCount)])
+            fadeLength = 0
+            ownFrames = ownFramesBeforeFade
+        }
+        segmentOutputStart = written + Int64(heldFrames)
         segmentInput = 0
     }
 
@@ -480,7 +540,11 @@ public final class GaplessQueueReader {
     }
 
     private func finishItem() {
-        if let info = current?.info { previousInfo = info }
+        if crossfadeFrames > 0 && decoder != nil && itemFrames == 0 {
+            undoEmptyItem()
+        } else if let info = current?.info {
+            previousInfo = info
+        }
         if var report = current, let decoder {
             let cut = itemEndFrame.map { decoder.position >= $0 } ?? false
             if report.error == nil { report.error = Self.problem(with: decoder, framesDecoded: itemFrames, cutShort: cut) }

@@ -53,10 +53,15 @@ public struct QueueEditPlan: Equatable, Sendable {
         public var index: Int
         public var pass: Int
         public var offset: MediaTime
-        public init(index: Int, pass: Int, offset: MediaTime) {
+        /// The restart carries on the item as it was decoded (a fade played again, a re-decode
+        /// from the horizon), so a cut that lands later than planned moves its offset with it;
+        /// a seek's or a boundary's offset stays.
+        public var continuesItem: Bool
+        public init(index: Int, pass: Int, offset: MediaTime, continuesItem: Bool = false) {
             self.index = index
             self.pass = pass
             self.offset = offset
+            self.continuesItem = continuesItem
         }
     }
 
@@ -98,7 +103,7 @@ public struct QueueEditPlan: Equatable, Sendable {
             let frame = spans[index].start
             guard index > 0, let fading = spans[..<index].last(where: { $0.start < frame && ($0.end ?? .max) > frame }),
                   let entry = entries.firstIndex(where: { $0.tag == fading.tag }) else { return fallback }
-            return Restart(index: entry, pass: fading.pass, offset: fading.time(atFrame: frame, rate: outputRate))
+            return Restart(index: entry, pass: fading.pass, offset: fading.time(atFrame: frame, rate: outputRate), continuesItem: true)
         }
         guard let current = spans.lastIndex(where: { $0.start <= horizon }) ?? spans.indices.first else {
             // Nothing decoded yet: the queue starts with its first entry.
@@ -133,7 +138,8 @@ public struct QueueEditPlan: Equatable, Sendable {
             }
             let index = entries.firstIndex { $0.tag == playing.tag }!
             if playing.end.map({ $0 > frame }) ?? true {
-                action = .cut(frame: frame, restart: Restart(index: index, pass: playing.pass, offset: playing.time(atFrame: frame, rate: outputRate)),
+                action = .cut(frame: frame, restart: Restart(index: index, pass: playing.pass, offset: playing.time(atFrame: frame, rate: outputRate),
+                                                             continuesItem: true),
                               insideItem: true)
                 return
             }
@@ -158,7 +164,8 @@ public struct QueueEditPlan: Equatable, Sendable {
             let last = spans[spans.count - 1]
             let fadeStart = max(horizon, last.start, (last.end ?? written) - crossfadeFrames)
             if crossfadeFrames > 0, last.end == written, fadeStart < written, let index = entries.firstIndex(where: { $0.tag == last.tag }) {
-                action = .cut(frame: fadeStart, restart: Restart(index: index, pass: last.pass, offset: last.time(atFrame: fadeStart, rate: outputRate)),
+                action = .cut(frame: fadeStart, restart: Restart(index: index, pass: last.pass, offset: last.time(atFrame: fadeStart, rate: outputRate),
+                                                                 continuesItem: true),
                               insideItem: true)
             } else {
                 action = .cut(frame: written, restart: Restart(index: next.index, pass: next.pass, offset: .zero), insideItem: false)

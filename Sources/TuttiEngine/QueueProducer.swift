@@ -410,7 +410,15 @@ public final class QueueProducer: @unchecked Sendable {
             let cutFrame = output.truncate(from: target)
             forgetTimeline(from: cutFrame)
             output.didCut(at: cutFrame, requested: target, insideItem: insideItem)
-            reader = restart.map { makeReader(edits.entries, firstItem: $0.index, offset: $0.offset, firstFrame: cutFrame, firstPass: $0.pass) }
+            reader = restart.map { restart in
+                var offset = restart.offset
+                if restart.continuesItem {
+                    // Where the cut landed, not where it was planned (the output had taken frames
+                    // past it, or fewer were written).
+                    offset = max(.zero, offset + MediaTime(frame: cutFrame - frame, sampleRate: rate))
+                }
+                return makeReader(edits.entries, firstItem: restart.index, offset: offset, firstFrame: cutFrame, firstPass: restart.pass)
+            }
             return .cut(frame: cutFrame, restart: restart, insideItem: insideItem)
         }
         return plan.action

@@ -184,5 +184,8 @@ extension HouseCore {
         log("replay gain: \(path) measured as it played, \(String(format: "%.1f", loudness.integratedLUFS)) LUFS, "
             + "peak \(String(format: "%.2f", loudness.peak)); its own gain from its next play")
         if let store { stored(store.savePlayedLoudness(loudness, ofInput: path, at: Date().timeIntervalSince1970)) }
+        // Engines playing take the new gain for the item's readings still to come (a later
+        // copy in the queue, the next pass); entries match by tag, so nothing decoded is cut.
+        for group in groups.values where group.replayGain.mode != .off { group.engineFollowsQueue() }
     }
 }

@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import Synchronization
 import Testing
 import TuttiCore
@@ -66,8 +69,8 @@ import TuttiTestSupport
     @Test func consecutiveItemsOverlapOnTheEqualPowerCurve() throws {
         let directory = try TemporaryDirectory("crossfade-curve")
         defer { directory.remove() }
-        let a = try Self.tone(directory.file("a.flac"), frequency: 440, seconds: 6)
-        let b = try Self.tone(directory.file("b.flac"), frequency: 660, seconds: 5)
+        let a = try Self.tone(directory.file("a.flac"), frequency: 440, seconds: 10)
+        let b = try Self.tone(directory.file("b.flac"), frequency: 660, seconds: 9)
         let reader = GaplessQueueReader(paths: [a, b], outputRate: Self.rate, channelCount: 2, crossfade: MediaTime(frame: 4, sampleRate: 1))
         #expect(reader.crossfadeFrames == Self.fade)
         let (output, outcomes) = Self.readAll(reader)
@@ -75,8 +78,8 @@ import TuttiTestSupport
         #expect(output.count == expected.count)
         #expect(Self.largestDifference(output, expected) < 1e-6)
         // The second item starts where the fade does: its span overlaps the first's last 4 s.
-        #expect(outcomes.map(\.startFrame) == [0, 2 * Int64(Self.rate)])
-        #expect(outcomes.map(\.frameCount) == [6 * Int64(Self.rate), 5 * Int64(Self.rate)])
+        #expect(outcomes.map(\.startFrame) == [0, 6 * Int64(Self.rate)])
+        #expect(outcomes.map(\.frameCount) == [10 * Int64(Self.rate), 9 * Int64(Self.rate)])
         // The curve is equal power: out² + in² = 1 at every frame, and symmetric.
         for frame in [0, 1, Self.fade / 3, Self.fade / 2, Self.fade - 1] {
             let gains = Crossfade.gains(atFrame: frame, of: Self.fade)
@@ -91,8 +94,8 @@ import TuttiTestSupport
         defer { directory.remove() }
         let one = try Self.tone(directory.file("1.flac"), frequency: 440, seconds: 5, album: "Live", track: "1/9")
         let two = try Self.tone(directory.file("2.flac"), frequency: 660, seconds: 5, album: "Live", track: "2/9")
-        let four = try Self.tone(directory.file("4.flac"), frequency: 550, seconds: 5, album: "Live", track: "4")
-        let other = try Self.tone(directory.file("x.flac"), frequency: 330, seconds: 5, album: "Studio", track: "5")
+        let four = try Self.tone(directory.file("4.flac"), frequency: 550, seconds: 9, album: "Live", track: "4")
+        let other = try Self.tone(directory.file("x.flac"), frequency: 330, seconds: 9, album: "Studio", track: "5")
         let reader = GaplessQueueReader(paths: [one, two, four, other], outputRate: Self.rate, channelCount: 2,
                                         crossfade: MediaTime(frame: 4, sampleRate: 1))
         let (output, outcomes) = Self.readAll(reader)
@@ -102,7 +105,7 @@ import TuttiTestSupport
         expected = Self.crossfaded(expected, into: try Self.samples(other), length: Self.fade)
         #expect(Self.largestDifference(output, expected) < 1e-6)
         let second = Int64(Self.rate)
-        #expect(outcomes.map(\.startFrame) == [0, 5 * second, 6 * second, 7 * second])
+        #expect(outcomes.map(\.startFrame) == [0, 5 * second, 6 * second, 11 * second])
 
         #expect(AlbumPosition(track: " 07/12", disc: "2/2") == AlbumPosition(disc: 2, track: 7))
         #expect(AlbumPosition(track: "side A", disc: nil) == nil)
@@ -110,25 +113,122 @@ import TuttiTestSupport
         #expect(!AlbumPosition(disc: 1, track: 3).follows(AlbumPosition(disc: 1, track: 3)))
     }
 
-    @Test func anItemShorterThanTheFadeFadesInAndOutWithinIt() throws {
+    @Test func shortItemsFadeOverHalfTheirLengthAndNeverReachBackPastTheirStart() throws {
         let directory = try TemporaryDirectory("crossfade-short")
         defer { directory.remove() }
         let a = try Self.tone(directory.file("a.flac"), frequency: 440, seconds: 6)
-        let short = try Self.tone(directory.file("s.flac"), frequency: 880, seconds: 1)
+        let first = try Self.tone(directory.file("s1.flac"), frequency: 880, seconds: 1)
+        let second = try Self.tone(directory.file("s2.flac"), frequency: 990, seconds: 1)
         let c = try Self.tone(directory.file("c.flac"), frequency: 660, seconds: 5)
-        let reader = GaplessQueueReader(paths: [a, short, c], outputRate: Self.rate, channelCount: 2, crossfade: MediaTime(frame: 4, sampleRate: 1))
+        let reader = GaplessQueueReader(paths: [a, first, second, c], outputRate: Self.rate, channelCount: 2,
+                                        crossfade: MediaTime(frame: 4, sampleRate: 1))
         let (output, outcomes) = Self.readAll(reader)
-        // The short item and the rest of the first one's fade are what the last fades over.
-        var residual = Self.crossfaded(try Self.samples(a), into: try Self.samples(short) + Array(repeating: 0, count: 2 * 3 * Self.rate), length: Self.fade)
-        residual = Self.crossfaded(residual, into: try Self.samples(c), length: Self.fade)
-        #expect(Self.largestDifference(output, residual) < 1e-6)
-        #expect(output.count / 2 == (6 - 4 + 5) * Self.rate)
-        #expect(outcomes.map(\.startFrame) == [0, 2 * Int64(Self.rate), 2 * Int64(Self.rate)])
+        // A 1 s item is faded into over half of it, and out of over what is its own (0.5 s).
+        let half = Self.rate / 2
+        var expected = Self.crossfaded(try Self.samples(a), into: try Self.samples(first), length: half)
+        expected = Self.crossfaded(expected, into: try Self.samples(second), length: half)
+        expected = Self.crossfaded(expected, into: try Self.samples(c), length: half)
+        #expect(Self.largestDifference(output, expected) < 1e-6)
+        #expect(outcomes.map(\.startFrame) == [0, 11 * Int64(half), 12 * Int64(half), 13 * Int64(half)])
+    }
+
+    @Test func aLoopingItemShorterThanTheCrossfadeMovesOn() throws {
+        let directory = try TemporaryDirectory("crossfade-loop")
+        defer { directory.remove() }
+        let item = try Self.tone(directory.file("a.flac"), frequency: 440, seconds: 2)
+        // Repeat single: one entry, passes without end.
+        let reader = GaplessQueueReader(paths: [item], outputRate: Self.rate, channelCount: 2, passes: nil,
+                                        crossfade: MediaTime(frame: 10, sampleRate: 1))
+        let starts = Mutex<[Int64]>([])
+        reader.onItem = { outcome in if outcome.frameCount == 0 && outcome.error == nil { starts.withLock { $0.append(outcome.startFrame) } } }
+        var block: [Float] = []
+        var frames = 0, reads = 0
+        while frames < 8 * Self.rate {
+            reads += 1
+            try #require(reads < 10_000, "the reader gave \(frames) frames in \(reads) reads")
+            let got = reader.read(into: &block)
+            try #require(got > 0)
+            frames += got
+        }
+        // Each pass fades into the next over half of it: a new pass every second.
+        #expect(Array(starts.withLock { $0 }.prefix(6)) == (0..<6).map { Int64($0 * Self.rate) })
+    }
+
+    @Test func itemsAtAnotherRateFadeThroughTheirOwnResamplers() throws {
+        let directory = try TemporaryDirectory("crossfade-resampled")
+        defer { directory.remove() }
+        let a = directory.file("a.flac"), b = directory.file("b.flac")
+        for (path, frequency, seconds) in [(a, 440, 5), (b, 660, 4)] {
+            try TestMedia.ffmpeg(["-f", "lavfi", "-i", "sine=frequency=\(frequency):sample_rate=44100:duration=\(seconds)", "-ac", "2", "-c:a", "flac", path])
+        }
+        func alone(_ path: String) -> [Float] {
+            Self.readAll(GaplessQueueReader(paths: [path], outputRate: Self.rate, channelCount: 2)).samples
+        }
+        let reader = GaplessQueueReader(paths: [a, b], outputRate: Self.rate, channelCount: 2, crossfade: MediaTime(frame: 2, sampleRate: 1))
+        let (output, outcomes) = Self.readAll(reader)
+        // Each item resampled on its own, as it would play alone, then overlapped.
+        let expected = Self.crossfaded(alone(a), into: alone(b), length: 2 * Self.rate)
+        #expect(output.count == expected.count)
+        #expect(Self.largestDifference(output, expected) < 1e-6)
+        #expect(outcomes.map(\.startFrame) == [0, 3 * Int64(Self.rate)])
+    }
+
+    @Test func anItemThatGivesNoAudioLeavesTheFadeForTheNext() throws {
+        let directory = try TemporaryDirectory("crossfade-empty")
+        defer { directory.remove() }
+        let a = try Self.tone(directory.file("a.flac"), frequency: 440, seconds: 6)
+        let empty = directory.file("empty.flac")
+        try TestMedia.ffmpeg(["-f", "lavfi", "-i", "anullsrc=r=48000:cl=stereo", "-t", "0", "-c:a", "flac", empty])
+        let b = try Self.tone(directory.file("b.flac"), frequency: 660, seconds: 9)
+        let reader = GaplessQueueReader(paths: [a, empty, b], outputRate: Self.rate, channelCount: 2, crossfade: MediaTime(frame: 4, sampleRate: 1))
+        let reports = Mutex<[ItemOutcome]>([])
+        reader.onItem = { outcome in reports.withLock { $0.append(outcome) } }
+        var output: [Float] = [], block: [Float] = []
+        while reader.read(into: &block) > 0 { output += block }
+        // It opened (so a fade into it was set up) and ended with nothing.
+        #expect(reports.withLock { $0 }.contains { $0.tag == 1 && $0.info != nil && $0.error != nil }, "\(reports.withLock { $0 })")
+        #expect(Self.largestDifference(output, Self.crossfaded(try Self.samples(a), into: try Self.samples(b), length: Self.fade)) < 1e-6)
+    }
+
+    /// An item of unknown length (a live stream: here a named pipe of raw PCM still open) is not
+    /// held back by the crossfade: its audio comes out as it arrives, though 10 s are set.
+    @Test func aLiveItemIsNotDelayedByTheCrossfade() async throws {
+        let directory = try TemporaryDirectory("crossfade-live")
+        defer { directory.remove() }
+        let fifo = directory.file("live.fifo")
+        #expect(mkfifo(fifo, 0o600) == 0)
+        let finish = DispatchSemaphore(value: 0)
+        // The reader closes its end before the writer is done: a write then fails, not the process.
+        signal(SIGPIPE, SIG_IGN)
+        let writer = Thread {
+            // Two seconds of a ramp, then the pipe stays open until the test is done.
+            let descriptor = open(fifo, O_WRONLY)
+            guard descriptor >= 0 else { return }
+            let samples = (0..<(2 * 48_000 * 2)).map { Int16(truncatingIfNeeded: $0 % 20_000) }
+            _ = samples.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+            finish.wait()
+            close(descriptor)
+        }
+        writer.start()
+        defer { finish.signal() }
+        let got = try await onOwnThread("the live item's first second", timeout: .seconds(20), onTimeout: { finish.signal() }) {
+            let reader = GaplessQueueReader(paths: ["pipe:\(fifo)?sampleformat=48000:16:2"], outputRate: 48_000, channelCount: 2,
+                                            crossfade: MediaTime(frame: 10, sampleRate: 1))
+            var frames = 0
+            var block: [Float] = []
+            while frames < 48_000 {
+                let read = reader.read(into: &block)
+                if read == 0 { break }
+                frames += read
+            }
+            return frames
+        }
+        #expect(got >= 48_000)
     }
 
     // MARK: Edits through the producer
 
-    /// Three 6 s items on a producer stepped by the test, its output taking up to `capacity` frames.
+    /// Three 9 s items on a producer stepped by the test, its output taking up to `capacity` frames.
     struct Producing {
         let directory: TemporaryDirectory
         let paths: [String]
@@ -137,9 +237,9 @@ import TuttiTestSupport
 
         init(_ label: String, crossfade seconds: Int, entries: (([String]) -> [QueueProducer.Entry])? = nil) throws {
             directory = try TemporaryDirectory("crossfade-\(label)")
-            paths = [try CrossfadeTests.tone(directory.file("a.flac"), frequency: 440, seconds: 6),
-                     try CrossfadeTests.tone(directory.file("b.flac"), frequency: 660, seconds: 6),
-                     try CrossfadeTests.tone(directory.file("c.flac"), frequency: 550, seconds: 6)]
+            paths = [try CrossfadeTests.tone(directory.file("a.flac"), frequency: 440, seconds: 9),
+                     try CrossfadeTests.tone(directory.file("b.flac"), frequency: 660, seconds: 9),
+                     try CrossfadeTests.tone(directory.file("c.flac"), frequency: 550, seconds: 9)]
             var configuration = QueueProducer.Configuration(outputFormat: AudioFormat(sampleRate: CrossfadeTests.rate, channelCount: 2))
             configuration.crossfade = MediaTime(frame: Int64(seconds), sampleRate: 1)
             let queue = entries?(paths) ?? paths.enumerated().map { QueueProducer.Entry(path: $1, tag: $0) }
@@ -163,9 +263,9 @@ import TuttiTestSupport
     @Test func removingTheItemFadingInFadesIntoTheOneAfterItInstead() throws {
         let run = try Producing("remove", crossfade: 4)
         defer { run.directory.remove() }
-        // Decoded into the fade from A to B (it starts at 2 s); the horizon before it.
-        run.produce(upTo: Int64(3 * Self.rate), horizon: Int64(Self.rate))
-        #expect(run.output.writtenFrames >= Int64(2 * Self.rate + Self.rate / 2))
+        // Decoded into the fade from A to B (it starts at 5 s); the horizon before it.
+        run.produce(upTo: Int64(6 * Self.rate), horizon: Int64(Self.rate))
+        #expect(run.output.writtenFrames >= Int64(5 * Self.rate + Self.rate / 2))
         run.producer.edit { $0.removeAll { $0.tag == 1 } }
         let output = run.finish()
         let (a, c) = (try Self.samples(run.paths[0]), try Self.samples(run.paths[2]))
@@ -175,8 +275,8 @@ import TuttiTestSupport
     @Test func aSeekDuringAFadeCutsToTheItemFadingInAtTheHorizon() throws {
         let run = try Producing("seek", crossfade: 4)
         defer { run.directory.remove() }
-        let horizon = Int64(3 * Self.rate)
-        run.produce(upTo: Int64(5 * Self.rate), horizon: horizon)
+        let horizon = Int64(6 * Self.rate)
+        run.produce(upTo: Int64(8 * Self.rate), horizon: horizon)
         let before = run.output.samples
         run.producer.seek(to: MediaTime(frame: 1, sampleRate: 1))
         let output = run.finish()
@@ -189,7 +289,7 @@ import TuttiTestSupport
     @Test func changingTheCrossfadeWhilePlayingDecodesAgainFromTheHorizon() throws {
         let run = try Producing("change", crossfade: 0)
         defer { run.directory.remove() }
-        run.produce(upTo: Int64(10 * Self.rate), horizon: Int64(Self.rate))
+        run.produce(upTo: Int64(12 * Self.rate), horizon: Int64(Self.rate))
         run.producer.setCrossfade(MediaTime(frame: 4, sampleRate: 1))
         let output = run.finish()
         let (a, b, c) = (try Self.samples(run.paths[0]), try Self.samples(run.paths[1]), try Self.samples(run.paths[2]))
@@ -212,8 +312,8 @@ import TuttiTestSupport
     @Test func aGainFoundForAnItemAlreadyDecodedAppliesFromItsNextReading() throws {
         let run = try Producing("gain-later", crossfade: 4)
         defer { run.directory.remove() }
-        // B is open and fading in; C is not yet read.
-        run.produce(upTo: Int64(3 * Self.rate), horizon: Int64(Self.rate))
+        // B is open and fading in (from 5 s); C is not yet read (from 10 s).
+        run.produce(upTo: Int64(6 * Self.rate), horizon: Int64(Self.rate))
         // New gains, as for items whose loudness was measured meanwhile: not a change of sound.
         run.producer.edit { entries in
             entries[1].gain = 0.5
@@ -230,7 +330,7 @@ import TuttiTestSupport
         defer { run.directory.remove() }
         run.output.awaitsEdits = true
         run.produce(upTo: .max, horizon: Int64(Self.rate))
-        #expect(run.output.writtenFrames == Int64(6 * Self.rate))
+        #expect(run.output.writtenFrames == Int64(9 * Self.rate))
         run.producer.edit { $0.append(QueueProducer.Entry(path: run.paths[1], tag: 1)) }
         run.output.awaitsEdits = false
         let output = run.finish()

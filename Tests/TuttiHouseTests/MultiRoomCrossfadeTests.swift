@@ -33,8 +33,9 @@ extension MultiRoomEndToEndTests {
         try toneOverNoise(evening, frequency: 660, seconds: 12, seed: 2, metadata: ["-metadata", "album=Evening", "-metadata", "track=1"])
         // One recording cut in two at a frame no codec block divides, tagged as an album's
         // first and second tracks.
-        let recording = directory.file("live.flac"), cutAt = 250_001
-        try toneOverNoise(recording, frequency: 550, seconds: 8.2, seed: 3, noise: 0.1)
+        // The first longer than twice the crossfade, so the fade into it is the whole 4 s.
+        let recording = directory.file("live.flac"), cutAt = 400_001
+        try toneOverNoise(recording, frequency: 550, seconds: 11.5, seed: 3, noise: 0.1)
         let first = directory.file("live-1.flac"), second = directory.file("live-2.flac")
         try TestMedia.ffmpeg(["-i", recording, "-af", "atrim=end_sample=\(cutAt)", "-c:a", "flac", "-sample_fmt", "s32",
                               "-metadata", "album=Live", "-metadata", "track=1/2", first])
@@ -60,8 +61,8 @@ extension MultiRoomEndToEndTests {
         let streamCut = try #require(seek.edited?.cut, "the seek cut nothing: \(String(describing: seek.edited))")
         let cut = Int64((streamCut.fromSeconds * Double(rate)).rounded())
         #expect(cut > Int64(12 * rate) && cut < Int64(16 * rate), "cut at frame \(cut), not within the fade")
-        // Live 1 from 1 s (to 250 001 frames), then Live 2 gapless: the end at cut + 7.2 s.
-        let end = Double(cut) / Double(rate) + 7.2
+        // Live 1 from 1 s (to 400 001 frames), then Live 2 gapless: the end at cut + 10.5 s.
+        let end = Double(cut) / Double(rate) + 10.5
         try await waitForRooms(port, timeout: 30) { rooms in (rooms["a"]?.playheadSeconds ?? 0) > end - 0.1 }
         try await Task.sleep(nanoseconds: 300_000_000)
         for speaker in speakers { #expect(speaker.interrupt() == 0) }
