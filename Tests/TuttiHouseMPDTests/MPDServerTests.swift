@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 import TuttiCore
-import TuttiDiagnostics
+@testable import TuttiDiagnostics
 import TuttiSimulation
 import TuttiTestSupport
 
@@ -245,12 +245,21 @@ import TuttiTestSupport
         _ = try tmux("send-keys", "q")
         house.speaker.interrupt()
 
-        // The card: the first tone from Enter on, the second from `>` on.
+        // The card: the first tone from its first sound on (Enter is `playid`, which waits for
+        // the room as `play` does, so when depends on the room), the second from `>` on.
         let capture = try VirtualCapture(path: directory.file("a.wav"))
-        let first = Self.frequency(capture, from: Int(capture.frame(atEmissionTime: Double(played) + 0.8e9)))
+        let onset = try #require(capture.firstSoundFrame())
+        let first = Self.frequency(capture, from: onset + capture.sampleRate / 4)
         let second = Self.frequency(capture, from: Int(capture.frame(atEmissionTime: Double(skipped) + 0.8e9)))
-        print("ncmpcpp: the card played \(first) Hz after Enter, \(second) Hz after >")
+        let heardAfter = (capture.emissionTime(ofFrame: Double(onset)) - Double(played)) / 1e9
+        print("ncmpcpp: the card played \(first) Hz from its first sound, \(heardAfter) s after Enter, and \(second) Hz after >")
         #expect(abs(first - 440) < 5 && abs(second - 660) < 5)
+        // Song 1 from its first frame (before `playid` waited for the room, the room joined the
+        // stream up to a second into the song).
+        let song = try TestMedia.decodeWithFFmpeg(directory.file("music/Test Artist/Test Album/1.flac"))
+        let start = SyncAnalysis.locate(0, in: capture, reference: song, guess: onset, search: 8, ignoringSilence: true)
+        #expect(start.map { abs($0.lag - Double(onset - 1)) <= 2 } == true,
+                "the card's first sound (frame \(onset)) is not the song's first frame: \(String(describing: start))")
     }
 
     @Test(.timeLimit(.minutes(2)))

@@ -98,8 +98,17 @@ extension GroupSession {
             guard queue.indices.contains(index) else {
                 throw ControlRefusal("no queue item \(index) (the queue of \(self) has \(queue.count))", kind: .notFound)
             }
-            try startPlaying(item: index)
-            return .edited(EditReport(item: index, queueLength: queue.count))
+            // As `play`: the new stream waits for its rooms (MPD's `play`/`playid`, the web UI's
+            // queue rows), so none joins a second into the track.
+            resolvePendingStart()
+            let length = queue.count
+            guard configuration.startWaitNanoseconds > 0 else {
+                try startPlaying(item: index)
+                return .edited(EditReport(item: index, queueLength: length))
+            }
+            try startPlaying(item: index, anchored: false)
+            startWhenRoomsAreReady(items: length, respond: respond) { _ in .edited(EditReport(item: index, queueLength: length)) }
+            return nil
         case .queueClear, .stop:
             if case .queueClear = command { clearQueue() }
             guard let stream, isPlaying else {

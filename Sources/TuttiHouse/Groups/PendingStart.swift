@@ -21,17 +21,20 @@ struct PendingStart {
     let requested: Int64
     let deadline: Int64
     let respond: House.Respond
+    /// The reply the command gives once started: `play`'s report, or another command's reply
+    /// made from it (`queue-play`'s edit report).
+    let reply: (PlayReport) -> ControlReply
 }
 
 extension GroupSession {
     /// Holds the new stream at its first frame until its rooms are ready (see `PendingStart`);
     /// answers `respond` when it is anchored, which may be at once.
-    func startWhenRoomsAreReady(items: Int, respond: @escaping House.Respond) {
+    func startWhenRoomsAreReady(items: Int, respond: @escaping House.Respond, reply: @escaping (PlayReport) -> ControlReply = { .started($0) }) {
         loop.preconditionInEventLoop()
         guard let stream else { return respond(.failure(ControlRefusal("nothing to play", kind: .conflict))) }
         let requested = now
         pendingStart = PendingStart(streamID: stream.id, firstFrame: stream.schedule.anchors.last?.timelineFrame ?? 0, items: items,
-                                    requested: requested, deadline: requested + configuration.startWaitNanoseconds, respond: respond)
+                                    requested: requested, deadline: requested + configuration.startWaitNanoseconds, respond: respond, reply: reply)
         let streamID = stream.id
         loop.assumeIsolated().scheduleTask(in: .nanoseconds(configuration.startWaitNanoseconds)) { [weak self] in
             self?.whileAttached {
@@ -89,7 +92,7 @@ extension GroupSession {
                 : (room.status?.clockErrorNanoseconds ?? .max) <= configuration.startBoundTargetNanoseconds ? .inSync : .slewing
             return RoomStart(room: room.name, mode: mode, clockBoundMicroseconds: bound)
         }
-        pending.respond(.success(.started(report)))
+        pending.respond(.success(pending.reply(report)))
         // The rest of the deep buffer follows the anchor and the reply (writing it can take a
         // loaded house a hundred milliseconds).
         pumpAll()
