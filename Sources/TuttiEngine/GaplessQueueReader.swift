@@ -481,7 +481,6 @@ public final class GaplessQueueReader {
         let fades = previousInfo.map { !Crossfade.continuesAlbum($0, info) } ?? false
         let sharesRun = !fades && fadePosition == fadeLength && info.sampleRate == segmentRate
             && (resampler != nil || info.sampleRate == outputRate)
-        ownFramesBeforeFade = ownFrames
         guard !sharesRun else {
             ownFrames = 0
             return
