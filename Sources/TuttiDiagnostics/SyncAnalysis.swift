@@ -10,10 +10,17 @@ public struct SyncAnalysis: Sendable {
         public var capture: VirtualCapture
         /// Acoustic delay after the DAC the room compensates: heard = emitted + latency.
         public var latencyNanoseconds: Double
-        public init(name: String, capture: VirtualCapture, latencyNanoseconds: Double) {
+        /// For a room whose card played something else first (a room moved between groups): a
+        /// time (CLOCK_MONOTONIC ns) after which its card fell silent and then began this
+        /// reference; that first sound gives the first guess of its lag. From its capture's first sound, that guess came
+        /// from the other music, seconds away, and the ±100 ms search found a false match where
+        /// two tones recur (a residual of 7–20 %, and a gain 3–20 % low).
+        public var playsFrom: Double?
+        public init(name: String, capture: VirtualCapture, latencyNanoseconds: Double, playsFrom: Double? = nil) {
             self.name = name
             self.capture = capture
             self.latencyNanoseconds = latencyNanoseconds
+            self.playsFrom = playsFrom
         }
     }
 
@@ -116,7 +123,8 @@ public struct SyncAnalysis: Sendable {
             result.unmatched[room.name] = 0
             // Coarse: audio starts at the first loud frame; the reference's first loud frame gives the lag.
             let refStart = (0..<reference.count).first { abs(reference[$0]) > 1e-4 }.map { $0 / channels } ?? 0
-            let start = room.capture.firstSoundFrame() ?? 0
+            let start = room.playsFrom.map { room.capture.firstSoundFrame(afterSilenceFrom: Int(room.capture.frame(atEmissionTime: $0))) ?? 0 }
+                ?? room.capture.firstSoundFrame() ?? 0
             lags[room.name] = Double(start - refStart)
         }
         var checkpoint = max(edgeFrames, 0)

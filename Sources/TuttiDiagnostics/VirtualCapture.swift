@@ -115,4 +115,18 @@ public struct VirtualCapture: Sendable {
         for i in 0..<samples.count where abs(samples[i]) > threshold { return i / channelCount }
         return nil
     }
+
+    /// The first frame whose magnitude exceeds `threshold` after a run of at least `silence`
+    /// frames of digital silence at or after `frame`: where the card began to play again after
+    /// it stopped (a room moved from one group's music to another's).
+    public func firstSoundFrame(afterSilenceFrom frame: Int, silence: Int = 480, threshold: Float = 1e-4) -> Int? {
+        var quiet = 0
+        for f in max(0, frame)..<frameCount {
+            let base = f * channelCount
+            let loud = (0..<channelCount).contains { abs(samples[base + $0]) > threshold }
+            if loud && quiet >= silence { return f }
+            quiet = (0..<channelCount).allSatisfy { samples[base + $0] == 0 } ? quiet + 1 : 0
+        }
+        return nil
+    }
 }
