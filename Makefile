@@ -1,7 +1,7 @@
 # Tutti: `make demo` and `make test` install what is missing, build, and run.
 SHELL := /bin/bash
 APT_PACKAGES := libsqlite3-dev libebur128-dev loudgain libflac-dev libavformat-dev libavcodec-dev libavutil-dev libswresample-dev libsoxr-dev libogg-dev libasound2-dev pkg-config ffmpeg gdb chromium chromium-driver \
-	libavahi-client-dev avahi-daemon dbus-daemon iproute2 mpc gcc alsa-utils ncmpcpp tmux snapclient snapserver libfaketime mpd python3-venv shairport-sync
+	libavahi-client-dev libgmp-dev avahi-daemon dbus-daemon iproute2 mpc gcc alsa-utils ncmpcpp tmux snapclient snapserver libfaketime mpd python3-venv shairport-sync
 # For Tests/TuttiHouseHTTPTests: schemathesis checks the HTTP API against its /openapi.json;
 # websockets is the event feed's client; prometheus_client parses /metrics; selenium drives
 # Chromium through the web UI (4.51: 4.52 needs a certifi newer than PyPI's mirror here has);
@@ -11,6 +11,9 @@ APT_PACKAGES := libsqlite3-dev libebur128-dev loudgain libflac-dev libavformat-d
 # newer `cryptography` than Debian's, which the system's other packages are built against.
 PYATV_VENV := out/venv-pyatv
 PYATV_VERSION := 0.18.0
+# srptools 2.0 made a session's private value keyword-only, which pyatv 0.18 passes by position:
+# its AirPlay 2 pairing (transient and with a PIN) fails with a TypeError. 1.0.1 is the last that works.
+SRPTOOLS_VERSION := 1.0.1
 PIP_PACKAGES := schemathesis==4.32.5 websockets==17.4 prometheus_client==0.26.0 selenium==4.51.0 snapcast==2.3.8 python-mpd2==3.1.1
 SWIFT_BUILD_FLAGS ?=
 DEMO_DIR ?= out/demo
@@ -29,9 +32,9 @@ deps:
 		python3 -c "import importlib.metadata as m; assert m.version('$${p%%==*}') == '$${p##*==}'" 2>/dev/null || \
 		{ echo "Installing: $$p"; python3 -m pip install -q --disable-pip-version-check "$$p"; }; \
 	done
-	@$(PYATV_VENV)/bin/python -c "import importlib.metadata as m; assert m.version('pyatv') == '$(PYATV_VERSION)'" 2>/dev/null || \
-		{ echo "Installing: pyatv==$(PYATV_VERSION) in $(PYATV_VENV)"; python3 -m venv $(PYATV_VENV) && \
-		  $(PYATV_VENV)/bin/pip install -q --disable-pip-version-check pyatv==$(PYATV_VERSION); }
+	@$(PYATV_VENV)/bin/python -c "import importlib.metadata as m; assert m.version('pyatv') == '$(PYATV_VERSION)' and m.version('srptools') == '$(SRPTOOLS_VERSION)'" 2>/dev/null || \
+		{ echo "Installing: pyatv==$(PYATV_VERSION) srptools==$(SRPTOOLS_VERSION) in $(PYATV_VENV)"; python3 -m venv $(PYATV_VENV) && \
+		  $(PYATV_VENV)/bin/pip install -q --disable-pip-version-check pyatv==$(PYATV_VERSION) srptools==$(SRPTOOLS_VERSION); }
 
 build: deps alsa-virtual
 	swift build $(SWIFT_BUILD_FLAGS)
@@ -120,7 +123,7 @@ fuzz-smoke: fuzz-build
 # The long runs: FUZZ_RUNS (10 million) inputs per target, two targets at a time (one per core);
 # logs and grown corpora in out/fuzz/<target>/. Slowest first (chunkdecoder runs ~2000 inputs a
 # second, clocksync ~25 000), so that the two cores finish together.
-FUZZ_TARGETS := fuzz-chunkdecoder fuzz-streamparser fuzz-hls fuzz-wire fuzz-control fuzz-clocksync fuzz-lines fuzz-mpd fuzz-icy fuzz-secure fuzz-snapcast fuzz-jsonrpc fuzz-httpbody fuzz-rtsp fuzz-raop
+FUZZ_TARGETS := fuzz-chunkdecoder fuzz-streamparser fuzz-hls fuzz-wire fuzz-control fuzz-clocksync fuzz-lines fuzz-mpd fuzz-icy fuzz-secure fuzz-snapcast fuzz-jsonrpc fuzz-httpbody fuzz-rtsp fuzz-raop fuzz-airplay2
 FUZZ_RUNS ?= 10000000
 fuzz: fuzz-build
 	printf '%s\n' $(FUZZ_TARGETS) | FUZZ_RUNS=$(FUZZ_RUNS) xargs -P2 -I{} scripts/fuzz.sh long {}

@@ -10,7 +10,7 @@ let optimizedEvenInDebug: [SwiftSetting] = [.unsafeFlags(["-O"], .when(configura
 /// libFuzzer's entry point calling `TuttiFuzzHarness`. Built instrumented by scripts/fuzz.sh
 /// (`--sanitize=fuzzer --sanitize=address --product fuzz-…`); in normal builds they are no-op
 /// executables, compiled so that API drift breaks the build.
-let fuzzTargetNames = ["wire", "clocksync", "control", "streamparser", "chunkdecoder", "hls", "lines", "mpd", "icy", "secure", "snapcast", "jsonrpc", "httpbody", "rtsp", "raop"]
+let fuzzTargetNames = ["wire", "clocksync", "control", "streamparser", "chunkdecoder", "hls", "lines", "mpd", "icy", "secure", "snapcast", "jsonrpc", "httpbody", "rtsp", "raop", "airplay2"]
 let fuzzTargets: [Target] = [
     // Not TuttiMediaHTTP: the instrumented build would compile AsyncHTTPClient and BoringSSL too.
     .target(name: "TuttiFuzzHarness", dependencies: ["TuttiMedia", "TuttiProtocol",
@@ -66,6 +66,8 @@ let package = Package(
                        providers: [.apt(["libavformat-dev", "libavcodec-dev", "libavutil-dev", "libswresample-dev"])]),
         .systemLibrary(name: "CSoxr", pkgConfig: "soxr", providers: [.apt(["libsoxr-dev"])]),
         .systemLibrary(name: "CEbur128", pkgConfig: "libebur128", providers: [.apt(["libebur128-dev"])]),
+        // GMP's modular arithmetic for SRP-6a (AirPlay 2's pairing).
+        .systemLibrary(name: "CGMP", pkgConfig: "gmp", providers: [.apt(["libgmp-dev"])]),
         // The room decodes FLAC with the reference libFLAC: a speaker links no FFmpeg.
         .systemLibrary(name: "CFLAC", pkgConfig: "flac", providers: [.apt(["libflac-dev"])]),
         .systemLibrary(name: "CLibOgg", pkgConfig: "ogg", providers: [.apt(["libogg-dev"])]),
@@ -153,9 +155,10 @@ let package = Package(
         // Its parsers of untrusted bytes (RTSP, SDP, RAOP packets, DMAP) are in TuttiProtocol,
         // where the fuzz harness reaches them.
         .target(name: "TuttiHouseAirPlay", dependencies: [
-            "TuttiCore", "TuttiProtocol", "TuttiHouse", "TuttiMedia",
+            "TuttiCore", "TuttiProtocol", "TuttiHouse", "TuttiMedia", "CGMP",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "Crypto", package: "swift-crypto"),
         ]),
         // Snapcast's clients as rooms (docs/SNAPCAST.md): Snapcast's binary stream protocol, each
         // snapclient a speaker of the house whose sound card is the client.
@@ -256,7 +259,8 @@ let package = Package(
         .testTarget(name: "TuttiAirPlayRoomsTests", dependencies: ["TuttiAirPlayRooms", "TuttiHouseAirPlay", "TuttiMedia", "TuttiProtocol", "TuttiSimulation", "TuttiTestSupport", "TuttiDiagnostics",
                                                                    .product(name: "NIOCore", package: "swift-nio"),
                                                                    .product(name: "NIOPosix", package: "swift-nio")]),
-        .testTarget(name: "TuttiHouseAirPlayTests", dependencies: ["TuttiHouseAirPlay", "TuttiHouse", "TuttiProtocol", "TuttiSimulation", "TuttiTestSupport", "TuttiDiagnostics"]),
+        .testTarget(name: "TuttiHouseAirPlayTests", dependencies: ["TuttiHouseAirPlay", "TuttiHouse", "TuttiProtocol", "TuttiSimulation", "TuttiTestSupport", "TuttiDiagnostics",
+                                                                  .product(name: "NIOEmbedded", package: "swift-nio")]),
         .testTarget(name: "TuttiHouseMPDTests", dependencies: ["TuttiHouseMPD", "TuttiSimulation", "TuttiTestSupport", "TuttiDiagnostics"]),
         .testTarget(name: "TuttiDiscoveryTests", dependencies: ["TuttiDiscovery", "TuttiProtocol", "TuttiSimulation", "TuttiTestSupport"]),
         .testTarget(name: "TuttiCLITests", dependencies: ["TuttiSimulation", "TuttiTestSupport", "TuttiProtocol"]),

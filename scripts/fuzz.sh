@@ -20,7 +20,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-ALL_TARGETS=(fuzz-wire fuzz-clocksync fuzz-control fuzz-streamparser fuzz-chunkdecoder fuzz-hls fuzz-lines fuzz-mpd fuzz-icy fuzz-secure fuzz-snapcast fuzz-jsonrpc fuzz-httpbody fuzz-rtsp fuzz-raop)
+ALL_TARGETS=(fuzz-wire fuzz-clocksync fuzz-control fuzz-streamparser fuzz-chunkdecoder fuzz-hls fuzz-lines fuzz-mpd fuzz-icy fuzz-secure fuzz-snapcast fuzz-jsonrpc fuzz-httpbody fuzz-rtsp fuzz-raop fuzz-airplay2)
 CONFIG=${FUZZ_CONFIG:-release}
 SCRATCH=${FUZZ_SCRATCH:-.build-fuzz}
 SMOKE_SECONDS=${FUZZ_SMOKE_SECONDS:-25}

@@ -39,6 +39,7 @@ public enum FuzzHarness {
         "fuzz-httpbody": { data throws(FuzzFailure) in try httpBody(data) },
         "fuzz-rtsp": { data throws(FuzzFailure) in try rtsp(data) },
         "fuzz-raop": { data throws(FuzzFailure) in try raop(data) },
+        "fuzz-airplay2": { data throws(FuzzFailure) in try airPlay2(data) },
     ]
 
     /// One libFuzzer input through `target`: a broken invariant becomes the crash libFuzzer
@@ -173,6 +174,26 @@ public enum FuzzHarness {
             for (index, (sequence, _)) in released.enumerated() {
                 if let expected = nextReleased, sequence != expected, index != runStart { throw FuzzFailure("raop: released \(sequence) after \(expected &- 1)") }
                 nextReleased = sequence &+ 1
+            }
+        }
+    }
+
+    /// What an AirPlay 2 sender sends before its audio: the same bytes as a pairing message
+    /// (`TLV8`) and as a SETUP body (`AirPlay2Setup`, a binary property list). An accepted TLV8
+    /// written out again reads back as itself; an accepted stream's audio is one this receiver
+    /// takes (16-bit stereo at 44.1 or 48 kHz, 1–4096 frames a packet).
+    public static func airPlay2(_ data: UnsafeRawBufferPointer) throws(FuzzFailure) {
+        let bytes = Array(data)
+        if let message = try? TLV8(parsing: bytes) {
+            let again = try? TLV8(parsing: message.encoded)
+            guard again == message else { throw FuzzFailure("airplay2: a TLV8 of \(message.items.count) items written out reads as \(String(describing: again?.items.count))") }
+        }
+        guard let setup = try? AirPlay2Setup(body: bytes) else { return }
+        for stream in setup.streams ?? [] {
+            guard let announcement = try? AirPlay2Setup.announcement(for: stream) else { continue }
+            guard [44100, 48000].contains(announcement.sampleRate), announcement.channelCount == 2, announcement.bitsPerSample == 16,
+                  (1...4096).contains(announcement.framesPerPacket) else {
+                throw FuzzFailure("airplay2: a stream taken out of range: \(announcement)")
             }
         }
     }

@@ -27,10 +27,33 @@ public struct AirPlayAnnouncement: Sendable, Equatable {
         }.joined() + "@" + name
     }
 
+    /// The AirPlay 2 service a receiver that pairs is also announced as, on the same port.
+    public static let airPlay2ServiceType = "_airplay._tcp"
+
+    /// AirPlay's feature bits (`ft`, `features`: the low 32 bits, then the high): audio (9);
+    /// metadata as artwork, progress and text (15–17); PCM and ALAC (18, 19); a unified
+    /// advertiser (30); AirPlay 2's unified media control (38), with which pyatv and Apple's
+    /// senders speak AirPlay 2; CoreUtils pairing and encryption (48), with which they pair
+    /// transiently. Not buffered audio (40) or PTP (41): those need nqptp (docs/AIRPLAY.md).
+    public static let features: UInt64 = 1 << 9 | 1 << 15 | 1 << 16 | 1 << 17 | 1 << 18 | 1 << 19 | 1 << 30 | 1 << 38 | 1 << 48
+
+    /// `0x400F8200,0x10040`.
+    public static var featureText: String {
+        "0x" + String(features & 0xFFFF_FFFF, radix: 16, uppercase: true) + ",0x" + String(features >> 32, radix: 16, uppercase: true)
+    }
+
     /// What the receiver takes (docs/AIRPLAY.md): 44.1 kHz 16-bit stereo, PCM and ALAC (`cn=0,1`),
-    /// no encryption (`et=0`), metadata as text, artwork and progress (`md=0,1,2`), RTP over
-    /// UDP, no password.
+    /// no AirPlay 1 encryption (`et=0`; AirPlay 2's comes with pairing), metadata as text,
+    /// artwork and progress (`md=0,1,2`), RTP over UDP, no password, and the features above.
     public var textRecord: [String] {
-        ["txtvers=1", "ch=2", "cn=0,1", "et=0", "md=0,1,2", "pw=false", "sr=44100", "ss=16", "tp=UDP", "vn=65537", "da=true", "am=Tutti"]
+        ["txtvers=1", "ch=2", "cn=0,1", "et=0", "md=0,1,2", "pw=false", "sr=44100", "ss=16", "tp=UDP", "vn=65537", "da=true", "am=Tutti",
+         "ft=\(Self.featureText)"]
+    }
+
+    /// The `_airplay._tcp` TXT: the device id as a MAC address, the features, the model, and
+    /// access for everyone on the network (`acl=0`, no password).
+    public var airPlay2TextRecord: [String] {
+        let mac = deviceID.map { byte in String(byte >> 4, radix: 16, uppercase: true) + String(byte & 0xF, radix: 16, uppercase: true) }.joined(separator: ":")
+        return ["deviceid=\(mac)", "features=\(Self.featureText)", "model=Tutti", "srcvers=366.0", "protovers=1.1", "acl=0", "flags=0x4", "pw=false"]
     }
 }

@@ -208,6 +208,12 @@ public final class HouseAnnouncer: @unchecked Sendable {
             defer { avahi_string_list_free(raop) }
             error = avahi_entry_group_add_service_strlst(group, Int32(AVAHI_IF_UNSPEC), Int32(AVAHI_PROTO_UNSPEC), noFlags, receiver.serviceName,
                                                          AirPlayAnnouncement.serviceType, nil, nil, UInt16(receiver.port), raop)
+            guard error == 0 else { break }
+            var airPlay2: UnsafeMutablePointer<AvahiStringList>?
+            for entry in receiver.airPlay2TextRecord { airPlay2 = avahi_string_list_add(airPlay2, entry) }
+            defer { avahi_string_list_free(airPlay2) }
+            error = avahi_entry_group_add_service_strlst(group, Int32(AVAHI_IF_UNSPEC), Int32(AVAHI_PROTO_UNSPEC), noFlags, receiver.name,
+                                                         AirPlayAnnouncement.airPlay2ServiceType, nil, nil, UInt16(receiver.port), airPlay2)
         }
         return error
     }

@@ -123,6 +123,13 @@ final class RAOPConnectionHandler: ChannelInboundHandler {
     private var closed = false
     private var lastRequest = NIODeadline.now()
     private var watch: RepeatedTask?
+    /// AirPlay 2: the connection's pairing, and once it is done, the session key that
+    /// encrypts the connection (and keys its event channel).
+    private var pairing = HAPPairing()
+    private var sessionKey: [UInt8]?
+    /// An AirPlay 2 session, after its first SETUP: the sender's timing port and name, and the
+    /// event channel.
+    private var airPlay2: (timingPort: Int, name: String?, events: AirPlayEventChannel)?
 
     init(receiver: AirPlayReceiver) {
         self.receiver = receiver
@@ -248,7 +255,39 @@ final class RAOPConnectionHandler: ChannelInboundHandler {
             receiver.emit("AirPlay: \(peer): \(request.method) refused (\(status) \(reason)): \(why)")
             return answer(status, reason)
         }
+        func answerWithBody(_ status: Int, _ reason: String, contentType: String, body: [UInt8]) -> EventLoopFuture<Void> {
+            write(reply(request, status, reason, headers: [("Content-Type", contentType)], body: body), context: context)
+        }
         switch request.method {
+        case "POST" where request.uri == "/pair-pin-start":
+            return answer(200, "OK")
+        case "POST" where request.uri == "/pair-setup" || request.uri == "/pair-verify":
+            guard sessionKey == nil else { return refuse(455, "Method Not Valid in This State", "pairing again on a paired connection") }
+            let outcome = request.uri == "/pair-setup" ? pairing.pairSetup(request.body) : pairing.pairVerify(request.body)
+            switch outcome {
+            case .reply(let body):
+                return answerWithBody(200, "OK", contentType: "application/pairing+tlv8", body: body)
+            case .refused(let body, let reason):
+                receiver.emit("AirPlay: \(peer): \(reason)")
+                return answerWithBody(200, "OK", contentType: "application/pairing+tlv8", body: body)
+            case .established(let body, let key):
+                let written = answerWithBody(200, "OK", contentType: "application/pairing+tlv8", body: body)
+                // The reply went out in the clear; from here on both ways are encrypted.
+                sessionKey = key
+                let peer = self.peer, receiver = self.receiver
+                do {
+                    try context.pipeline.syncOperations.addHandler(HAPSessionCodec(keys: .control(key), onFailure: {
+                        receiver.emit("AirPlay: \(peer): \($0); closing the connection")
+                    }), position: .first)
+                } catch {
+                    receiver.emit("AirPlay: \(peer): cannot encrypt the connection (\(error)); closing it")
+                    context.close(promise: nil)
+                }
+                receiver.emit("AirPlay: \(peer) paired (AirPlay 2, transient); its connection is encrypted from here")
+                return written
+            }
+        case "SETUP" where (request[header: "Content-Type"] ?? "").lowercased().hasPrefix(AirPlay2Setup.contentType):
+            return setUpAirPlay2(request, context: context)
         case "OPTIONS":
             return answer(200, "OK", headers: [("Public", "ANNOUNCE, SETUP, RECORD, PAUSE, FLUSH, TEARDOWN, OPTIONS, GET_PARAMETER, SET_PARAMETER, POST, GET")])
         case "ANNOUNCE":
@@ -281,20 +320,9 @@ final class RAOPConnectionHandler: ChannelInboundHandler {
                                     sink: receiver.sinkForStreams, clock: receiver.configuration.clock, log: { [receiver] in receiver.emit($0) }, eventLoop: loop,
                                     dropsEveryNthAudioPacket: receiver.configuration.dropsEveryNthAudioPacket)
             session = stream
-            let bound = NIOLoopBound((self, context), eventLoop: loop)
-            return stream.bind(host: local).flatMap { ports in
-                let (handler, context) = bound.value
-                return handler.write(handler.reply(request, 200, "OK", headers: [
-                    ("Transport", "RTP/AVP/UDP;unicast;mode=record;server_port=\(ports.audio);control_port=\(ports.control);timing_port=\(ports.timing)"),
-                    ("Session", "1"), ("Audio-Jack-Status", "connected; type=analog"),
-                ]), context: context)
-            }.flatMapError { error in
-                let (handler, context) = bound.value
-                handler.receiver.emit("AirPlay: \(handler.peer): cannot open the stream's ports: \(error)")
-                // A SETUP may be tried again.
-                handler.session?.end("its ports could not be opened")
-                handler.session = nil
-                return handler.write(handler.reply(request, 500, "Internal Server Error"), context: context)
+            return open(stream, host: local, answering: request, context: context) { ports in
+                ([("Transport", "RTP/AVP/UDP;unicast;mode=record;server_port=\(ports.audio);control_port=\(ports.control);timing_port=\(ports.timing)"),
+                  ("Session", "1"), ("Audio-Jack-Status", "connected; type=analog")], [])
             }
         case "RECORD":
             guard let session else { return refuse(455, "Method Not Valid in This State", "RECORD before SETUP") }
@@ -332,6 +360,93 @@ final class RAOPConnectionHandler: ChannelInboundHandler {
         let slot = receiver.streaming.value
         if slot.owner == ObjectIdentifier(self) { slot.owner = nil }
         announcement = nil
+        airPlay2?.events.close()
+        airPlay2 = nil
+    }
+
+    /// AirPlay 2's SETUPs, on a paired (encrypted) connection: the session's (timing, the
+    /// event channel), then its audio stream's (realtime, ChaCha20-Poly1305 under `shk`).
+    private func setUpAirPlay2(_ request: RTSPRequest, context: ChannelHandlerContext) -> EventLoopFuture<Void> {
+        let loop = context.eventLoop
+        func refuse(_ status: Int, _ reason: String, _ why: String) -> EventLoopFuture<Void> {
+            receiver.emit("AirPlay: \(peer): SETUP refused (\(status) \(reason)): \(why)")
+            return write(reply(request, status, reason), context: context)
+        }
+        guard let key = sessionKey else { return refuse(403, "Forbidden", "an AirPlay 2 SETUP on a connection that has not paired (pair-setup first)") }
+        let setup: AirPlay2Setup
+        do { setup = try AirPlay2Setup(body: request.body) } catch { return refuse(error.status, error.reason, error.message) }
+        guard let local = context.localAddress?.ipAddress, let senderAddress = context.remoteAddress else {
+            return refuse(500, "Internal Server Error", "the connection has no addresses")
+        }
+        let bound = NIOLoopBound((self, context), eventLoop: loop)
+        guard let streams = setup.streams else {
+            // The session: NTP timing (the sender's port, as AirPlay 1's) and the event channel.
+            guard airPlay2 == nil else { return refuse(455, "Method Not Valid in This State", "a second session SETUP") }
+            let timing = setup.timingProtocol ?? "NTP"
+            guard timing == "NTP" else {
+                return refuse(501, "Not Implemented", "timing protocol \(timing.prefix(16)): only NTP is served (PTP needs nqptp, docs/AIRPLAY.md)")
+            }
+            guard let timingPort = setup.timingPort, (1...65535).contains(timingPort) else { return refuse(400, "Bad Request", "no timing port") }
+            let slot = receiver.streaming.value
+            if let owner = slot.owner, owner != ObjectIdentifier(self) {
+                return refuse(453, "Not Enough Bandwidth", "another sender is streaming")
+            }
+            slot.owner = ObjectIdentifier(self)
+            let name = setup.name.map { String($0.prefix(64)) }
+            // The session is this connection's from here: `end` closes its event channel.
+            let events = AirPlayEventChannel(sender: peer, keys: .events(key), eventLoop: loop, log: { [receiver] in receiver.emit($0) })
+            airPlay2 = (timingPort, name, events)
+            return events.open(host: local)
+                .flatMap { eventPort in
+                    let (handler, context) = bound.value
+                    handler.receiver.emit("AirPlay: \(handler.peer) (\(name ?? "unnamed"), AirPlay 2) set up a session: NTP timing, events on port \(eventPort)")
+                    return handler.write(handler.reply(request, 200, "OK", headers: [("Content-Type", AirPlay2Setup.contentType)],
+                                                       body: AirPlay2SetupReply(eventPort: eventPort, timingPort: 0).encoded), context: context)
+                }.flatMapError { error in
+                    let (handler, context) = bound.value
+                    handler.end("its event channel could not be opened")
+                    handler.receiver.emit("AirPlay: \(handler.peer): cannot open an event channel: \(error)")
+                    return handler.write(handler.reply(request, 500, "Internal Server Error"), context: context)
+                }
+        }
+        guard let airPlay2 else { return refuse(455, "Method Not Valid in This State", "a stream SETUP before the session's") }
+        guard session == nil else { return refuse(455, "Method Not Valid in This State", "a second stream") }
+        guard streams.count == 1, let stream = streams.first else { return refuse(400, "Bad Request", "\(streams.count) streams; one audio stream is taken") }
+        let announcement: RAOPAnnouncement
+        do { announcement = try AirPlay2Setup.announcement(for: stream) } catch { return refuse(error.status, error.reason, error.message) }
+        guard let shk = stream.shk, let cipher = AirPlay2AudioCipher(key: shk) else {
+            return refuse(400, "Bad Request", "no 32-byte audio key (shk)")
+        }
+        guard let controlPort = stream.controlPort, (1...65535).contains(controlPort) else { return refuse(400, "Bad Request", "no control port") }
+        self.announcement = announcement
+        receiver.emit("AirPlay: \(peer) streams \(announcement.encoding.rawValue) at \(announcement.sampleRate) Hz, \(announcement.channelCount) channels, "
+                      + "\(announcement.framesPerPacket) frames a packet, encrypted (AirPlay 2 realtime)")
+        let audio = RAOPStream(announcement: announcement, sender: senderAddress, controlPort: controlPort, timingPort: airPlay2.timingPort,
+                               info: AirPlayStreamInfo(announcement: announcement, sender: peer, senderName: airPlay2.name),
+                               sink: receiver.sinkForStreams, clock: receiver.configuration.clock, log: { [receiver] in receiver.emit($0) }, eventLoop: loop,
+                               cipher: cipher, dropsEveryNthAudioPacket: receiver.configuration.dropsEveryNthAudioPacket)
+        session = audio
+        return open(audio, host: local, answering: request, context: context) { ports in
+            ([("Content-Type", AirPlay2Setup.contentType)], AirPlay2SetupReply(streams: [.init(type: 96, dataPort: ports.audio, controlPort: ports.control)]).encoded)
+        }
+    }
+
+    /// Opens `stream`'s ports and answers `request` 200 with what `answer` makes of them; if they
+    /// cannot be opened, the stream is dropped (a SETUP may be tried again) and the answer is 500.
+    private func open(_ stream: RAOPStream, host: String, answering request: RTSPRequest, context: ChannelHandlerContext,
+                      with answer: @escaping @Sendable (RAOPStream.Ports) -> (headers: [(name: String, value: String)], body: [UInt8])) -> EventLoopFuture<Void> {
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        return stream.bind(host: host).flatMap { ports in
+            let (handler, context) = bound.value
+            let (headers, body) = answer(ports)
+            return handler.write(handler.reply(request, 200, "OK", headers: headers, body: body), context: context)
+        }.flatMapError { error in
+            let (handler, context) = bound.value
+            handler.receiver.emit("AirPlay: \(handler.peer): cannot open the stream's ports: \(error)")
+            handler.session?.end("its ports could not be opened")
+            handler.session = nil
+            return handler.write(handler.reply(request, 500, "Internal Server Error"), context: context)
+        }
     }
 
     /// `RTP/AVP/UDP;unicast;mode=record;control_port=6001;timing_port=6002` as key → value.

@@ -50,13 +50,18 @@ final class RAOPStream {
     private var foreignSSRC = 0
     private var samples: [Int16] = []
     private let dropsEveryNthAudioPacket: Int
+    /// AirPlay 2's audio encryption (nil for AirPlay 1's clear audio).
+    private let cipher: AirPlay2AudioCipher?
+    /// Audio packets that did not open with the stream's key.
+    private var unopened = 0
     /// The RTP time of the frame after the last one handed on.
     private var nextTimestamp: UInt32 = 0
 
     init(announcement: RAOPAnnouncement, sender: SocketAddress, controlPort: Int, timingPort: Int, info: AirPlayStreamInfo,
          sink: any AirPlaySink, clock: any HostClock, log: @escaping @Sendable (String) -> Void, eventLoop: any EventLoop,
-         dropsEveryNthAudioPacket: Int = 0) {
+         cipher: AirPlay2AudioCipher? = nil, dropsEveryNthAudioPacket: Int = 0) {
         self.dropsEveryNthAudioPacket = dropsEveryNthAudioPacket
+        self.cipher = cipher
         self.announcement = announcement
         self.info = info
         self.sender = sender
@@ -134,9 +139,10 @@ final class RAOPStream {
         ended = true
         timingTask?.cancel()
         closeChannels()
-        if reorder.givenUp > 0 || reorder.resendsAsked > 0 || undecodable > 0 || reorder.farAhead > 0 || foreignSSRC > 0 || staleSyncs > 0 {
+        if reorder.givenUp > 0 || reorder.resendsAsked > 0 || undecodable > 0 || reorder.farAhead > 0 || foreignSSRC > 0 || staleSyncs > 0 || unopened > 0 {
             log("AirPlay: \(info.sender): \(reorder.resendsAsked) packets asked for again, \(reorder.givenUp) lost for good, \(undecodable) not decodable, "
-                + "\(reorder.farAhead) far ahead of the order (\(reorder.jumps) jumps), \(foreignSSRC) from another source, \(staleSyncs) syncs before its clock's epoch")
+                + "\(reorder.farAhead) far ahead of the order (\(reorder.jumps) jumps), \(foreignSSRC) from another source, \(staleSyncs) syncs before its clock's epoch"
+                + (cipher == nil ? "" : ", \(unopened) that did not open with its key"))
         }
         if began { sink.airPlayEnded(reason) }
     }
@@ -194,9 +200,11 @@ final class RAOPStream {
         case (.audio, .audio(let audio)):
             if let source = audioSource?.address, source != address { return foreign(audio) }
             if dropsEveryNthAudioPacket > 0, audioSource != nil, Int(audio.sequence) % dropsEveryNthAudioPacket == 0 { return }
-            receiveAudio(audio, from: address)
+            guard let opened = open(audio) else { return }
+            receiveAudio(opened, from: address)
         case (.control, .audio(let audio)) where address == senderControl:
-            receiveAudio(audio, from: nil)
+            guard let opened = open(audio) else { return }
+            receiveAudio(opened, from: nil)
         case (.control, .sync(let sync)) where address == senderControl:
             receiveSync(sync)
         case (.timing, .timingReply(let reply)) where address == senderTiming:
@@ -204,6 +212,17 @@ final class RAOPStream {
         default:
             return
         }
+    }
+
+    /// The packet's audio in the clear: AirPlay 2's decrypted, nil if it does not open.
+    private func open(_ packet: RAOPAudioPacket) -> RAOPAudioPacket? {
+        guard let cipher else { return packet }
+        guard let opened = cipher.open(packet) else {
+            unopened += 1
+            if unopened == 1 { log("AirPlay: \(info.sender): audio packet \(packet.sequence) does not open with the stream's key (forged or corrupted); dropped, and any more") }
+            return nil
+        }
+        return opened
     }
 
     private func foreign(_ packet: RAOPAudioPacket) {

@@ -65,7 +65,7 @@ struct Server: AsyncParsableCommand {
     var snapcast: String?
 
     @Option(help: ArgumentHelp("Address of the default group's AirPlay receiver (default: the --listen host, port 5000), or `off`. Each further group receives on the next free port.",
-                               discussion: "An AirPlay 1 sender (PipeWire's raop sink, pyatv's atvremote, iTunes and others that need no pairing) streams to a group's receiver, and every room of the group plays it in sync, in place of the queue, which comes back paused when the sender stops. `tutti ctl groups` lists each group's address. If the default address is taken (shairport-sync), the house runs without them and says so."))
+                               discussion: "An AirPlay sender streams to a group's receiver: AirPlay 1 (PipeWire's raop sink, pyatv's atvremote, iTunes and others that need no pairing), or AirPlay 2's realtime audio after a transient pairing, encrypted (pyatv; not Apple's buffered audio with PTP timing), and every room of the group plays it in sync, in place of the queue, which comes back paused when the sender stops. `tutti ctl groups` lists each group's address. If the default address is taken (shairport-sync), the house runs without them and says so."))
     var airplay: String?
 
     @Option(name: .customLong("airplay-room"), help: ArgumentHelp(

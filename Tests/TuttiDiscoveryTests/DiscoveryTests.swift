@@ -214,8 +214,8 @@ extension DiscoveryTests {
     }
 
     /// The AirPlay receivers the sandbox's avahi-daemon knows now, through its own client.
-    func browseRAOP(in directory: TemporaryDirectory) throws -> [RAOPService] {
-        let output = String(decoding: try TestMedia.run("avahi-browse", ["-rpt", "_raop._tcp"], timeout: 20), as: UTF8.self)
+    func browseRAOP(in directory: TemporaryDirectory, type: String = "_raop._tcp") throws -> [RAOPService] {
+        let output = String(decoding: try TestMedia.run("avahi-browse", ["-rpt", type], timeout: 20), as: UTF8.self)
         return output.split(separator: "\n").compactMap { line -> RAOPService? in
             let fields = line.split(separator: ";", omittingEmptySubsequences: false)
             guard fields.first == "=", fields.count >= 10, let port = Int(fields[8]) else { return nil }
@@ -234,17 +234,17 @@ extension DiscoveryTests {
     }
 
     /// Waits (guarded) until the AirPlay receivers browsed satisfy `condition`.
-    func waitForRAOP(in directory: TemporaryDirectory, _ what: String, _ condition: ([RAOPService]) -> Bool) async throws -> [RAOPService] {
+    func waitForRAOP(in directory: TemporaryDirectory, type: String = "_raop._tcp", _ what: String, _ condition: ([RAOPService]) -> Bool) async throws -> [RAOPService] {
         let deadline = Date().addingTimeInterval(30)
         while true {
-            let services = try browseRAOP(in: directory)
+            let services = try browseRAOP(in: directory, type: type)
             if condition(services) { return services }
             guard Date() < deadline else { throw TestFailure("\(what): avahi-browse found \(services)") }
             try await Task.sleep(nanoseconds: 100_000_000)
         }
     }
 
-    /// Each group's AirPlay receiver is announced as `_raop._tcp`, found by Avahi's own browser:
+    /// Each group's AirPlay receiver is announced as `_raop._tcp` (and `_airplay._tcp`), found by Avahi's own browser:
     /// the default group's under the house's name, a group made later under its own, with the
     /// port `groups` gives and the TXT a sender reads; a removed group's is withdrawn.
     @Test(.timeLimit(.minutes(2)))
@@ -258,9 +258,14 @@ extension DiscoveryTests {
         let first = try await waitForRAOP(in: directory, "the default group's receiver") { $0.contains { $0.name.hasSuffix("@Airy") && $0.port == port } }
         let airy = try #require(first.first { $0.name.hasSuffix("@Airy") })
         #expect(airy.name.prefix(while: { $0 != "@" }).allSatisfy(\.isHexDigit) && airy.name.prefix(while: { $0 != "@" }).count == 12, "\(airy.name)")
-        for entry in ["et=0", "cn=0,1", "tp=UDP", "sr=44100", "ss=16", "ch=2", "pw=false", "md=0,1,2"] {
+        // With AirPlay 2's features (unified media control, CoreUtils pairing), as pyatv reads them.
+        for entry in ["et=0", "cn=0,1", "tp=UDP", "sr=44100", "ss=16", "ch=2", "pw=false", "md=0,1,2", "ft=0x400F8200,0x10040"] {
             #expect(airy.text.contains(entry), "\(entry) not in \(airy.text)")
         }
+        // And as AirPlay 2's own service, on the same port, under the group's name.
+        let airPlay2 = try await waitForRAOP(in: directory, type: "_airplay._tcp", "the default group's AirPlay 2 service") { $0.contains { $0.name == "Airy" && $0.port == port } }
+        let service = try #require(airPlay2.first { $0.name == "Airy" })
+        #expect(service.text.contains("features=0x400F8200,0x10040") && service.text.contains("acl=0") && service.text.contains { $0.hasPrefix("deviceid=") }, "\(service.text)")
 
         let server = ["--server", "127.0.0.1:\(house.port)"]
         let made = try tutti(["ctl"] + server + ["group", "create", "Kitchen"], in: directory, token: house.token)

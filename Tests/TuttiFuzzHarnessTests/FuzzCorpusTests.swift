@@ -186,6 +186,23 @@ struct FuzzSeedWriter {
         ])
     }
 
+    /// What pyatv sends before its AirPlay 2 audio: its transient pair-setup (M1, M3) and its
+    /// two SETUP bodies.
+    @Test func airPlay2() throws {
+        func plist(_ object: Any) throws -> [UInt8] {
+            Array(try PropertyListSerialization.data(fromPropertyList: object, format: .binary, options: 0))
+        }
+        try Self.write("fuzz-airplay2", [
+            ("pair-setup-m1.bin", TLV8([(.method, [0]), (.state, [1]), (.flags, [0x10])]).encoded),
+            ("pair-setup-m3.bin", TLV8([(.state, [3]), (.publicKey, (0..<384).map { UInt8(truncatingIfNeeded: $0 * 13) }), (.proof, Array(repeating: 0x5A, count: 64))]).encoded),
+            ("setup-session.bin", try plist(["deviceID": "AA:BB:CC:DD:EE:FF", "sessionUUID": "B0D7", "timingPort": 6002, "timingProtocol": "NTP",
+                                             "isMultiSelectAirPlay": true, "model": "iPhone14,3", "name": "pyatv"])),
+            ("setup-stream.bin", try plist(["streams": [["audioFormat": 0x800, "audioMode": "default", "controlPort": 6001, "ct": 1, "isMedia": true,
+                                                         "latencyMax": 88200, "latencyMin": 11025, "shk": Data(repeating: 7, count: 32), "spf": 352,
+                                                         "sr": 44100, "type": 96, "supportsDynamicStreamID": false, "streamConnectionID": 1_234_567]]])),
+        ])
+    }
+
     @Test func wire() throws {
         let flac = try ChunkEncoder(codec: .flac, sampleRate: 48000, channelCount: 2)
         let chunk = try flac.encode(Self.tone(frames: 64, channels: 2), frames: 64)

@@ -55,11 +55,19 @@ final class CollectingSink: AirPlaySink {
         func append(_ line: String) { all.withLock { $0.append(line) } }
     }
 
-    @Test(.timeLimit(.minutes(2)))
-    func pyatvStreamsAFileBitExact() async throws {
+    /// The TXT properties the receiver's announcement gives: metadata as text, artwork and
+    /// progress (md), no AirPlay 1 encryption (et), L16 and ALAC (cn). With the features (ft)
+    /// of AirPlay 2 and CoreUtils pairing, pyatv pairs transiently, encrypts the connection and
+    /// the audio, and sets the stream up with AirPlay 2's SETUPs; without them it speaks AirPlay 1.
+    static func serviceProperties(airPlay2: Bool) -> String {
+        ";md=0,1,2;et=0;cn=0,1;tp=UDP" + (airPlay2 ? ";ft=0x400F8200,0x10040" : "")
+    }
+
+    @Test(.timeLimit(.minutes(2)), arguments: [false, true])
+    func pyatvStreamsAFileBitExact(airPlay2: Bool) async throws {
         try #require(FileManager.default.isExecutableFile(atPath: Self.atvremote), "pyatv's atvremote is not at \(Self.atvremote): run make test (it makes the venv)")
         let directory = try TemporaryDirectory("airplay-pyatv")
-        defer { directory.preserveLogs(as: "airplay-pyatv"); directory.remove() }
+        defer { directory.preserveLogs(as: airPlay2 ? "airplay2-pyatv" : "airplay-pyatv"); directory.remove() }
         let music = directory.file("music.wav")
         try TestMedia.ffmpeg(["-f", "lavfi", "-i", "anoisesrc=d=3:c=pink:a=0.3:seed=11", "-af", "pan=stereo|c0=c0|c1=-0.6*c0",
                               "-ar", "44100", "-c:a", "pcm_s16le", "-metadata", "title=Pink Noise", "-metadata", "artist=Tutti Tests", music])
@@ -74,10 +82,8 @@ final class CollectingSink: AirPlaySink {
         defer { Task { await receiver.stop() } }
 
         let sender = try ChildProcess(name: "atvremote", executable: Self.atvremote,
-                                      // The TXT properties the receiver's announcement will give: metadata as text,
-                                      // artwork and progress (md), no encryption (et), L16 and ALAC (cn).
                                       arguments: ["--manual", "--address", "127.0.0.1", "--port", "\(port)", "--protocol", "raop", "--id", "tutti-test",
-                                                  "--service-properties", ";md=0,1,2;et=0;cn=0,1;tp=UDP", "--debug", "stream_file=\(music)"],
+                                                  "--service-properties", Self.serviceProperties(airPlay2: airPlay2), "--debug", "stream_file=\(music)"],
                                       standardError: directory.file("atvremote.log"))
         #expect(await sender.exit(within: 60) == 0, "atvremote: \((try? String(contentsOfFile: directory.file("atvremote.log"), encoding: .utf8))?.suffix(3000) ?? "")")
 
@@ -86,6 +92,8 @@ final class CollectingSink: AirPlaySink {
         print("AirPlay from pyatv: \(state.samples.count / 2) frames in \(state.timestamps.count) packets for a file of \(reference.count / 2); "
               + "\(state.schedules.count) schedules, volumes \(state.volumes), metadata \(state.metadata.map { "\($0.title ?? "-")/\($0.artist ?? "-")" }); log: \(lines.all.withLock { $0 })")
         #expect(state.began.count == 1 && state.began.first?.announcement.encoding == .l16)
+        // AirPlay 2's SETUP names the sender; AirPlay 1's ANNOUNCE from pyatv does not.
+        #expect(state.began.first?.senderName == (airPlay2 ? "pyatv" : nil), "\(state.began)")
         #expect(state.ended.count == 1, "\(state.ended)")
         // Begun first, ended last, whatever pyatv sends before RECORD.
         #expect(state.events.first == "began" && state.events.last == "ended", "\(state.events)")
@@ -149,10 +157,19 @@ final class CollectingSink: AirPlaySink {
         let encrypted = "v=0\r\nm=audio 0 RTP/AVP 96\r\na=rtpmap:96 AppleLossless\r\na=fmtp:96 352 0 16 40 10 14 2 255 0 0 44100\r\na=rsaaeskey:AAAA\r\na=aesiv:BBBB\r\n"
         let refused = try await exchange("ANNOUNCE rtsp://127.0.0.1/1 RTSP/1.0\r\nCSeq: 5\r\nContent-Type: application/sdp\r\nContent-Length: \(encrypted.utf8.count)\r\n\r\n" + encrypted)
         #expect(refused.hasPrefix("RTSP/1.0 415 Unsupported Media Type\r\n") && refused.contains("CSeq: 5\r\n"), "\(refused)")
+        // AirPlay 2: a SETUP on a connection that has not paired, and a pair-setup asking for a PIN.
+        let plist = "bplist00"
+        let unpaired = try await exchange("SETUP rtsp://127.0.0.1/1 RTSP/1.0\r\nCSeq: 6\r\nContent-Type: application/x-apple-binary-plist\r\nContent-Length: \(plist.utf8.count)\r\n\r\n" + plist)
+        #expect(unpaired.hasPrefix("RTSP/1.0 403 Forbidden\r\n") && unpaired.contains("CSeq: 6\r\n"), "\(unpaired)")
+        let m1 = TLV8([(.method, [0]), (.state, [1])]).encoded
+        let withPIN = try await exchange("POST /pair-setup RTSP/1.0\r\nCSeq: 7\r\nContent-Type: application/octet-stream\r\nContent-Length: \(m1.count)\r\n\r\n"
+                                         + String(decoding: m1, as: UTF8.self))
+        #expect(withPIN.hasPrefix("RTSP/1.0 200 OK\r\n") && withPIN.contains("Content-Type: application/pairing+tlv8"), "\(withPIN)")
         let options = try await exchange("OPTIONS * RTSP/1.0\r\nCSeq: 9\r\n\r\n")
         #expect(options.hasPrefix("RTSP/1.0 200 OK\r\n") && options.contains("CSeq: 9\r\n") && options.contains("Public: ANNOUNCE"), "\(options)")
         let log = lines.all.withLock { $0 }
         #expect(log.contains { $0.contains("is not METHOD URI VERSION") } && log.contains { $0.contains("the stream is encrypted (rsaaeskey)") }, "\(log)")
+        #expect(log.contains { $0.contains("pair-setup with a PIN is not offered") } && log.contains { $0.contains("has not paired") }, "\(log)")
         #expect(sink.state.withLock { $0.began.isEmpty })
     }
 }

@@ -15,11 +15,13 @@ import TuttiTestSupport
 extension MultiRoomEndToEndTests {
     static let atvremote = FileManager.default.currentDirectoryPath + "/out/venv-pyatv/bin/atvremote"
 
-    /// pyatv streaming `file` to the AirPlay receiver on `port`.
-    func airPlaySender(_ file: String, port: Int, in directory: TemporaryDirectory, log: String) throws -> ChildProcess {
+    /// pyatv streaming `file` to the AirPlay receiver on `port`: over AirPlay 2 (transient
+    /// pairing, encrypted) when the properties give the receiver's AirPlay 2 features, as its
+    /// announcement does; over AirPlay 1 when they do not, as older announcements did.
+    func airPlaySender(_ file: String, port: Int, airPlay2: Bool = true, in directory: TemporaryDirectory, log: String) throws -> ChildProcess {
         try ChildProcess(name: "atvremote", executable: Self.atvremote,
                          arguments: ["--manual", "--address", "127.0.0.1", "--port", "\(port)", "--protocol", "raop", "--id", "tutti-test-\(port)",
-                                     "--service-properties", ";md=0,1,2;et=0;cn=0,1;tp=UDP", "stream_file=\(file)"],
+                                     "--service-properties", ";md=0,1,2;et=0;cn=0,1;tp=UDP" + (airPlay2 ? ";ft=0x400F8200,0x10040" : ""), "stream_file=\(file)"],
                          standardError: directory.file(log))
     }
 
@@ -76,7 +78,7 @@ extension MultiRoomEndToEndTests {
         let paused = try #require(try await send(.pause, port: port).paused?.pausedAtSeconds)
 
         let sender = try airPlaySender(music, port: airplayPort, in: directory, log: "atvremote.log")
-        let kitchenSender = try airPlaySender(other, port: kitchenPort, in: directory, log: "atvremote-kitchen.log")
+        let kitchenSender = try airPlaySender(other, port: kitchenPort, airPlay2: false, in: directory, log: "atvremote-kitchen.log")
         // While it plays: the status names the sender and what it plays.
         var playing: StatusReport?
         let deadline = Date().addingTimeInterval(30)

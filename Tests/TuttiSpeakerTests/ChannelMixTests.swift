@@ -28,6 +28,8 @@ import TuttiProtocol
 
     @Test func aChangeOfModeCrossesOverInAStraightLine() {
         var mix = ChannelMix(crossoverFrames: 100)
+        var first: [Float] = [1, 0]
+        first.withUnsafeMutableBufferPointer { mix.apply(.stereo, to: $0.baseAddress!, frames: 1, channels: 2) }
         // Left 1, right 0 throughout: from stereo to right, the left output falls from 1 to 0.
         var samples = [Float](repeating: 0, count: 400)
         for frame in 0..<200 { samples[frame * 2] = 1 }
@@ -36,5 +38,15 @@ import TuttiProtocol
         #expect(left[0] == 1 && left[100...].allSatisfy { $0 == 0 }, "\(left)")
         for frame in 1..<100 { #expect(abs(left[frame - 1] - left[frame] - 0.01) < 1e-5, "frame \(frame): \(left[frame - 1]) → \(left[frame])") }
         #expect((0..<200).allSatisfy { samples[$0 * 2 + 1] == 0 })
+    }
+
+    /// The first block is in the room's mode from its first frame: a half of a stereo pair
+    /// whose card first sounds mid-song (a late start) plays its channel alone from there.
+    @Test func theFirstBlockIsInTheModeFromItsFirstFrame() {
+        var mix = ChannelMix(crossoverFrames: 480)
+        var samples = [Float](repeating: 0, count: 960)
+        for frame in 0..<480 { samples[frame * 2] = 0.5; samples[frame * 2 + 1] = -0.25 }
+        samples.withUnsafeMutableBufferPointer { mix.apply(.right, to: $0.baseAddress!, frames: 480, channels: 2) }
+        #expect(samples.allSatisfy { $0 == -0.25 }, "\(samples.prefix(8))")
     }
 }
