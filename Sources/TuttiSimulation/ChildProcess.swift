@@ -5,6 +5,8 @@ import Foundation
 public final class ChildProcess: @unchecked Sendable {
     public let process = Process()
     private let output = Pipe()
+    /// Its standard input, when asked for at start (`answers`): what `type` writes.
+    private let input: Pipe?
     private let lock = NSLock()
     private var lines: [String] = []
     private var partial = ""
@@ -21,9 +23,13 @@ public final class ChildProcess: @unchecked Sendable {
 
     /// Starts `executable`; `environment` is added to this process's own (a controller token in
     /// `TUTTI_TOKEN`, not on a command line other users can read).
+    /// `answers`: its standard input is a pipe `type` writes to (a prompt's answer); otherwise
+    /// it is this process's.
     public init(name: String, executable: String = ChildProcess.tuttiExecutable, arguments: [String], standardError: String? = nil,
-                environment: [String: String] = [:]) throws {
+                environment: [String: String] = [:], answers: Bool = false) throws {
         self.name = name
+        input = answers ? Pipe() : nil
+        if let input { process.standardInput = input }
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
         if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
@@ -52,6 +58,12 @@ public final class ChildProcess: @unchecked Sendable {
             }
         }
         try SpawnSignalMask.withNoneBlocked { try process.run() }
+    }
+
+    /// Writes `line` and a newline to its standard input (started with `answers`).
+    public func type(_ line: String) {
+        guard let input else { preconditionFailure("\(name) was started without answers: its standard input is not a pipe") }
+        input.fileHandleForWriting.write(Data((line + "\n").utf8))
     }
 
     /// Waits (guarded by `timeout`) for a stdout line containing `text` and returns it.
