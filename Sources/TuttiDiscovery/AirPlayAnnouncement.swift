@@ -11,12 +11,15 @@ public struct AirPlayAnnouncement: Sendable, Equatable {
     /// What the AirPlay menu shows: the group's name.
     public var name: String
     public var port: Int
+    /// The receiver's Ed25519 public key (`pk`), which a sender paired with it checks.
+    public var publicKey: [UInt8]?
 
-    public init(deviceID: [UInt8], name: String, port: Int) {
+    public init(deviceID: [UInt8], name: String, port: Int, publicKey: [UInt8]? = nil) {
         precondition(deviceID.count == 6, "an AirPlay device id is six bytes, got \(deviceID.count)")
         self.deviceID = deviceID
         self.name = name
         self.port = port
+        self.publicKey = publicKey
     }
 
     /// `0A1B2C3D4E5F@Kitchen`.
@@ -54,6 +57,7 @@ public struct AirPlayAnnouncement: Sendable, Equatable {
     /// access for everyone on the network (`acl=0`, no password).
     public var airPlay2TextRecord: [String] {
         let mac = deviceID.map { byte in String(byte >> 4, radix: 16, uppercase: true) + String(byte & 0xF, radix: 16, uppercase: true) }.joined(separator: ":")
-        return ["deviceid=\(mac)", "features=\(Self.featureText)", "model=Tutti", "srcvers=366.0", "protovers=1.1", "acl=0", "flags=0x4", "pw=false"]
+        let pk = publicKey.map { ["pk=" + $0.map { String($0 >> 4, radix: 16) + String($0 & 0xF, radix: 16) }.joined()] } ?? []
+        return ["deviceid=\(mac)", "features=\(Self.featureText)", "model=Tutti", "srcvers=366.0", "protovers=1.1", "acl=0", "flags=0x4", "pw=false"] + pk
     }
 }

@@ -49,11 +49,16 @@ public actor AirPlayGroupReceivers {
     /// Ports past the first tried for a group before giving up.
     static let portsTried = 64
 
-    public init(house: House, host: String, port: Int, clock: any HostClock, log: @escaping @Sendable (String) -> Void) {
+    /// Each group's identity and pairings, for senders that pair with a PIN (nil: transient only).
+    private let accessory: (@Sendable (_ group: UInt32, _ name: String) -> AirPlayAccessory)?
+
+    public init(house: House, host: String, port: Int, clock: any HostClock,
+                accessory: (@Sendable (_ group: UInt32, _ name: String) -> AirPlayAccessory)? = nil, log: @escaping @Sendable (String) -> Void) {
         self.house = house
         self.host = host
         self.port = port
         self.clock = clock
+        self.accessory = accessory
         self.log = log
     }
 
@@ -138,7 +143,9 @@ public actor AirPlayGroupReceivers {
         var lastError: any Error = AirPlayReceiverError("no port to try")
         for candidate in ports {
             let name = group.name, log = self.log
-            let receiver = AirPlayReceiver(configuration: .init(host: host, port: candidate, clock: clock),
+            var configuration = AirPlayReceiver.Configuration(host: host, port: candidate, clock: clock)
+            configuration.accessory = accessory?(group.id, group.name)
+            let receiver = AirPlayReceiver(configuration: configuration,
                                            sink: GroupAirPlaySink(input: LiveInput(house: house, group: String(group.id)))) { line in
                 log(group.isDefault ? line : "group \(name): \(line)")
             }

@@ -21,6 +21,9 @@ public final class AirPlayReceiver: Sendable {
         public var port: Int
         /// The clock the sink's schedule is given in (the house's).
         public var clock: any HostClock
+        /// The receiver's identity and pairings, for AirPlay 2 senders that pair with a PIN and
+        /// verify on each connection; without it only transient pairing is offered.
+        public var accessory: AirPlayAccessory?
         /// Drops every audio packet whose sequence number is a multiple of this on arrival at the
         /// audio port (0: none), so that tests on a lossless loopback exercise resends.
         @_spi(Testing) public var dropsEveryNthAudioPacket = 0
@@ -125,7 +128,7 @@ final class RAOPConnectionHandler: ChannelInboundHandler {
     private var watch: RepeatedTask?
     /// AirPlay 2: the connection's pairing, and once it is done, the session key that
     /// encrypts the connection (and keys its event channel).
-    private var pairing = HAPPairing()
+    private var pairing: HAPPairing
     private var sessionKey: [UInt8]?
     /// An AirPlay 2 session, after its first SETUP: the sender's timing port and name, and the
     /// event channel.
@@ -133,6 +136,7 @@ final class RAOPConnectionHandler: ChannelInboundHandler {
 
     init(receiver: AirPlayReceiver) {
         self.receiver = receiver
+        pairing = HAPPairing(accessory: receiver.configuration.accessory)
     }
 
     private var isOwner: Bool { receiver.streaming.value.owner == ObjectIdentifier(self) }
@@ -260,17 +264,22 @@ final class RAOPConnectionHandler: ChannelInboundHandler {
         }
         switch request.method {
         case "POST" where request.uri == "/pair-pin-start":
+            // pyatv asks for a PIN before a transient pairing too (`X-Apple-HKP: 4`), which needs none.
+            if request[header: "X-Apple-HKP"] != "4" { _ = pairing.startPIN(sender: peer, now: receiver.configuration.clock.now()) }
             return answer(200, "OK")
         case "POST" where request.uri == "/pair-setup" || request.uri == "/pair-verify":
             guard sessionKey == nil else { return refuse(455, "Method Not Valid in This State", "pairing again on a paired connection") }
-            let outcome = request.uri == "/pair-setup" ? pairing.pairSetup(request.body) : pairing.pairVerify(request.body)
+            let outcome = request.uri == "/pair-setup" ? pairing.pairSetup(request.body, now: receiver.configuration.clock.now()) : pairing.pairVerify(request.body)
             switch outcome {
             case .reply(let body):
                 return answerWithBody(200, "OK", contentType: "application/pairing+tlv8", body: body)
             case .refused(let body, let reason):
                 receiver.emit("AirPlay: \(peer): \(reason)")
                 return answerWithBody(200, "OK", contentType: "application/pairing+tlv8", body: body)
-            case .established(let body, let key):
+            case .paired(let body, let controller):
+                receiver.emit("AirPlay: \(peer) paired with a PIN as sender \(controller); it is verified on each connection from now on")
+                return answerWithBody(200, "OK", contentType: "application/pairing+tlv8", body: body)
+            case .established(let body, let key, let how):
                 let written = answerWithBody(200, "OK", contentType: "application/pairing+tlv8", body: body)
                 // The reply went out in the clear; from here on both ways are encrypted.
                 sessionKey = key
@@ -283,7 +292,7 @@ final class RAOPConnectionHandler: ChannelInboundHandler {
                     receiver.emit("AirPlay: \(peer): cannot encrypt the connection (\(error)); closing it")
                     context.close(promise: nil)
                 }
-                receiver.emit("AirPlay: \(peer) paired (AirPlay 2, transient); its connection is encrypted from here")
+                receiver.emit("AirPlay: \(peer) \(how); its connection is encrypted from here")
                 return written
             }
         case "SETUP" where (request[header: "Content-Type"] ?? "").lowercased().hasPrefix(AirPlay2Setup.contentType):

@@ -65,7 +65,7 @@ struct Server: AsyncParsableCommand {
     var snapcast: String?
 
     @Option(help: ArgumentHelp("Address of the default group's AirPlay receiver (default: the --listen host, port 5000), or `off`. Each further group receives on the next free port.",
-                               discussion: "An AirPlay sender streams to a group's receiver: AirPlay 1 (PipeWire's raop sink, pyatv's atvremote, iTunes and others that need no pairing), or AirPlay 2's realtime audio after a transient pairing, encrypted (pyatv; not Apple's buffered audio with PTP timing), and every room of the group plays it in sync, in place of the queue, which comes back paused when the sender stops. `tutti ctl groups` lists each group's address. If the default address is taken (shairport-sync), the house runs without them and says so."))
+                               discussion: "An AirPlay sender streams to a group's receiver: AirPlay 1 (PipeWire's raop sink, pyatv's atvremote, iTunes and others that need no pairing), or AirPlay 2's realtime audio after a transient pairing, encrypted (pyatv; not Apple's buffered audio with PTP timing); a sender that pairs with a PIN (atvremote ... pair) is shown the PIN in this log and verified on every connection after (the state directory's airplay-pairings.json), and every room of the group plays it in sync, in place of the queue, which comes back paused when the sender stops. `tutti ctl groups` lists each group's address. If the default address is taken (shairport-sync), the house runs without them and says so."))
     var airplay: String?
 
     @Option(name: .customLong("airplay-room"), help: ArgumentHelp(
@@ -213,7 +213,7 @@ struct Server: AsyncParsableCommand {
         let mpdServer = try await startMPD(house: server.house)
         let snapcastControlServer = try await startSnapcastControl(house: server.house)
         let snapcastStreamServer = try await startSnapcastStream(house: server.house, housePort: port, clock: clock)
-        let airPlayReceivers = try await startAirPlay(house: server.house, clock: clock)
+        let airPlayReceivers = try await startAirPlay(house: server.house, clock: clock, identity: server.house.configuration.identity)
         let airPlayRoomsRunning = try startAirPlayRooms(airPlayRoomSpecs, house: server.house, housePort: port, clock: clock)
         let airPlayRoomFinder = startFindingAirPlayRooms(named: airPlayRoomSpecs, house: server.house, housePort: port, clock: clock)
         let announcer = startAnnouncing(port: port, httpPort: http?.port)
@@ -408,10 +408,25 @@ struct Server: AsyncParsableCommand {
     /// The groups' AirPlay receivers, unless `--airplay off`: the default group's at the address
     /// given, the others' on the next free ports. Their schedules are on the house's clock,
     /// which the groups' anchors are.
-    private func startAirPlay(house: House, clock: any HostClock) async throws -> AirPlayGroupReceivers? {
-        try await startFrontEnd("AirPlay senders", option: "--airplay", value: airplay, defaultAddress: defaultAddress(port: 5000),
+    ///
+    /// Senders that pair with a PIN are kept in the state directory's `airplay-pairings.json`;
+    /// the PIN a sender asks for is shown in the log.
+    private func startAirPlay(house: House, clock: any HostClock, identity: IdentityKey) async throws -> AirPlayGroupReceivers? {
+        guard airplay != "off" else { return nil }
+        let pairings: AirPlayPairings
+        do {
+            pairings = try AirPlayPairings(path: (stateDirectory ?? ControllerTokenFile.defaultDirectory()).map { StateFile.path("airplay-pairings.json", in: $0) })
+        } catch {
+            Terminal.standardError("tutti server: \(error)\n")
+            throw ExitCode(2)
+        }
+        return try await startFrontEnd("AirPlay senders", option: "--airplay", value: airplay, defaultAddress: defaultAddress(port: 5000),
                                 hint: { _ in "the default group; the others on the next ports: tutti ctl groups" }) { address in
-            let receivers = AirPlayGroupReceivers(house: house, host: address.host, port: address.port, clock: clock) { line in
+            let receivers = AirPlayGroupReceivers(house: house, host: address.host, port: address.port, clock: clock, accessory: { group, name in
+                AirPlayAccessory.group(group, of: identity, pairings: pairings) { pin, sender in
+                    Terminal.standardError("tutti server: AirPlay: \(sender) asks to pair with group \(name): PIN \(pin) (good for 2 minutes, one try)\n")
+                }
+            }) { line in
                 Terminal.standardError("tutti server: \(line)\n")
             }
             return (receivers, { try await receivers.start() }, { await receivers.stop() })
@@ -477,10 +492,9 @@ struct Server: AsyncParsableCommand {
         let houseName = announcer.name
         await receivers.onChange { listening in
             announcer.update(airPlay: listening.map { receiver in
-                var id = Array(identity.derived(for: "airplay group \(receiver.group)").publicKey.bytes.prefix(6))
-                // A locally administered unicast address, as a MAC address it stands for would be.
-                id[0] = (id[0] & 0xFC) | 0x02
-                return AirPlayAnnouncement(deviceID: id, name: receiver.isDefault ? houseName : receiver.name, port: receiver.port)
+                let group = AirPlayAccessory.groupIdentity(receiver.group, of: identity)
+                return AirPlayAnnouncement(deviceID: AirPlayAccessory.deviceID(of: group), name: receiver.isDefault ? houseName : receiver.name,
+                                           port: receiver.port, publicKey: group.publicKey.bytes)
             })
         }
     }

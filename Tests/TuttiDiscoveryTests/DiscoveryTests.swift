@@ -265,7 +265,8 @@ extension DiscoveryTests {
         // And as AirPlay 2's own service, on the same port, under the group's name.
         let airPlay2 = try await waitForRAOP(in: directory, type: "_airplay._tcp", "the default group's AirPlay 2 service") { $0.contains { $0.name == "Airy" && $0.port == port } }
         let service = try #require(airPlay2.first { $0.name == "Airy" })
-        #expect(service.text.contains("features=0x400F8200,0x10040") && service.text.contains("acl=0") && service.text.contains { $0.hasPrefix("deviceid=") }, "\(service.text)")
+        #expect(service.text.contains("features=0x400F8200,0x10040") && service.text.contains("acl=0") && service.text.contains { $0.hasPrefix("deviceid=") }
+                && service.text.contains { $0.hasPrefix("pk=") && $0.count == 3 + 64 }, "\(service.text)")
 
         let server = ["--server", "127.0.0.1:\(house.port)"]
         let made = try tutti(["ctl"] + server + ["group", "create", "Kitchen"], in: directory, token: house.token)

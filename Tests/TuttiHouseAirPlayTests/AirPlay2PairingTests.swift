@@ -1,6 +1,7 @@
 import Foundation
 import NIOCore
 import NIOEmbedded
+import Synchronization
 import Testing
 import TuttiProtocol
 import TuttiTestSupport
@@ -91,26 +92,51 @@ import TuttiTestSupport
     /// Pair-setup M1–M4 through `HAPPairing`, the client's side from `srptools`.
     @Test(.timeLimit(.minutes(1)))
     func transientPairSetupGivesTheClientsSessionKey() throws {
-        var pairing = HAPPairing()
-        guard case .reply(let m2) = pairing.pairSetup(TLV8([(.method, [0]), (.state, [1]), (.flags, [0x10])]).encoded) else {
+        var pairing = HAPPairing(accessory: nil)
+        guard case .reply(let m2) = pairing.pairSetup(TLV8([(.method, [0]), (.state, [1]), (.flags, [0x10])]).encoded, now: 0) else {
             Issue.record("M1 was not answered with M2"); return
         }
         let reply = try TLV8(parsing: m2)
         #expect(reply.state == 2 && reply[.salt]?.count == 16 && reply[.publicKey]?.count == 384)
         let client = try #require(try srptoolsClient([(reply[.salt]!, reply[.publicKey]!)]).first)
-        guard case .established(let m4, let key) = pairing.pairSetup(TLV8([(.state, [3]), (.publicKey, client[0]), (.proof, client[1])]).encoded) else {
+        guard case .established(let m4, let key, _) = pairing.pairSetup(TLV8([(.state, [3]), (.publicKey, client[0]), (.proof, client[1])]).encoded, now: 0) else {
             Issue.record("M3 did not establish the session"); return
         }
         #expect(try TLV8(parsing: m4)[.proof] == client[2])
         #expect(key == client[3])
         // A pair-setup with a PIN, an M3 without an M1, and pair-verify are refused with an error TLV.
         for body in [TLV8([(.method, [0]), (.state, [1])]).encoded, TLV8([(.state, [3]), (.publicKey, [1]), (.proof, [2])]).encoded, [0xFF]] {
-            guard case .refused(let answer, _) = pairing.pairSetup(body) else { Issue.record("\(body.prefix(8)) was not refused"); continue }
+            guard case .refused(let answer, _) = pairing.pairSetup(body, now: 0) else { Issue.record("\(body.prefix(8)) was not refused"); continue }
             #expect(try TLV8(parsing: answer)[.error] != nil)
         }
         guard case .refused = pairing.pairVerify(TLV8([(.state, [1]), (.publicKey, Array(repeating: 9, count: 32))]).encoded) else {
             Issue.record("pair-verify was not refused"); return
         }
+    }
+
+    /// A PIN is shown on asking, is good for two minutes on the receiver's clock and for one try.
+    @Test(.timeLimit(.minutes(1)))
+    func aPINIsShownAndGoodForTwoMinutesAndOneTry() throws {
+        let shown = Mutex<[String]>([])
+        let accessory = AirPlayAccessory(identity: .random(), identifier: Array("02:00:00:00:00:01".utf8), pairings: try AirPlayPairings(path: nil)) { pin, _ in
+            shown.withLock { $0.append(pin) }
+        }
+        let m1 = TLV8([(.method, [0]), (.state, [1])]).encoded
+        var pairing = HAPPairing(accessory: accessory)
+        guard case .refused = pairing.pairSetup(m1, now: 0) else { Issue.record("M1 before a PIN was shown was not refused"); return }
+        let started = pairing.startPIN(sender: "192.0.2.1", now: 0)
+        #expect(started)
+        let pin = try #require(shown.withLock { $0.last })
+        #expect(pin.count == 4 && pin.allSatisfy(\.isNumber))
+        guard case .refused = pairing.pairSetup(m1, now: HAPPairing.pinLifetimeNanoseconds + 1) else { Issue.record("an expired PIN was taken"); return }
+        _ = pairing.startPIN(sender: "192.0.2.1", now: 0)
+        guard case .reply(let m2) = pairing.pairSetup(m1, now: 1_000_000_000) else { Issue.record("M1 after a PIN was not answered"); return }
+        let reply = try TLV8(parsing: m2)
+        // A wrong proof spends the PIN: M1 again is refused until a new one is shown.
+        guard case .refused = pairing.pairSetup(TLV8([(.state, [3]), (.publicKey, reply[.publicKey]!), (.proof, Array(repeating: 1, count: 64))]).encoded, now: 2) else {
+            Issue.record("a wrong proof was taken"); return
+        }
+        guard case .refused = pairing.pairSetup(m1, now: 3) else { Issue.record("a spent PIN was taken again"); return }
     }
 
     /// What a sender writes in HAP frames is read in the clear, both ways, across frame

@@ -128,6 +128,78 @@ final class CollectingSink: AirPlaySink {
         #expect(!state.volumes.isEmpty && state.volumes.allSatisfy { (-30...0).contains($0) }, "\(state.volumes)")
     }
 
+    /// Pairing with a PIN, as a household pairs a sender: pyatv's `atvremote pair` asks the
+    /// receiver for a PIN, which it shows (to this test, as the house shows it in its log), and
+    /// it is typed at pyatv's prompt; then pyatv streams with the credentials it was given,
+    /// verified on the connection (pair-verify: X25519 and both sides' Ed25519 signatures), and
+    /// the sink is handed the file bit-exact. A wrong PIN pairs nobody; credentials that name a
+    /// sender never paired are refused, and nothing reaches the sink.
+    @Test(.timeLimit(.minutes(2)))
+    func pyatvPairsWithAPINThenStreamsVerified() async throws {
+        try #require(FileManager.default.isExecutableFile(atPath: Self.atvremote), "pyatv's atvremote is not at \(Self.atvremote): run make test (it makes the venv)")
+        let directory = try TemporaryDirectory("airplay2-pin")
+        defer { directory.preserveLogs(as: "airplay2-pin"); directory.remove() }
+        let music = directory.file("music.wav")
+        try TestMedia.ffmpeg(["-f", "lavfi", "-i", "anoisesrc=d=2:c=pink:a=0.3:seed=12", "-af", "pan=stereo|c0=c0|c1=-0.5*c0",
+                              "-ar", "44100", "-c:a", "pcm_s16le", music])
+        let sink = CollectingSink()
+        let lines = Lines()
+        let shown = Lines()
+        let pairings = try AirPlayPairings(path: directory.file("airplay-pairings.json"))
+        var configuration = AirPlayReceiver.Configuration(host: "127.0.0.1", port: 0)
+        configuration.accessory = AirPlayAccessory(identity: .random(), identifier: Array("02:11:22:33:44:55".utf8), pairings: pairings) { pin, _ in
+            shown.append(pin)
+        }
+        let receiver = AirPlayReceiver(configuration: configuration, sink: sink, log: { lines.append($0) })
+        let port = try await receiver.start()
+        defer { Task { await receiver.stop() } }
+        // No storage: pyatv's file would keep the credentials for the next run.
+        let common = ["--manual", "--address", "127.0.0.1", "--port", "\(port)", "--protocol", "raop", "--id", "tutti-pin-test", "--storage", "none",
+                      "--service-properties", Self.serviceProperties(airPlay2: true)]
+
+        /// `atvremote pair`, its PIN prompt answered with what `answer` makes of the PIN shown.
+        func pair(log: String, _ answer: @escaping (String) -> String) async throws -> (status: Int32, output: [String]) {
+            let before = shown.all.withLock { $0.count }
+            let pairing = try ChildProcess(name: "atvremote-pair", executable: Self.atvremote, arguments: common + ["pair"],
+                                           standardError: directory.file(log), answers: true)
+            // Until the receiver shows a PIN (guarded: atvremote asks within seconds).
+            let deadline = ContinuousClock.now + .seconds(30)
+            while shown.all.withLock({ $0.count }) == before {
+                guard ContinuousClock.now < deadline else { pairing.kill(); throw TestFailure("no PIN was shown within 30 s") }
+                try await Task.sleep(for: .milliseconds(5))
+            }
+            pairing.type(answer(shown.all.withLock { $0.last! }))
+            return (await pairing.exit(within: 30), pairing.outputLines)
+        }
+        let wrong = try await pair(log: "pair-wrong.log") { pin in String(pin.dropLast()) + String((Int(String(pin.last!))! + 1) % 10) }
+        #expect(wrong.status != 0 && pairings.all.isEmpty, "a wrong PIN: \(wrong)")
+        let right = try await pair(log: "pair.log") { $0 }
+        let credentials = try #require(right.output.first { $0.hasPrefix("You may now use these credentials: ") }?.split(separator: " ").last.map(String.init),
+                                       "pairing: \(right) \((try? String(contentsOfFile: directory.file("pair.log"), encoding: .utf8))?.suffix(2000) ?? "")")
+        #expect(right.status == 0 && pairings.all.count == 1, "\(right)")
+        // The pairing is in the state file, for the next start.
+        #expect(try AirPlayPairings(path: directory.file("airplay-pairings.json")).all == pairings.all)
+
+        let sender = try ChildProcess(name: "atvremote", executable: Self.atvremote,
+                                      arguments: common + ["--raop-credentials", credentials, "stream_file=\(music)"], standardError: directory.file("stream.log"))
+        #expect(await sender.exit(within: 60) == 0, "atvremote: \((try? String(contentsOfFile: directory.file("stream.log"), encoding: .utf8))?.suffix(3000) ?? "")")
+        let state = sink.state.withLock { $0 }
+        let reference = try TestMedia.run("ffmpeg", ["-nostdin", "-loglevel", "error", "-i", music, "-f", "s16le", "-"]).withUnsafeBytes { Array($0.bindMemory(to: Int16.self)) }
+        #expect(state.began.count == 1 && state.began.first?.senderName == "pyatv", "\(state.began)")
+        #expect(state.samples.count >= reference.count && zip(state.samples, reference).allSatisfy { $0 == $1 }, "the stream differs from the file")
+        #expect(lines.all.withLock { $0 }.contains { $0.contains("verified as paired sender") }, "\(lines.all.withLock { $0 })")
+
+        // The same credentials with another sender's identifier: never paired, refused.
+        var fields = credentials.split(separator: ":").map(String.init)
+        fields[3] = AirPlayPairings.hex(Array("a stranger".utf8))
+        let stranger = try ChildProcess(name: "atvremote-stranger", executable: Self.atvremote,
+                                        arguments: common + ["--raop-credentials", fields.joined(separator: ":"), "stream_file=\(music)"],
+                                        standardError: directory.file("stranger.log"))
+        #expect(await stranger.exit(within: 60) != 0)
+        #expect(sink.state.withLock { $0.began.count } == 1)
+        #expect(lines.all.withLock { $0 }.contains { $0.contains("is not paired") }, "\(lines.all.withLock { $0 })")
+    }
+
     /// A stranger's bytes: a malformed request is answered 400 and its connection closed; an
     /// encrypted announcement 415; the receiver serves the next connection as before.
     @Test(.timeLimit(.minutes(1)))

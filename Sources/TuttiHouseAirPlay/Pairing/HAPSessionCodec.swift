@@ -26,10 +26,7 @@ final class HAPSessionCodec: ChannelDuplexHandler {
         var write: SymmetricKey
 
         static func derive(from sessionKey: [UInt8], salt: String, senderWrites: String, senderReads: String) -> Keys {
-            func key(_ info: String) -> SymmetricKey {
-                HKDF<SHA512>.deriveKey(inputKeyMaterial: SymmetricKey(data: sessionKey), salt: Array(salt.utf8), info: Array(info.utf8), outputByteCount: 32)
-            }
-            return Keys(read: key(senderWrites), write: key(senderReads))
+            Keys(read: HAPPairing.hkdf(sessionKey, salt: salt, info: senderWrites), write: HAPPairing.hkdf(sessionKey, salt: salt, info: senderReads))
         }
 
         /// The RTSP connection's (`Control-Salt`).

@@ -41,7 +41,7 @@ public struct IdentityKey: Sendable, CustomStringConvertible {
         return IdentityKey(privateKey: key)
     }
 
-    func signature(for message: [UInt8]) -> [UInt8] {
+    public func signature(for message: [UInt8]) -> [UInt8] {
         // Signing fails only for a key BoringSSL cannot use, which `init` has refused.
         guard let signature = try? privateKey.signature(for: message) else { preconditionFailure("Ed25519 signing failed with a valid key") }
         return Array(signature)

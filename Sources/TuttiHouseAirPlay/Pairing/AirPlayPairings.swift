@@ -1,0 +1,108 @@
+import Synchronization
+import TuttiProtocol
+
+/// The AirPlay senders paired with a PIN (pair-setup's M5): each one's pairing identifier and
+/// Ed25519 public key, against which pair-verify checks it on every later connection. Kept in
+/// a file of the state directory (`airplay-pairings.json`, 0600, replaced whole), so that a
+/// sender stays paired across restarts; in memory only when no file is given (tests).
+///
+/// Thread-safety: any thread (a mutex).
+public final class AirPlayPairings: Sendable {
+    public struct Pairing: Codable, Sendable, Equatable {
+        /// The sender's pairing identifier and public key, hex.
+        public var identifier: String
+        public var publicKey: String
+    }
+
+    /// A household pairs its senders, not thousands: the oldest is forgotten past this.
+    public static let maximumPairings = 64
+
+    private let path: String?
+    private let pairings: Mutex<[Pairing]>
+
+    /// Reads the pairings at `path` (none yet when it does not exist).
+    public init(path: String?) throws(StateFile.Failure) {
+        self.path = path
+        var known: [Pairing] = []
+        if let path, StateFile.exists(path) {
+            known = try StateFile.readJSON([Pairing].self, from: path, what: "the AirPlay pairings",
+                                           remedy: "remove it to forget every paired sender")
+        }
+        pairings = Mutex(known)
+    }
+
+    public var all: [Pairing] { pairings.withLock { $0 } }
+
+    /// The public key `identifier` paired with, if it did.
+    public func publicKey(for identifier: [UInt8]) -> [UInt8]? {
+        let id = Self.hex(identifier)
+        return pairings.withLock { $0.first { $0.identifier == id } }.flatMap { Self.bytes(hex: $0.publicKey) }
+    }
+
+    /// Remembers `identifier` with `publicKey` (again, if it paired before), and writes the file.
+    public func add(identifier: [UInt8], publicKey: [UInt8]) throws(StateFile.Failure) {
+        let pairing = Pairing(identifier: Self.hex(identifier), publicKey: Self.hex(publicKey))
+        let all = pairings.withLock { known in
+            known.removeAll { $0.identifier == pairing.identifier }
+            known.append(pairing)
+            if known.count > Self.maximumPairings { known.removeFirst(known.count - Self.maximumPairings) }
+            return known
+        }
+        if let path { try StateFile.replaceJSON(path, with: all, what: "the AirPlay pairings") }
+    }
+
+    static func hex(_ bytes: [UInt8]) -> String {
+        let digits = Array("0123456789abcdef")
+        return String(bytes.flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 0xF)]] })
+    }
+
+    static func bytes(hex: String) -> [UInt8]? {
+        let digits = Array(hex.utf8)
+        guard digits.count % 2 == 0 else { return nil }
+        var out: [UInt8] = []
+        for index in stride(from: 0, to: digits.count, by: 2) {
+            guard let byte = UInt8(String(decoding: digits[index...index + 1], as: UTF8.self), radix: 16) else { return nil }
+            out.append(byte)
+        }
+        return out
+    }
+}
+
+/// What a receiver needs to pair senders with a PIN: its own long-term Ed25519 identity and
+/// pairing identifier (what a sender remembers it by), the pairings, and how to show a PIN to
+/// the household (the house logs it).
+public struct AirPlayAccessory: Sendable {
+    public var identity: IdentityKey
+    public var identifier: [UInt8]
+    public var pairings: AirPlayPairings
+    /// Called with a new PIN and the address of the sender that asked for it.
+    public var showPIN: @Sendable (_ pin: String, _ sender: String) -> Void
+
+    public init(identity: IdentityKey, identifier: [UInt8], pairings: AirPlayPairings, showPIN: @escaping @Sendable (String, String) -> Void) {
+        self.identity = identity
+        self.identifier = identifier
+        self.pairings = pairings
+        self.showPIN = showPIN
+    }
+
+    /// A group's receiver of the house with identity `house`: its own identity derived from the
+    /// house's and the group's id (the same after a restart, so a paired sender is verified
+    /// again), its identifier the device id the announcement gives, as a MAC address.
+    public static func group(_ group: UInt32, of house: IdentityKey, pairings: AirPlayPairings, showPIN: @escaping @Sendable (String, String) -> Void) -> AirPlayAccessory {
+        let identity = groupIdentity(group, of: house)
+        let mac = deviceID(of: identity).map { AirPlayPairings.hex([$0]).uppercased() }.joined(separator: ":")
+        return AirPlayAccessory(identity: identity, identifier: Array(mac.utf8), pairings: pairings, showPIN: showPIN)
+    }
+
+    public static func groupIdentity(_ group: UInt32, of house: IdentityKey) -> IdentityKey {
+        house.derived(for: "airplay group \(group)")
+    }
+
+    /// Six bytes from the identity's public key, as a locally administered unicast MAC address:
+    /// what AirPlay's device id (the announcement's name and `deviceid`) is.
+    public static func deviceID(of identity: IdentityKey) -> [UInt8] {
+        var id = Array(identity.publicKey.bytes.prefix(6))
+        id[0] = (id[0] & 0xFC) | 0x02
+        return id
+    }
+}
