@@ -52,12 +52,16 @@ public actor AirPlayGroupReceivers {
     /// Each group's identity and pairings, for senders that pair with a PIN (nil: transient only).
     private let accessory: (@Sendable (_ group: UInt32, _ name: String) -> AirPlayAccessory)?
 
-    public init(house: House, host: String, port: Int, clock: any HostClock,
+    /// Only senders paired with a PIN are played (`AirPlayReceiver.Configuration.onlyPairedSenders`).
+    private let onlyPairedSenders: Bool
+
+    public init(house: House, host: String, port: Int, clock: any HostClock, onlyPairedSenders: Bool = false,
                 accessory: (@Sendable (_ group: UInt32, _ name: String) -> AirPlayAccessory)? = nil, log: @escaping @Sendable (String) -> Void) {
         self.house = house
         self.host = host
         self.port = port
         self.clock = clock
+        self.onlyPairedSenders = onlyPairedSenders
         self.accessory = accessory
         self.log = log
     }
@@ -145,6 +149,7 @@ public actor AirPlayGroupReceivers {
             let name = group.name, log = self.log
             var configuration = AirPlayReceiver.Configuration(host: host, port: candidate, clock: clock)
             configuration.accessory = accessory?(group.id, group.name)
+            configuration.onlyPairedSenders = onlyPairedSenders
             let receiver = AirPlayReceiver(configuration: configuration,
                                            sink: GroupAirPlaySink(input: LiveInput(house: house, group: String(group.id)))) { line in
                 log(group.isDefault ? line : "group \(name): \(line)")

@@ -24,6 +24,9 @@ public final class AirPlayReceiver: Sendable {
         /// The receiver's identity and pairings, for AirPlay 2 senders that pair with a PIN and
         /// verify on each connection; without it only transient pairing is offered.
         public var accessory: AirPlayAccessory?
+        /// Only senders paired with a PIN (verified on their connection) may stream: AirPlay 1's
+        /// ANNOUNCE and AirPlay 2's transient pairing are refused. Needs `accessory`.
+        public var onlyPairedSenders = false
         /// Drops every audio packet whose sequence number is a multiple of this on arrival at the
         /// audio port (0: none), so that tests on a lossless loopback exercise resends.
         @_spi(Testing) public var dropsEveryNthAudioPacket = 0
@@ -136,7 +139,7 @@ final class RAOPConnectionHandler: ChannelInboundHandler {
 
     init(receiver: AirPlayReceiver) {
         self.receiver = receiver
-        pairing = HAPPairing(accessory: receiver.configuration.accessory)
+        pairing = HAPPairing(accessory: receiver.configuration.accessory, allowsTransient: !receiver.configuration.onlyPairedSenders)
     }
 
     private var isOwner: Bool { receiver.streaming.value.owner == ObjectIdentifier(self) }
@@ -300,6 +303,9 @@ final class RAOPConnectionHandler: ChannelInboundHandler {
         case "OPTIONS":
             return answer(200, "OK", headers: [("Public", "ANNOUNCE, SETUP, RECORD, PAUSE, FLUSH, TEARDOWN, OPTIONS, GET_PARAMETER, SET_PARAMETER, POST, GET")])
         case "ANNOUNCE":
+            guard !receiver.configuration.onlyPairedSenders else {
+                return refuse(403, "Forbidden", "an AirPlay 1 sender: this receiver plays only senders paired with a PIN (--airplay-access paired)")
+            }
             do {
                 let parsed = try RAOPAnnouncement(sdp: request.body)
                 let slot = receiver.streaming.value

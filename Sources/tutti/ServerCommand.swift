@@ -68,6 +68,11 @@ struct Server: AsyncParsableCommand {
                                discussion: "An AirPlay sender streams to a group's receiver: AirPlay 1 (PipeWire's raop sink, pyatv's atvremote, iTunes and others that need no pairing), or AirPlay 2's realtime audio after a transient pairing, encrypted (pyatv; not Apple's buffered audio with PTP timing); a sender that pairs with a PIN (atvremote ... pair) is shown the PIN in this log and verified on every connection after (the state directory's airplay-pairings.json), and every room of the group plays it in sync, in place of the queue, which comes back paused when the sender stops. `tutti ctl groups` lists each group's address. If the default address is taken (shairport-sync), the house runs without them and says so."))
     var airplay: String?
 
+    @Option(name: .customLong("airplay-access"), help: ArgumentHelp(
+        "Which AirPlay senders a group plays: everyone on the network (default, as Apple's receivers) or paired (only senders paired with a PIN).",
+        discussion: "With paired, AirPlay 1 senders and AirPlay 2's transient pairing are refused; a sender pairs once (atvremote ... --protocol raop pair: the PIN shows in this log) and is verified on every connection after."))
+    var airPlayAccess = "everyone"
+
     @Option(name: .customLong("airplay-room"), help: ArgumentHelp(
         "NAME=HOST:PORT: an AirPlay 1 receiver (shairport-sync, an AV receiver, an AirPort Express) that plays as room NAME (repeatable).",
         discussion: "The house streams the room's group to it over RAOP (ALAC, with its own timing and sync packets), in sync with the other rooms; it is grouped, moved and given a volume like any room. Its port is the receiver's RTSP port (5000 for shairport-sync; `avahi-browse -rt _raop._tcp` lists them). Rooms named here are the household's: no admission is asked."))
@@ -132,6 +137,7 @@ struct Server: AsyncParsableCommand {
     func validate() throws {
         guard announce == "on" || announce == "off" else { throw ValidationError("--announce \(announce): use on or off") }
         guard findAirPlayRooms == "on" || findAirPlayRooms == "off" else { throw ValidationError("--find-airplay-rooms \(findAirPlayRooms): use on or off") }
+        guard airPlayAccess == "everyone" || airPlayAccess == "paired" else { throw ValidationError("--airplay-access \(airPlayAccess): use everyone or paired") }
         if let name, name.isEmpty || name.utf8.count > 63 {
             throw ValidationError("--name must be 1 to 63 bytes (a DNS-SD instance name)")
         }
@@ -422,7 +428,8 @@ struct Server: AsyncParsableCommand {
         }
         return try await startFrontEnd("AirPlay senders", option: "--airplay", value: airplay, defaultAddress: defaultAddress(port: 5000),
                                 hint: { _ in "the default group; the others on the next ports: tutti ctl groups" }) { address in
-            let receivers = AirPlayGroupReceivers(house: house, host: address.host, port: address.port, clock: clock, accessory: { group, name in
+            let receivers = AirPlayGroupReceivers(house: house, host: address.host, port: address.port, clock: clock,
+                                                  onlyPairedSenders: airPlayAccess == "paired", accessory: { group, name in
                 AirPlayAccessory.group(group, of: identity, pairings: pairings) { pin, sender in
                     Terminal.standardError("tutti server: AirPlay: \(sender) asks to pair with group \(name): PIN \(pin) (good for 2 minutes, one try)\n")
                 }

@@ -133,8 +133,9 @@ final class CollectingSink: AirPlaySink {
     /// it is typed at pyatv's prompt; then pyatv streams with the credentials it was given,
     /// verified on the connection (pair-verify: X25519 and both sides' Ed25519 signatures), and
     /// the sink is handed the file bit-exact. A wrong PIN pairs nobody; credentials that name a
-    /// sender never paired are refused, and nothing reaches the sink.
-    @Test(.timeLimit(.minutes(2)))
+    /// sender never paired are refused, and nothing reaches the sink; with only paired senders
+    /// let in, an unpaired one is refused over AirPlay 2 (transient) and AirPlay 1 alike.
+    @Test(.timeLimit(.minutes(3)))
     func pyatvPairsWithAPINThenStreamsVerified() async throws {
         try #require(FileManager.default.isExecutableFile(atPath: Self.atvremote), "pyatv's atvremote is not at \(Self.atvremote): run make test (it makes the venv)")
         let directory = try TemporaryDirectory("airplay2-pin")
@@ -150,6 +151,8 @@ final class CollectingSink: AirPlaySink {
         configuration.accessory = AirPlayAccessory(identity: .random(), identifier: Array("02:11:22:33:44:55".utf8), pairings: pairings) { pin, _ in
             shown.append(pin)
         }
+        // Paired senders only (`--airplay-access paired`): AirPlay 1 and transient pairing are refused below.
+        configuration.onlyPairedSenders = true
         let receiver = AirPlayReceiver(configuration: configuration, sink: sink, log: { lines.append($0) })
         let port = try await receiver.start()
         defer { Task { await receiver.stop() } }
@@ -188,6 +191,18 @@ final class CollectingSink: AirPlaySink {
         #expect(state.began.count == 1 && state.began.first?.senderName == "pyatv", "\(state.began)")
         #expect(state.samples.count >= reference.count && zip(state.samples, reference).allSatisfy { $0 == $1 }, "the stream differs from the file")
         #expect(lines.all.withLock { $0 }.contains { $0.contains("verified as paired sender") }, "\(lines.all.withLock { $0 })")
+
+        // Unpaired: AirPlay 2's transient pairing and AirPlay 1 are refused, and reach nothing.
+        for (airPlay2, log) in [(true, "transient.log"), (false, "airplay1.log")] {
+            let unpaired = try ChildProcess(name: "atvremote-unpaired", executable: Self.atvremote,
+                                            arguments: ["--manual", "--address", "127.0.0.1", "--port", "\(port)", "--protocol", "raop", "--id", "tutti-unpaired",
+                                                        "--storage", "none", "--service-properties", Self.serviceProperties(airPlay2: airPlay2), "stream_file=\(music)"],
+                                            standardError: directory.file(log))
+            #expect(await unpaired.exit(within: 60) != 0, "an unpaired sender over AirPlay \(airPlay2 ? 2 : 1) was played")
+        }
+        #expect(sink.state.withLock { $0.began.count } == 1)
+        let refusals = lines.all.withLock { $0 }
+        #expect(refusals.contains { $0.contains("transient pairing refused") } && refusals.contains { $0.contains("an AirPlay 1 sender") }, "\(refusals)")
 
         // The same credentials with another sender's identifier: never paired, refused.
         var fields = credentials.split(separator: ":").map(String.init)

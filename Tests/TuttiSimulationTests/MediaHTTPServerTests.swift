@@ -291,7 +291,14 @@ import TuttiTestSupport
     @Test func blockingStartAndShutdown() async throws {
         let file = Self.pattern(1_000)
         let (body, refused) = try await offThread {
-            let server = try MediaHTTPServer.startBlocking(files: ["/b.wav": file])
+            // On a port below the kernel's ephemeral range (32768 on): a port freed there is not
+            // handed to another test's listener on port 0 in the same process, which once made
+            // the connection after the shutdown succeed (CI, beside the AirPlay tests).
+            var server: MediaHTTPServer?
+            for port in (20_000..<32_000).shuffled().prefix(64) where server == nil {
+                server = try? MediaHTTPServer.startBlocking(files: ["/b.wav": file], port: port)
+            }
+            guard let server else { throw TestFailure("no free port below the ephemeral range among 64 tried") }
             let connection = try RawHTTPConnection(port: server.port)
             try connection.send("GET", "/b.wav")
             let body = try connection.readResponse().body

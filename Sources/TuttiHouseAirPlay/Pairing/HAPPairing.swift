@@ -45,10 +45,14 @@ struct HAPPairing {
     /// After pair-verify's M1: both public values and the shared secret.
     private var verifying: (accessoryPublic: [UInt8], senderPublic: [UInt8], shared: [UInt8])?
 
+    /// Whether transient pairing is offered (not where only paired senders may stream).
+    private let allowsTransient: Bool
+
     /// `accessory`: the receiver's identity and pairings; without it only transient pairing is
     /// offered.
-    init(accessory: AirPlayAccessory?) {
+    init(accessory: AirPlayAccessory?, allowsTransient: Bool = true) {
         self.accessory = accessory
+        self.allowsTransient = allowsTransient
     }
 
     /// `POST /pair-pin-start`: a new PIN, shown to the household. False when PINs are not offered.
@@ -72,6 +76,10 @@ struct HAPPairing {
             let flags = (message[.flags] ?? []).prefix(4).enumerated().reduce(UInt32(0)) { $0 | UInt32($1.element) << (8 * $1.offset) }
             setupKey = nil
             if flags & Self.transientFlag != 0 {
+                guard allowsTransient else {
+                    exchange = nil
+                    return refuse(state: 2, .authentication, "transient pairing refused: this receiver plays only senders paired with a PIN (--airplay-access paired)")
+                }
                 exchange = (SRPServer(password: Self.transientPIN), true)
             } else {
                 exchange = nil

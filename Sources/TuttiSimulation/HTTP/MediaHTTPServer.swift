@@ -55,11 +55,11 @@ public final class MediaHTTPServer: Sendable {
     }
 
     /// `start` for callers outside async code, such as a benchmark's main thread.
-    /// Must not be called on one of `group`'s event loops.
-    public static func startBlocking(files: [String: [UInt8]] = [:],
+    /// Must not be called on one of `group`'s event loops. `port` 0: any free one.
+    public static func startBlocking(files: [String: [UInt8]] = [:], port: Int = 0,
                                      group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) throws -> MediaHTTPServer {
         let shared = Shared(files: files.mapValues { ByteBuffer(bytes: $0) })
-        let channel = try bootstrap(shared: shared, group: group).bind(host: "127.0.0.1", port: 0).wait()
+        let channel = try bootstrap(shared: shared, group: group).bind(host: "127.0.0.1", port: port).wait()
         return try MediaHTTPServer(serverChannel: channel, shared: shared)
     }
 
