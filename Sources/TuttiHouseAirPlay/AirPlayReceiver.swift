@@ -268,7 +268,9 @@ final class RAOPConnectionHandler: ChannelInboundHandler {
         switch request.method {
         case "POST" where request.uri == "/pair-pin-start":
             // pyatv asks for a PIN before a transient pairing too (`X-Apple-HKP: 4`), which needs none.
-            if request[header: "X-Apple-HKP"] != "4" { _ = pairing.startPIN(sender: peer, now: receiver.configuration.clock.now()) }
+            if request[header: "X-Apple-HKP"] != "4", let refusal = pairing.startPIN(sender: peer, now: receiver.configuration.clock.now()) {
+                receiver.emit("AirPlay: \(peer) asks for a PIN: \(refusal)")
+            }
             return answer(200, "OK")
         case "POST" where request.uri == "/pair-setup" || request.uri == "/pair-verify":
             guard sessionKey == nil else { return refuse(455, "Method Not Valid in This State", "pairing again on a paired connection") }

@@ -125,7 +125,7 @@ import TuttiTestSupport
         var pairing = HAPPairing(accessory: accessory)
         guard case .refused = pairing.pairSetup(m1, now: 0) else { Issue.record("M1 before a PIN was shown was not refused"); return }
         let started = pairing.startPIN(sender: "192.0.2.1", now: 0)
-        #expect(started)
+        #expect(started == nil)
         let pin = try #require(shown.withLock { $0.last })
         #expect(pin.count == 4 && pin.allSatisfy(\.isNumber))
         guard case .refused = pairing.pairSetup(m1, now: HAPPairing.pinLifetimeNanoseconds + 1) else { Issue.record("an expired PIN was taken"); return }
@@ -137,6 +137,20 @@ import TuttiTestSupport
             Issue.record("a wrong proof was taken"); return
         }
         guard case .refused = pairing.pairSetup(m1, now: 3) else { Issue.record("a spent PIN was taken again"); return }
+        // Wrong PINs in a row: after three, the next PIN waits 1 s, then 2, 4…
+        func guessWrong(at now: Int64) throws {
+            #expect(pairing.startPIN(sender: "192.0.2.1", now: now) == nil, "no PIN at \(now)")
+            guard case .reply(let m2) = pairing.pairSetup(m1, now: now) else { Issue.record("M1 at \(now) not answered"); return }
+            let key = try TLV8(parsing: m2)[.publicKey]!
+            _ = pairing.pairSetup(TLV8([(.state, [3]), (.publicKey, key), (.proof, Array(repeating: 1, count: 64))]).encoded, now: now)
+        }
+        try guessWrong(at: 10)
+        try guessWrong(at: 11)  // the third wrong one (with the one above)
+        #expect(pairing.startPIN(sender: "192.0.2.1", now: 11) != nil, "a fourth PIN at once")
+        guard case .refused = pairing.pairSetup(m1, now: 11) else { Issue.record("M1 during the wait was answered"); return }
+        try guessWrong(at: 11 + 1_000_000_000)  // the fourth: 2 s now
+        #expect(pairing.startPIN(sender: "192.0.2.1", now: 11 + 2_000_000_000) != nil)
+        #expect(pairing.startPIN(sender: "192.0.2.1", now: 11 + 3_000_000_001) == nil)
     }
 
     /// What a sender writes in HAP frames is read in the clear, both ways, across frame

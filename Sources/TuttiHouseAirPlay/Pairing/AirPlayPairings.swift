@@ -19,6 +19,13 @@ public final class AirPlayPairings: Sendable {
 
     private let path: String?
     private let pairings: Mutex<[Pairing]>
+    /// Wrong PINs in a row, house-wide, and when the last one was tried.
+    private let wrongPINs = Mutex<(count: Int, last: Int64)>((0, 0))
+
+    /// Wrong PINs in a row taken before each further PIN waits (`pinBackoff`).
+    public static let freeWrongPINs = 3
+    /// The longest wait for the next PIN.
+    public static let maximumBackoffNanoseconds: Int64 = 3_600_000_000_000
 
     /// Reads the pairings at `path` (none yet when it does not exist).
     public init(path: String?) throws(StateFile.Failure) {
@@ -49,6 +56,28 @@ public final class AirPlayPairings: Sendable {
             return known
         }
         if let path { try StateFile.replaceJSON(path, with: all, what: "the AirPlay pairings") }
+    }
+
+    /// A wrong PIN was given (at `now`, the receiver's clock).
+    public func noteWrongPIN(now: Int64) {
+        wrongPINs.withLock { $0 = ($0.count + 1, now) }
+    }
+
+    /// A right PIN was given: the count starts again.
+    public func noteRightPIN() {
+        wrongPINs.withLock { $0 = (0, 0) }
+    }
+
+    /// How long (ns) the next PIN must wait at `now`, if at all: after `freeWrongPINs` wrong ones
+    /// in a row, 1 s, then twice as long after each further one, up to an hour. A PIN is one
+    /// guess in 10 000, so a stranger guessing cannot get far.
+    public func pinBackoff(now: Int64) -> Int64? {
+        let (count, last) = wrongPINs.withLock { $0 }
+        guard count >= Self.freeWrongPINs else { return nil }
+        let doublings = min(count - Self.freeWrongPINs, 40)
+        let wait = min(Self.maximumBackoffNanoseconds, Int64(1_000_000_000) << doublings)
+        let left = last + wait - now
+        return left > 0 ? left : nil
     }
 
     static func hex(_ bytes: [UInt8]) -> String {

@@ -55,15 +55,20 @@ struct HAPPairing {
         self.allowsTransient = allowsTransient
     }
 
-    /// `POST /pair-pin-start`: a new PIN, shown to the household. False when PINs are not offered.
-    mutating func startPIN(sender: String, now: Int64) -> Bool {
-        guard let accessory else { return false }
+    /// `POST /pair-pin-start`: a new PIN, shown to the household. Nil when one is shown; else
+    /// why not, for the log (PINs not offered, or waiting after wrong ones).
+    mutating func startPIN(sender: String, now: Int64) -> String? {
+        guard let accessory else { return "no PIN: pairing with a PIN is not offered here" }
+        if let wait = accessory.pairings.pinBackoff(now: now) {
+            pin = nil
+            return "no PIN for \((wait + 999_999_999) / 1_000_000_000) s more, after wrong PINs in a row"
+        }
         var generator = SystemRandomNumberGenerator()
         let number = Int.random(in: 0...9999, using: &generator)
         let value = String(repeating: "0", count: 4 - String(number).count) + String(number)
         pin = (value, now + Self.pinLifetimeNanoseconds)
         accessory.showPIN(value, sender)
-        return true
+        return nil
     }
 
     mutating func pairSetup(_ body: [UInt8], now: Int64) -> Outcome {
@@ -104,10 +109,13 @@ struct HAPPairing {
                 let (serverProof, key) = try server.verify(clientPublicKey: a, clientProof: proof)
                 let reply = TLV8([(.state, [4]), (.proof, serverProof)]).encoded
                 if transient { return .established(reply: reply, sessionKey: key, how: "paired (AirPlay 2, transient)") }
+                accessory?.pairings.noteRightPIN()
                 setupKey = key
                 return .reply(reply)
             } catch {
-                return refuse(state: 4, .authentication, transient ? "pair-setup: \(error)" : "pair-setup with a PIN: the wrong PIN (it is spent; ask for a new one)")
+                guard !transient else { return refuse(state: 4, .authentication, "pair-setup: \(error)") }
+                accessory?.pairings.noteWrongPIN(now: now)
+                return refuse(state: 4, .authentication, "pair-setup with a PIN: the wrong PIN (it is spent; ask for a new one)")
             }
         case 5:
             guard let key = setupKey, let accessory else { return refuse(state: 6, .unknown, "pair-setup M5 without a PIN pairing's M3") }
