@@ -164,6 +164,8 @@ final class RAOPConnectionHandler: ChannelInboundHandler {
             guard now - active > AirPlayReceiver.sessionTimeout else { return }
             receiver.emit("AirPlay: \(peer): no request and no audio for \(AirPlayReceiver.sessionTimeout.nanoseconds / 1_000_000_000) s; ending its stream")
         } else {
+            // A sender pairing with a PIN waits for its user to read it: not idle till it expires.
+            if let until = pairing.awaitingPINUntil, receiver.configuration.clock.now() < until { return }
             guard now - lastRequest > AirPlayReceiver.idleTimeout else { return }
             receiver.emit("AirPlay: \(peer): no request for \(AirPlayReceiver.idleTimeout.nanoseconds / 1_000_000_000) s; closing the connection")
         }
@@ -285,6 +287,12 @@ final class RAOPConnectionHandler: ChannelInboundHandler {
                 receiver.emit("AirPlay: \(peer) paired with a PIN as sender \(controller); it is verified on each connection from now on")
                 return answerWithBody(200, "OK", contentType: "application/pairing+tlv8", body: body)
             case .established(let body, let key, let how):
+                // Bytes the sender sent before it could have read this reply would be read in the
+                // clear after it: a sender that does so does not follow the protocol.
+                guard pending.isEmpty, parser.bufferedCount == 0 else {
+                    receiver.emit("AirPlay: \(peer): sent more before its pairing's last reply; closing the connection")
+                    return write(RTSPResponse(status: 400, reason: "Bad Request"), context: context, close: true)
+                }
                 let written = answerWithBody(200, "OK", contentType: "application/pairing+tlv8", body: body)
                 // The reply went out in the clear; from here on both ways are encrypted.
                 sessionKey = key

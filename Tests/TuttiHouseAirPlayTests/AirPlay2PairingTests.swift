@@ -153,6 +153,24 @@ import TuttiTestSupport
         #expect(pairing.startPIN(sender: "192.0.2.1", now: 11 + 3_000_000_001) == nil)
     }
 
+    /// One PIN is outstanding in the house, for the connection that asked: another connection
+    /// cannot use it, and a new one cancels it; the wait after wrong PINs stays an hour however
+    /// many there were (its doubling once overflowed into no wait at all after 34).
+    @Test func onePINAtATimeAndTheWaitNeverRunsOut() throws {
+        let pairings = try AirPlayPairings(path: nil)
+        let accessory = AirPlayAccessory(identity: .random(), identifier: Array("02:00:00:00:00:02".utf8), pairings: pairings) { _, _ in }
+        let m1 = TLV8([(.method, [0]), (.state, [1])]).encoded
+        var first = HAPPairing(accessory: accessory), second = HAPPairing(accessory: accessory)
+        #expect(first.startPIN(sender: "192.0.2.1", now: 0) == nil)
+        guard case .refused = second.pairSetup(m1, now: 1) else { Issue.record("another connection used the PIN"); return }
+        #expect(second.startPIN(sender: "192.0.2.2", now: 2) == nil)
+        guard case .refused = first.pairSetup(m1, now: 3) else { Issue.record("a cancelled PIN was used"); return }
+        guard case .reply = second.pairSetup(m1, now: 4) else { Issue.record("the new PIN's connection was refused"); return }
+        #expect(second.awaitingPINUntil == 2 + AirPlayPairings.pinLifetimeNanoseconds)
+        for attempt in 0..<100 { pairings.noteWrongPIN(now: Int64(attempt)) }
+        #expect(pairings.pinBackoff(now: 99) == AirPlayPairings.maximumBackoffNanoseconds)
+    }
+
     /// What a sender writes in HAP frames is read in the clear, both ways, across frame
     /// boundaries and in pieces; a forged frame closes the connection.
     @Test func aPairedConnectionsFramesOpenAndAForgedOneCloses() throws {

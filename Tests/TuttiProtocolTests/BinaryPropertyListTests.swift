@@ -43,6 +43,9 @@ import TuttiProtocol
         // Twenty arrays, each holding the next twice: 2^20 values from 21 objects.
         let doubling = (0..<20).map { [0xA2, UInt8($0 + 1), UInt8($0 + 1)] } + [[0x10, 1]]
         #expect(throws: BinaryPropertyList.Malformed.self) { try BinaryPropertyList(parsing: list(doubling)) }
+        // An array of 200 references to one 2 KB data object: 400 KB from a 2.6 KB list.
+        let amplified = [[0xAF, 0x10, 200] + Array(repeating: UInt8(1), count: 200), [0x4F, 0x11, 0x07, 0xD0] + Array(repeating: UInt8(7), count: 2000)]
+        #expect(throws: BinaryPropertyList.Malformed.self) { try BinaryPropertyList(parsing: list(amplified)) }
         // Nested 17 deep.
         let deep = (0..<17).map { [0xA1, UInt8($0 + 1)] } + [[0x10, 1]]
         #expect(throws: BinaryPropertyList.Malformed.self) { try BinaryPropertyList(parsing: list(deep)) }

@@ -19,8 +19,14 @@ public final class AirPlayPairings: Sendable {
 
     private let path: String?
     private let pairings: Mutex<[Pairing]>
+    /// The one PIN outstanding, house-wide: its digits, when it expires, and the connection it
+    /// was shown for (only that one may use it, once). A new PIN cancels it.
+    private struct Outstanding { var pin: String; var expires: Int64; var holder: UInt64 }
+    private let outstanding = Mutex<Outstanding?>(nil)
     /// Wrong PINs in a row, house-wide, and when the last one was tried.
     private let wrongPINs = Mutex<(count: Int, last: Int64)>((0, 0))
+    /// How long a PIN shown is good for.
+    public static let pinLifetimeNanoseconds: Int64 = 120_000_000_000
 
     /// Wrong PINs in a row taken before each further PIN waits (`pinBackoff`).
     public static let freeWrongPINs = 3
@@ -46,16 +52,47 @@ public final class AirPlayPairings: Sendable {
         return pairings.withLock { $0.first { $0.identifier == id } }.flatMap { Self.bytes(hex: $0.publicKey) }
     }
 
-    /// Remembers `identifier` with `publicKey` (again, if it paired before), and writes the file.
+    /// Remembers `identifier` with `publicKey` (again, if it paired before), and writes the file
+    /// (under the lock: two receivers' pairings at once are written in the order they were kept).
     public func add(identifier: [UInt8], publicKey: [UInt8]) throws(StateFile.Failure) {
         let pairing = Pairing(identifier: Self.hex(identifier), publicKey: Self.hex(publicKey))
-        let all = pairings.withLock { known in
-            known.removeAll { $0.identifier == pairing.identifier }
-            known.append(pairing)
-            if known.count > Self.maximumPairings { known.removeFirst(known.count - Self.maximumPairings) }
-            return known
+        let path = self.path
+        try pairings.withLock { (known: inout [Pairing]) throws(StateFile.Failure) -> Void in
+            var updated = known
+            updated.removeAll { $0.identifier == pairing.identifier }
+            updated.append(pairing)
+            if updated.count > Self.maximumPairings { updated.removeFirst(updated.count - Self.maximumPairings) }
+            if let path { try StateFile.replaceJSON(path, with: updated, what: "the AirPlay pairings") }
+            known = updated
         }
-        if let path { try StateFile.replaceJSON(path, with: all, what: "the AirPlay pairings") }
+    }
+
+    /// A new PIN for connection `holder`, cancelling any other; or, while wrong PINs make the
+    /// next wait (`pinBackoff`), how long (ns).
+    public func issuePIN(to holder: UInt64, now: Int64) -> Result<String, PINWait> {
+        if let wait = pinBackoff(now: now) { return .failure(PINWait(nanoseconds: wait)) }
+        var generator = SystemRandomNumberGenerator()
+        let number = Int.random(in: 0...9999, using: &generator)
+        let pin = String(repeating: "0", count: 4 - String(number).count) + String(number)
+        outstanding.withLock { $0 = Outstanding(pin: pin, expires: now + Self.pinLifetimeNanoseconds, holder: holder) }
+        return .success(pin)
+    }
+
+    public struct PINWait: Error, Sendable { public var nanoseconds: Int64 }
+
+    /// The PIN shown for `holder`, if it is still outstanding, unexpired and no wait is due; and
+    /// when it expires.
+    public func pin(for holder: UInt64, now: Int64) -> (pin: String, expires: Int64)? {
+        guard pinBackoff(now: now) == nil else { return nil }
+        return outstanding.withLock { current in
+            guard let current, current.holder == holder, current.expires > now else { return nil }
+            return (current.pin, current.expires)
+        }
+    }
+
+    /// `holder`'s PIN was tried (right or wrong): it is gone.
+    public func spendPIN(of holder: UInt64) {
+        outstanding.withLock { if $0?.holder == holder { $0 = nil } }
     }
 
     /// A wrong PIN was given (at `now`, the receiver's clock).
@@ -74,7 +111,9 @@ public final class AirPlayPairings: Sendable {
     public func pinBackoff(now: Int64) -> Int64? {
         let (count, last) = wrongPINs.withLock { $0 }
         guard count >= Self.freeWrongPINs else { return nil }
-        let doublings = min(count - Self.freeWrongPINs, 40)
+        // 2^12 s is past the hour already; a larger shift would overflow (the bits shifted out
+        // and the wait negative, that is none).
+        let doublings = min(count - Self.freeWrongPINs, 12)
         let wait = min(Self.maximumBackoffNanoseconds, Int64(1_000_000_000) << doublings)
         let left = last + wait - now
         return left > 0 ? left : nil

@@ -1,4 +1,5 @@
 import Crypto
+import Synchronization
 import TuttiProtocol
 
 /// The receiver's side of pairing on one RTSP connection, HomeKit's pair-setup and pair-verify
@@ -35,11 +36,17 @@ struct HAPPairing {
     /// Flags bit of a transient pair-setup (`kPairingFlag_Transient`).
     static let transientFlag: UInt32 = 0x10
     /// How long a PIN shown is good for.
-    static let pinLifetimeNanoseconds: Int64 = 120_000_000_000
+    static let pinLifetimeNanoseconds = AirPlayPairings.pinLifetimeNanoseconds
+    /// Tells connections apart for the one outstanding PIN.
+    private static let holders = Atomic<UInt64>(0)
 
     private let accessory: AirPlayAccessory?
-    private var pin: (value: String, expires: Int64)?
+    /// This connection, as the PIN's holder.
+    private let holder = HAPPairing.holders.add(1, ordering: .relaxed).newValue
     private var exchange: (server: SRPServer, transient: Bool)?
+    /// Until when a PIN pairing's M3 may come (the PIN's expiry), while one waits for it: the
+    /// sender's user is reading the PIN, and the connection is not idle meanwhile.
+    private(set) var awaitingPINUntil: Int64?
     /// After a PIN pairing's M4: its session key, for M5.
     private var setupKey: [UInt8]?
     /// After pair-verify's M1: both public values and the shared secret.
@@ -59,16 +66,13 @@ struct HAPPairing {
     /// why not, for the log (PINs not offered, or waiting after wrong ones).
     mutating func startPIN(sender: String, now: Int64) -> String? {
         guard let accessory else { return "no PIN: pairing with a PIN is not offered here" }
-        if let wait = accessory.pairings.pinBackoff(now: now) {
-            pin = nil
-            return "no PIN for \((wait + 999_999_999) / 1_000_000_000) s more, after wrong PINs in a row"
+        switch accessory.pairings.issuePIN(to: holder, now: now) {
+        case .success(let pin):
+            accessory.showPIN(pin, sender)
+            return nil
+        case .failure(let wait):
+            return "no PIN for \((wait.nanoseconds + 999_999_999) / 1_000_000_000) s more, after wrong PINs in a row"
         }
-        var generator = SystemRandomNumberGenerator()
-        let number = Int.random(in: 0...9999, using: &generator)
-        let value = String(repeating: "0", count: 4 - String(number).count) + String(number)
-        pin = (value, now + Self.pinLifetimeNanoseconds)
-        accessory.showPIN(value, sender)
-        return nil
     }
 
     mutating func pairSetup(_ body: [UInt8], now: Int64) -> Outcome {
@@ -80,6 +84,7 @@ struct HAPPairing {
         case 1:
             let flags = (message[.flags] ?? []).prefix(4).enumerated().reduce(UInt32(0)) { $0 | UInt32($1.element) << (8 * $1.offset) }
             setupKey = nil
+            awaitingPINUntil = nil
             if flags & Self.transientFlag != 0 {
                 guard allowsTransient else {
                     exchange = nil
@@ -88,23 +93,31 @@ struct HAPPairing {
                 exchange = (SRPServer(password: Self.transientPIN), true)
             } else {
                 exchange = nil
-                guard accessory != nil else {
+                guard let accessory else {
                     return refuse(state: 2, .unavailable, "pair-setup with a PIN is not offered here: only transient pairing (docs/AIRPLAY.md)")
                 }
-                guard let shown = pin, shown.expires > now else {
-                    return refuse(state: 2, .unavailable, "pair-setup with a PIN before one was shown (pair-pin-start), or after it expired")
+                guard let shown = accessory.pairings.pin(for: holder, now: now) else {
+                    return refuse(state: 2, .unavailable, "pair-setup with a PIN before one was shown for this connection (pair-pin-start), after it expired or was replaced, or while wrong PINs make the next wait")
                 }
-                exchange = (SRPServer(password: shown.value), false)
+                exchange = (SRPServer(password: shown.pin), false)
+                awaitingPINUntil = shown.expires
             }
             return .reply(TLV8([(.state, [2]), (.salt, exchange!.server.salt), (.publicKey, exchange!.server.publicKey)]).encoded)
         case 3:
             guard let (server, transient) = exchange else { return refuse(state: 4, .unknown, "pair-setup M3 without M1") }
             exchange = nil
+            awaitingPINUntil = nil
+            // A PIN is good for one try: guessing needs a new PIN shown each time, and a new PIN
+            // waits after wrong ones. Its expiry holds for M3 too.
+            if !transient {
+                accessory?.pairings.spendPIN(of: holder)
+                guard accessory?.pairings.pinBackoff(now: now) == nil else {
+                    return refuse(state: 4, .backoff, "pair-setup with a PIN: wrong PINs make the next wait")
+                }
+            }
             guard let a = message[.publicKey], let proof = message[.proof] else {
                 return refuse(state: 4, .unknown, "pair-setup M3 without a public key and a proof")
             }
-            // A PIN is good for one try: guessing needs a new PIN shown each time.
-            if !transient { pin = nil }
             do {
                 let (serverProof, key) = try server.verify(clientPublicKey: a, clientProof: proof)
                 let reply = TLV8([(.state, [4]), (.proof, serverProof)]).encoded

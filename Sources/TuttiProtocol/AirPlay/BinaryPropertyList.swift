@@ -4,7 +4,8 @@
 /// that paired, which anyone on the LAN can: a trap there would stop the house.
 ///
 /// Lists that nest deeper than 16, hold more than 4096 values in all (counted as read, so a
-/// value referenced twice counts twice) or point outside themselves are refused.
+/// value referenced twice counts twice), make more than 4 times their size in data and strings
+/// or point outside themselves are refused.
 public enum BinaryPropertyList: Sendable, Equatable {
     case bool(Bool)
     case integer(Int64)
@@ -44,6 +45,16 @@ public enum BinaryPropertyList: Sendable, Equatable {
         let top: Int
         let tableStart: Int
         var values = 0
+        /// Bytes of data and strings made so far: a value referenced many times is made each
+        /// time, so a small list could make a large one (4095 references to 58 KB of data in a
+        /// 64 KiB body made 240 MB).
+        var madeBytes = 0
+        var byteBudget: Int { 4 * bytes.count + 4096 }
+
+        mutating func spend(_ count: Int, at offset: Int) throws(Malformed) {
+            madeBytes += count
+            guard madeBytes <= byteBudget else { throw Malformed(description: "values larger than 4 times the list (a value referenced over and over, at \(offset))") }
+        }
 
         init(_ bytes: [UInt8]) throws(Malformed) {
             guard bytes.count >= 8 + 32, bytes.starts(with: Array("bplist00".utf8)) else {
@@ -126,15 +137,18 @@ public enum BinaryPropertyList: Sendable, Equatable {
                 return .real(size == 4 ? Double(Float(bitPattern: UInt32(raw))) : Double(bitPattern: raw))
             case 0x4:
                 let (count, start) = try count(marker, at: offset)
+                try spend(count, at: offset)
                 return .data(Array(try slice(start, count)))
             case 0x5:
                 let (count, start) = try count(marker, at: offset)
+                try spend(count, at: offset)
                 let ascii = try slice(start, count)
                 guard ascii.allSatisfy({ $0 < 0x80 }) else { throw Malformed(description: "an ASCII string with a byte over 127 at \(offset)") }
                 return .string(String(decoding: ascii, as: UTF8.self))
             case 0x6:
                 let (count, start) = try count(marker, at: offset)
                 guard count <= tableStart / 2 else { throw Malformed(description: "a string of \(count) UTF-16 units at \(offset)") }
+                try spend(count * 2, at: offset)
                 let raw = try slice(start, count * 2)
                 let units = stride(from: raw.startIndex, to: raw.endIndex, by: 2).map { UInt16(bytes[$0]) << 8 | UInt16(bytes[$0 + 1]) }
                 return .string(String(decoding: units, as: UTF16.self))
