@@ -206,7 +206,7 @@ final class CollectingSink: AirPlaySink {
 
         // The same credentials with another sender's identifier: never paired, refused.
         var fields = credentials.split(separator: ":").map(String.init)
-        fields[3] = AirPlayPairings.hex(Array("a stranger".utf8))
+        fields[3] = Hex.encode(Array("a stranger".utf8))
         let stranger = try ChildProcess(name: "atvremote-stranger", executable: Self.atvremote,
                                         arguments: common + ["--raop-credentials", fields.joined(separator: ":"), "stream_file=\(music)"],
                                         standardError: directory.file("stranger.log"))

@@ -48,14 +48,14 @@ public final class AirPlayPairings: Sendable {
 
     /// The public key `identifier` paired with, if it did.
     public func publicKey(for identifier: [UInt8]) -> [UInt8]? {
-        let id = Self.hex(identifier)
-        return pairings.withLock { $0.first { $0.identifier == id } }.flatMap { Self.bytes(hex: $0.publicKey) }
+        let id = Hex.encode(identifier)
+        return pairings.withLock { $0.first { $0.identifier == id } }.flatMap { Hex.decode($0.publicKey) }
     }
 
     /// Remembers `identifier` with `publicKey` (again, if it paired before), and writes the file
     /// (under the lock: two receivers' pairings at once are written in the order they were kept).
     public func add(identifier: [UInt8], publicKey: [UInt8]) throws(StateFile.Failure) {
-        let pairing = Pairing(identifier: Self.hex(identifier), publicKey: Self.hex(publicKey))
+        let pairing = Pairing(identifier: Hex.encode(identifier), publicKey: Hex.encode(publicKey))
         let path = self.path
         try pairings.withLock { (known: inout [Pairing]) throws(StateFile.Failure) -> Void in
             var updated = known
@@ -118,22 +118,6 @@ public final class AirPlayPairings: Sendable {
         let left = last + wait - now
         return left > 0 ? left : nil
     }
-
-    static func hex(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef")
-        return String(bytes.flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 0xF)]] })
-    }
-
-    static func bytes(hex: String) -> [UInt8]? {
-        let digits = Array(hex.utf8)
-        guard digits.count % 2 == 0 else { return nil }
-        var out: [UInt8] = []
-        for index in stride(from: 0, to: digits.count, by: 2) {
-            guard let byte = UInt8(String(decoding: digits[index...index + 1], as: UTF8.self), radix: 16) else { return nil }
-            out.append(byte)
-        }
-        return out
-    }
 }
 
 /// What a receiver needs to pair senders with a PIN: its own long-term Ed25519 identity and
@@ -158,7 +142,7 @@ public struct AirPlayAccessory: Sendable {
     /// again), its identifier the device id the announcement gives, as a MAC address.
     public static func group(_ group: UInt32, of house: IdentityKey, pairings: AirPlayPairings, showPIN: @escaping @Sendable (String, String) -> Void) -> AirPlayAccessory {
         let identity = groupIdentity(group, of: house)
-        let mac = deviceID(of: identity).map { AirPlayPairings.hex([$0]).uppercased() }.joined(separator: ":")
+        let mac = deviceID(of: identity).map { Hex.encode([$0]).uppercased() }.joined(separator: ":")
         return AirPlayAccessory(identity: identity, identifier: Array(mac.utf8), pairings: pairings, showPIN: showPIN)
     }
 

@@ -208,7 +208,7 @@ struct HAPPairing {
     /// UUID, as pyatv's and Apple's are), else hex; at most 64 bytes of it.
     static func describe(_ identifier: [UInt8]) -> String {
         let shown = Array(identifier.prefix(64))
-        return shown.allSatisfy({ (0x21...0x7E).contains($0) }) ? String(decoding: shown, as: UTF8.self) : AirPlayPairings.hex(shown)
+        return shown.allSatisfy({ (0x21...0x7E).contains($0) }) ? String(decoding: shown, as: UTF8.self) : Hex.encode(shown)
     }
 
     private func refuse(state: UInt8, _ code: TLV8.ErrorCode, _ reason: String) -> Outcome {

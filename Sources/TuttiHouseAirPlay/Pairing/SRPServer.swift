@@ -16,7 +16,7 @@ struct SRPServer {
     }
 
     /// RFC 5054's 3072-bit group: its prime N (big-endian) and generator g.
-    static let prime: [UInt8] = hexBytes("""
+    static let prime: [UInt8] = Hex.decode("""
         FFFFFFFFFFFFFFFFC90FDAA22168C234C4C6628B80DC1CD129024E088A67CC74020BBEA63B139B22514A08798E3404DD\
         EF9519B3CD3A431B302B0A6DF25F14374FE1356D6D51C245E485B576625E7EC6F44C42E9A637ED6B0BFF5CB6F406B7ED\
         EE386BFB5A899FA5AE9F24117C4B1FE649286651ECE45B3DC2007CB8A163BF0598DA48361C55D39A69163FA8FD24CF5F\
@@ -25,7 +25,7 @@ struct SRPServer {
         15728E5A8AAAC42DAD33170D04507A33A85521ABDF1CBA64ECFB850458DBEF0A8AEA71575D060C7DB3970F85A6E1E4C7\
         ABF5AE8CDB0933D71E8C94E04A25619DCEE3D2261AD2EE6BF12FFA06D98A0864D87602733EC86A64521F2B18177B200C\
         BBE117577A615D6C770988C0BAD946E208E24FA074E5AB3143DB5BFCE0FD108E4B82D120A93AD2CAFFFFFFFFFFFFFFFF
-        """)
+        """)!
     static let generator: UInt = 5
     static let username = "Pair-Setup"
 
@@ -91,13 +91,4 @@ struct SRPServer {
         guard lhs.count == rhs.count else { return false }
         return zip(lhs, rhs).reduce(0) { $0 | ($1.0 ^ $1.1) } == 0
     }
-
-    private static func hexBytes(_ hex: String) -> [UInt8] {
-        let digits = Array(hex.utf8).filter { !$0.isWhitespace }
-        return stride(from: 0, to: digits.count, by: 2).map { UInt8(String(decoding: digits[$0...$0 + 1], as: UTF8.self), radix: 16)! }
-    }
-}
-
-private extension UInt8 {
-    var isWhitespace: Bool { self == 0x20 || self == 0x0A || self == 0x0D || self == 0x09 }
 }
